@@ -1,0 +1,128 @@
+// Package pipelines holds the recipe model (the user contract), its strict
+// parser and validator, the expansion of targets into a step graph, and the
+// executor that runs that graph against the cache.
+package pipelines
+
+// Pos is a place in a recipe file, 1-based, as YAML reports it.
+type Pos struct {
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	Col  int    `json:"col,omitempty"`
+}
+
+// Recipe is recipe format version 1. Field order follows the documented
+// format; Pos fields point at the key that set the value so errors found
+// after parsing (unknown device, bad needs) still say file:line:col.
+type Recipe struct {
+	Path        string `json:"-"`
+	Edgepipe    int    `json:"edgepipe"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Model       Model  `json:"model"`
+	Data        Data   `json:"data"`
+	// Quality holds the defaults every target starts from.
+	Quality Quality `json:"quality"`
+	// Resources caps what the executor may use at once.
+	Resources Resources `json:"resources"`
+	// Targets in file order.
+	Targets []Target `json:"targets"`
+	// Steps are extra steps, or overrides of generated steps by id, in file order.
+	Steps []StepSpec `json:"steps,omitempty"`
+	// Toolchains override where a toolchain's tools come from (the user's own
+	// Python or llama.cpp build), by toolchain name.
+	Toolchains map[string]ToolchainOverride `json:"toolchains,omitempty"`
+
+	NamePos Pos `json:"-"`
+}
+
+// Model names the source weights and what the recipe allows them to contain.
+type Model struct {
+	Source          string `json:"source"`
+	AllowPickle     bool   `json:"allow_pickle"`
+	TrustRemoteCode bool   `json:"trust_remote_code"`
+	SourcePos       Pos    `json:"-"`
+}
+
+// Data names the calibration and evaluation texts ("builtin:NAME" or a path
+// relative to the recipe file).
+type Data struct {
+	Calibration string `json:"calibration"`
+	Eval        string `json:"eval"`
+	Pos         Pos    `json:"-"`
+}
+
+// Quality is the quality gate configuration.
+type Quality struct {
+	Perplexity PerplexityGate `json:"perplexity"`
+}
+
+// PerplexityGate: delta = converted - baseline perplexity on the same tokens.
+// Below WarnDelta is "excellent", above MaxDelta is "fail" (no publish).
+type PerplexityGate struct {
+	Context   int     `json:"context"`
+	WarnDelta float64 `json:"warn_delta"`
+	MaxDelta  float64 `json:"max_delta"`
+	// MaxChunks bounds the evaluation cost; 0 means every chunk of the text.
+	MaxChunks int `json:"max_chunks,omitempty"`
+}
+
+// Resources caps the executor. Zero means "the machine's".
+type Resources struct {
+	MaxMemoryGB float64 `json:"max_memory_gb,omitempty"`
+	Jobs        int     `json:"jobs,omitempty"`
+}
+
+// Target is one published artifact: a model in one format for one device.
+type Target struct {
+	Name    string `json:"name"`
+	Device  string `json:"device"`
+	Format  string `json:"format"`
+	Context int    `json:"context,omitempty"`
+	// KVDtype is the KV-cache element type the runtime will use:
+	// f16 (default), q8, q4 or fp8.
+	KVDtype string `json:"kv_dtype,omitempty"`
+	// Quality is the recipe default with this target's overrides applied.
+	Quality Quality `json:"quality"`
+	// With holds format-specific options (group_size, imatrix, backend, ...).
+	With map[string]any `json:"with,omitempty"`
+	// Budgets (issue 6); zero means unset.
+	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
+	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
+	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
+
+	Pos       Pos `json:"-"` // the target's key
+	DevicePos Pos `json:"-"`
+	FormatPos Pos `json:"-"`
+}
+
+// StepSpec is a user-written step ("steps:" section): either a new step
+// (uses + needs + with) or, when its id matches a generated step, an override
+// of that step's params.
+type StepSpec struct {
+	ID    string         `json:"id"`
+	Uses  string         `json:"uses"`
+	Needs []string       `json:"needs,omitempty"`
+	With  map[string]any `json:"with,omitempty"`
+	// Timeout in seconds; 0 means the kind's default.
+	TimeoutS float64 `json:"timeout_s,omitempty"`
+
+	Pos      Pos   `json:"-"`
+	UsesPos  Pos   `json:"-"`
+	NeedsPos []Pos `json:"-"`
+}
+
+// ToolchainOverride points a toolchain at tools the user already has.
+type ToolchainOverride struct {
+	Python string            `json:"python,omitempty"` // interpreter with the needed packages
+	Tools  map[string]string `json:"tools,omitempty"`  // tool name -> executable path
+	Pos    Pos               `json:"-"`
+}
+
+// Recipe defaults, from the domain brief (perplexity drift under 0.5 is
+// excellent, over 2.0 means the conversion is broken).
+const (
+	DefaultPPLContext = 512
+	DefaultWarnDelta  = 0.5
+	DefaultMaxDelta   = 2.0
+	DefaultKVDtype    = "f16"
+)
