@@ -1,0 +1,108 @@
+package catalog
+
+import (
+	"strings"
+	"testing"
+)
+
+// validator is package pipelines' view of the catalog, restated here so the
+// compiler checks Catalog against it without importing pipelines.
+type validator interface {
+	DeviceIDs() []string
+	HasDevice(id string) bool
+	FormatNames() []string
+	ValidFormat(name string) bool
+	CanRun(deviceID, format string) (ok bool, fix string)
+}
+
+var _ validator = Catalog{}
+
+func TestCanRun(t *testing.T) {
+	for _, tc := range []struct {
+		device, format string
+		ok             bool
+		fix            string // exact when it does not start with "~", else a substring
+	}{
+		{"webgpu-m3-max", "gguf-q4_k_m", false, "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 weights, not GGUF"},
+		{"webgpu-android", "gguf-q8_0", false, "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 weights, not GGUF"},
+		{"webgpu-m3-max", "coreml-int4", false, "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 weights, not Core ML"},
+		{"webgpu-m3-max", "mlc-q4f16_1", true, ""},
+		{"apple-a18", "coreml-int4", true, ""},
+		{"apple-a18", "gguf-q4_k_m", true, ""},
+		{"generic-x86-laptop", "gguf-q8_0", true, ""},
+		{"apple-m3-max", "gguf-q4_k_m", true, ""},
+		{"snapdragon-8-gen-3", "qnn-w4a16", true, ""},
+		{"jetson-thor", "nvfp4", true, ""},
+		{"apple-a18", "qnn-w8a16", false, "use coreml-int4: no runtime on apple-a18 (Core ML, llama.cpp) loads qnn-w8a16; Core ML loads Core ML INT4 packages (INT4 weights, FP16 activations, runs on the ANE)"},
+		{"jetson-orin-nano-super", "nvfp4", false, "~use gguf-q4_k_m: no runtime on jetson-orin-nano-super"},
+		{"nvidia-a100", "nvfp4", false, "~use awq-w4a16: "},
+		{"x86-laptop", "mlc-q4f16_1", false, "~use gguf-q4_k_m: "},
+		{"apple-a17", "coreml-int4", false, `~unknown device "apple-a17"; did you mean "apple-a18"?`},
+		{"apple-a18", "gguf-q4km", false, `~unknown format "gguf-q4km"; did you mean "gguf-q4_k_m"?`},
+	} {
+		ok, fix := CanRun(tc.device, tc.format)
+		if ok != tc.ok {
+			t.Errorf("CanRun(%s, %s) ok = %v, want %v (fix %q)", tc.device, tc.format, ok, tc.ok, fix)
+		}
+		if want, sub := strings.CutPrefix(tc.fix, "~"); sub {
+			if !strings.Contains(fix, want) {
+				t.Errorf("CanRun(%s, %s) fix = %q, want it to contain %q", tc.device, tc.format, fix, want)
+			}
+		} else if fix != tc.fix {
+			t.Errorf("CanRun(%s, %s) fix = %q, want %q", tc.device, tc.format, fix, tc.fix)
+		}
+	}
+}
+
+// Every device runs its preferred format, and every fix the catalog can
+// produce names a format that then runs.
+func TestEveryFixRuns(t *testing.T) {
+	for _, d := range Devices() {
+		if ok, fix := CanRun(d.ID, d.PreferredFormat); !ok {
+			t.Errorf("%s cannot run its preferred %s: %s", d.ID, d.PreferredFormat, fix)
+		}
+		for _, f := range FormatNames() {
+			ok, fix := CanRun(d.ID, f)
+			if ok {
+				continue
+			}
+			alt, _, found := strings.Cut(strings.TrimPrefix(fix, "use "), ":")
+			if !strings.HasPrefix(fix, "use ") || !found {
+				t.Errorf("CanRun(%s, %s) fix %q does not start with \"use FORMAT:\"", d.ID, f, fix)
+				continue
+			}
+			if !d.Runs(alt) {
+				t.Errorf("CanRun(%s, %s) suggests %s, which %s cannot run either", d.ID, f, alt, d.ID)
+			}
+		}
+	}
+}
+
+// A device that runs some of a family is pointed at that family first.
+func TestFixPrefersSameFamily(t *testing.T) {
+	d := Device{ID: "onnx-box", PreferredFormat: "gguf-q4_k_m", Runtimes: []Runtime{
+		{Name: "llama.cpp", Loads: "GGUF files", Formats: []string{"gguf-*"}},
+		{Name: "ONNX Runtime", Loads: "fp32 ONNX models", Formats: []string{"onnx-fp32"}},
+	}}
+	want, _ := ParseFormat("onnx-int4")
+	got := fixFor(d, want)
+	if !strings.HasPrefix(got, "use onnx-fp32: ") || !strings.HasSuffix(got, "ONNX Runtime loads fp32 ONNX models") {
+		t.Errorf("fixFor = %q", got)
+	}
+}
+
+func TestCatalogAdapter(t *testing.T) {
+	var c validator = Catalog{}
+	if !c.HasDevice("generic-x86-laptop") || !c.HasDevice("apple-a18") || c.HasDevice("apple-a17") {
+		t.Error("HasDevice disagrees with Lookup")
+	}
+	if !c.ValidFormat("gguf-q4_k_m") || c.ValidFormat("gguf-q4km") || c.ValidFormat("") {
+		t.Error("ValidFormat disagrees with ParseFormat")
+	}
+	if len(c.DeviceIDs()) != len(DeviceIDs()) || len(c.FormatNames()) != len(FormatNames()) {
+		t.Error("list lengths differ")
+	}
+	if ok, fix := c.CanRun("webgpu-m3-max", "gguf-q4_k_m"); ok || !strings.HasPrefix(fix, "use mlc-q4f16_1") {
+		t.Errorf("CanRun = %v, %q", ok, fix)
+	}
+}
