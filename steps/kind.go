@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/digest"
 )
 
 // Kind is one kind of step.
@@ -143,6 +145,21 @@ type Context struct {
 	// Result collects what the step records for the manifest; Run fills it
 	// and the executor writes it to Out/result.json.
 	Result *Result
+	// LogPath is the step's log file (child output is appended there).
+	LogPath string
+	// RecipeDir is the folder of the recipe, for paths written relative to it.
+	RecipeDir string
+}
+
+// External is implemented by kinds whose output may be a folder that
+// already exists outside the cache (a local model folder): the executor
+// digests it in place instead of copying it.
+type External interface {
+	// ExternalDir returns the folder when params name one.
+	ExternalDir(params Params, recipeDir string) (dir string, ok bool, err error)
+	// CheckExternal refuses folders the recipe does not allow (pickle
+	// weights, model code).
+	CheckExternal(params Params, dir string, files []digest.FileDigest) error
 }
 
 // Input returns the input produced by a step of the given kind, or an error

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+func cmdVersion(ctx context.Context, env *Env, args []string) error {
+	fmt.Fprintf(env.Stdout, "edgepipe %s\n", Version)
+	return nil
+}
+
+func cmdVerify(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "verify", "verify DIR...")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErr("verify takes the published folder(s) to check, e.g. edgepipe verify artifacts/demo/laptop-q4km")
+	}
+	bad := 0
+	for _, dir := range pos {
+		problems, err := manifest.VerifyContext(ctx, dir)
+		if err != nil {
+			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
+		}
+		if len(problems) == 0 {
+			fmt.Fprintf(env.Stdout, "%s: ok\n", dir)
+			continue
+		}
+		bad++
+		for _, p := range problems {
+			fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
+		}
+	}
+	if bad > 0 {
+		return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d folder(s) differ from their manifest", bad)}
+	}
+	return nil
+}
+
+func cmdCache(ctx context.Context, env *Env, args []string) error {
+	var c common
+	fs := flagSet(env, "cache", "cache ls | cache gc [--older-than DURATION]")
+	c.register(fs, env, false)
+	olderThan := fs.Duration("older-than", 0, "gc: also remove entries not used for this long (e.g. 720h); 0 keeps every complete entry")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || (pos[0] != "ls" && pos[0] != "gc") {
+		return usageErr("usage: edgepipe cache ls | edgepipe cache gc")
+	}
+	ca, err := c.openCache(env)
+	if err != nil {
+		return err
+	}
+	switch pos[0] {
+	case "ls":
+		ents, err := ca.List()
+		if err != nil {
+			return err
+		}
+		if c.json {
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(ents)
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tKIND\tSTEP\tSIZE\tCREATED")
+		var total int64
+		for _, e := range ents {
+			var size int64
+			for _, f := range e.Tree.Files {
+				size += f.Size
+			}
+			total += size
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, humanBytes(size), e.Created.Local().Format(time.DateTime))
+		}
+		tw.Flush()
+		fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), humanBytes(total), ca.Root())
+	case "gc":
+		cutoff := time.Now().Add(-*olderThan)
+		removed, freed, err := ca.GC(ctx, func(e cache.Entry) bool {
+			return *olderThan == 0 || e.Created.After(cutoff)
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, humanBytes(freed))
+	}
+	return nil
+}
+
+func cmdDevices(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "devices", "devices [--json]")
+	asJSON := fs.Bool("json", false, "print the catalog as JSON")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	devs := catalog.Devices()
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(devs)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tBANDWIDTH GB/s\tMEMORY GB\tNPU TOPS\tFORMATS")
+	for _, d := range devs {
+		tops := "-"
+		if d.NPUTOPS > 0 {
+			tops = fmt.Sprint(d.NPUTOPS)
+		}
+		var formats []string
+		for _, rt := range d.Runtimes {
+			formats = append(formats, rt.Formats...)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%s\t%s\n", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, tops, strings.Join(dedupe(formats), " "))
+	}
+	return tw.Flush()
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var _ = os.Stdout

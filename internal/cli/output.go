@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/pipelines"
+)
+
+// reporter prints run events: JSON lines with --json, a progress bar on a
+// terminal, one plain line per event otherwise (no carriage returns in CI
+// logs).
+type reporter struct {
+	env   *Env
+	json  bool
+	bar   *progressbar.ProgressBar
+	mu    sync.Mutex
+	total int
+}
+
+func newReporter(env *Env, asJSON bool, total int) *reporter {
+	r := &reporter{env: env, json: asJSON, total: total}
+	if !asJSON && env.IsTerminal {
+		r.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(env.Stderr),
+			progressbar.OptionSetDescription("steps"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return r
+}
+
+func (r *reporter) event(ev pipelines.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.json {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintln(r.env.Stdout, string(b))
+		return
+	}
+	line := r.line(ev)
+	if r.bar != nil {
+		switch ev.Type {
+		case pipelines.EvFinished, pipelines.EvCached, pipelines.EvFailed, pipelines.EvSkipped, pipelines.EvPublished:
+			if ev.Type != pipelines.EvPublished || ev.Message == "" {
+				r.bar.Add(1)
+			}
+		case pipelines.EvStarted:
+			r.bar.Describe(ev.Step)
+		}
+		if ev.Type == pipelines.EvStarted {
+			return
+		}
+		r.bar.Clear()
+		fmt.Fprintln(r.env.Stderr, line)
+		r.bar.RenderBlank()
+		return
+	}
+	fmt.Fprintln(r.env.Stderr, line)
+}
+
+func (r *reporter) line(ev pipelines.Event) string {
+	ts := ev.Time.Format("15:04:05")
+	switch ev.Type {
+	case pipelines.EvStarted:
+		return fmt.Sprintf("%s start    %s", ts, ev.Step)
+	case pipelines.EvFinished:
+		return fmt.Sprintf("%s done     %s (%.1fs)", ts, ev.Step, ev.Seconds)
+	case pipelines.EvCached:
+		msg := "cached"
+		if ev.Message != "" {
+			msg += ", " + ev.Message
+		}
+		return fmt.Sprintf("%s cached   %s (%s)", ts, ev.Step, msg)
+	case pipelines.EvFailed:
+		s := fmt.Sprintf("%s FAILED   %s: %s", ts, ev.Step, ev.Message)
+		if ev.Path != "" && !strings.Contains(ev.Message, ev.Path) {
+			if tail := proc.Tail(ev.Path, 12); len(tail) > 0 {
+				s += "\n  last lines of " + ev.Path + ":\n    " + strings.Join(tail, "\n    ")
+			} else {
+				s += "\n  log: " + ev.Path
+			}
+		}
+		return s
+	case pipelines.EvSkipped:
+		return fmt.Sprintf("%s skipped  %s: %s", ts, ev.Step, ev.Message)
+	case pipelines.EvCanceled:
+		return fmt.Sprintf("%s canceled %s", ts, ev.Step)
+	case pipelines.EvGate:
+		return fmt.Sprintf("%s gate     %s: %s", ts, ev.Target, ev.Message)
+	case pipelines.EvPublished:
+		return fmt.Sprintf("%s publish  %s -> %s", ts, ev.Target, ev.Path)
+	}
+	return fmt.Sprintf("%s %s %s %s", ts, ev.Type, ev.Step, ev.Message)
+}
+
+func (r *reporter) done() {
+	if r.bar != nil {
+		r.bar.Finish()
+		r.bar.Clear()
+	}
+}
+
+// printSummary prints one row per target: format, size, perplexity delta,
+// verdict and where the artifact is.
+func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outDir string) {
+	if res == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\tVERDICT\tARTIFACT")
+	for _, t := range plan.Recipe.Targets {
+		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
+		if g := res.Gates[t.Name]; g != nil {
+			ppl = fmt.Sprintf("%.3f", g.Converted)
+			delta = fmt.Sprintf("%+.3f", g.Delta)
+			verdict = g.Verdict
+		}
+		if dir, ok := res.Published[t.Name]; ok {
+			where = relPath(dir)
+			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
+				size = humanBytes(*m.Metrics.SizeBytes)
+			}
+			if verdict == "-" {
+				verdict = "published (no gate)"
+			}
+		} else {
+			switch {
+			case verdict == manifest.VerdictFail:
+				where = "not published (gate failed)"
+			case contains(res.Skipped, pipelines.PublishStepID(t.Name)):
+				where = "not published (upstream failed)"
+			default:
+				where = "not published"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
+	}
+	tw.Flush()
+	for _, err := range res.Failed {
+		var se *pipelines.StepError
+		if errors.As(err, &se) {
+			fmt.Fprintf(env.Stderr, "failed: %s (log: %s)\n", se.Step, se.LogPath)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func relPath(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

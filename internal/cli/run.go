@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/pipelines"
+)
+
+func cmdValidate(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "validate", "validate RECIPE")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("validate takes one recipe file")
+	}
+	p, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%s: ok (%d targets, %d steps)\n", pos[0], len(p.Recipe.Targets), len(p.Steps))
+	return nil
+}
+
+func cmdRun(ctx context.Context, env *Env, args []string) error {
+	var c common
+	fs := flagSet(env, "run", "run [flags] RECIPE")
+	c.register(fs, env, true)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	eng, ca, out, err := c.engine(env, plan, nil)
+	if err != nil {
+		return err
+	}
+	_ = ca
+	rep := newReporter(env, c.json, len(plan.Steps))
+	eng.SetOnEvent(rep.event)
+	res, runErr := eng.Run(ctx)
+	rep.done()
+	if !c.json {
+		printSummary(env, plan, res, out)
+	}
+	return runError(res, runErr)
+}
+
+// runError picks the exit status: interrupted beats everything, then a
+// failed step, then a failed gate.
+func runError(res *pipelines.RunResult, runErr error) error {
+	if runErr == nil {
+		return nil
+	}
+	if pipelines.IsInterrupted(runErr) {
+		return runErr
+	}
+	var gate error
+	var step error
+	for _, e := range res.Failed {
+		if pipelines.IsGateFailure(e) {
+			if gate == nil {
+				gate = e
+			}
+		} else if step == nil {
+			step = e
+		}
+	}
+	if step != nil {
+		n := len(res.Failed)
+		if n > 1 {
+			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d failures; the first: %w", n, step)}
+		}
+		return &ExitError{Code: ExitStepFailed, Err: step}
+	}
+	if gate != nil {
+		return &ExitError{Code: ExitGateFailed, Err: gate}
+	}
+	return runErr
+}
+
+// engine wires a plan to the cache, tools and data.
+func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelines.Engine, string, string, error) {
+	ca, err := c.openCache(env)
+	if err != nil {
+		return nil, "", "", err
+	}
+	out := c.out
+	if out == "" {
+		out = filepath.Join("artifacts", plan.Recipe.Name)
+	}
+	out, err = filepath.Abs(out)
+	if err != nil {
+		return nil, "", "", err
+	}
+	jobs := c.jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	if plan.Recipe.Resources.Jobs > 0 && c.jobs == runtime.NumCPU() {
+		jobs = plan.Recipe.Resources.Jobs
+	}
+	memGB := c.maxMemGB
+	if memGB == 0 {
+		memGB = plan.Recipe.Resources.MaxMemoryGB
+	}
+	if memGB == 0 {
+		memGB = machineMemoryGB()
+	}
+	opt := pipelines.Options{
+		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
+		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
+		Tools:   c.tools(plan, ca.Root()),
+		Data:    dataResolver(ca.Root(), plan.Recipe.Dir()),
+		Version: Version, Only: only,
+	}
+	if c.verbose {
+		opt.Verbose = env.Stderr
+	}
+	return pipelines.NewEngine(plan, opt), ca.Root(), out, nil
+}
+
+// machineMemoryGB reads MemTotal; the memory weights keep steps running at
+// once under it.
+func machineMemoryGB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / (1 << 20)
+		}
+	}
+	return 0
+}
+
+type planJSON struct {
+	Recipe string         `json:"recipe"`
+	Steps  []planStepJSON `json:"steps"`
+}
+
+type planStepJSON struct {
+	ID     string         `json:"id"`
+	Kind   string         `json:"kind"`
+	Needs  []string       `json:"needs"`
+	Target string         `json:"target"`
+	Cache  string         `json:"cache"`
+	Params map[string]any `json:"params,omitempty"`
+}
+
+func cmdPlan(ctx context.Context, env *Env, args []string) error {
+	var c common
+	fs := flagSet(env, "plan", "plan [--json] RECIPE")
+	c.register(fs, env, false)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("plan takes one recipe file")
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	eng, _, _, err := c.engine(env, plan, nil)
+	if err != nil {
+		return err
+	}
+	status := eng.CacheStatus(ctx)
+	abs, _ := filepath.Abs(pos[0])
+	pj := planJSON{Recipe: abs}
+	for _, s := range plan.Steps {
+		needs := s.Needs
+		if needs == nil {
+			needs = []string{}
+		}
+		st := status[s.ID]
+		if st != "hit" {
+			st = "miss"
+		}
+		pj.Steps = append(pj.Steps, planStepJSON{ID: s.ID, Kind: s.Kind, Needs: needs, Target: s.Target, Cache: st, Params: s.Params})
+	}
+	if c.json {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(pj)
+	}
+	fmt.Fprintf(env.Stdout, "recipe %s: %d targets, %d steps\n", plan.Recipe.Name, len(plan.Recipe.Targets), len(plan.Steps))
+	for _, s := range plan.Steps {
+		st := status[s.ID]
+		needs := ""
+		if len(s.Needs) > 0 {
+			needs = " <- " + strings.Join(s.Needs, ", ")
+		}
+		fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
+	}
+	return nil
+}
+
+func cmdGraph(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "graph", "graph --format dot|mermaid RECIPE")
+	format := fs.String("format", "dot", "dot or mermaid")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("graph takes one recipe file")
+	}
+	plan, err := loadPlan(pos[0])
+	if err != nil {
+		return err
+	}
+	switch *format {
+	case "dot":
+		fmt.Fprintf(env.Stdout, "digraph %q {\n  rankdir=LR;\n", plan.Recipe.Name)
+		for _, s := range plan.Steps {
+			fmt.Fprintf(env.Stdout, "  %q [label=%q];\n", s.ID, s.ID+"\\n("+s.Kind+")")
+		}
+		for _, s := range plan.Steps {
+			for _, n := range s.Needs {
+				fmt.Fprintf(env.Stdout, "  %q -> %q;\n", n, s.ID)
+			}
+		}
+		fmt.Fprintln(env.Stdout, "}")
+	case "mermaid":
+		fmt.Fprintln(env.Stdout, "flowchart LR")
+		ids := map[string]string{}
+		for i, s := range plan.Steps {
+			ids[s.ID] = fmt.Sprintf("s%d", i)
+			fmt.Fprintf(env.Stdout, "  %s[\"%s<br/>(%s)\"]\n", ids[s.ID], s.ID, s.Kind)
+		}
+		for _, s := range plan.Steps {
+			for _, n := range s.Needs {
+				fmt.Fprintf(env.Stdout, "  %s --> %s\n", ids[n], ids[s.ID])
+			}
+		}
+	default:
+		return usageErr("--format must be dot or mermaid, not %q", *format)
+	}
+	return nil
+}
+
+// cmdStep runs a single step from a saved plan (`edgepipe plan --json R >
+// plan.json`), as a distributed engine would: the step's needs must
+// already be in the cache.
+func cmdStep(ctx context.Context, env *Env, args []string) error {
+	var c common
+	fs := flagSet(env, "step", "step run PLAN.json STEP-ID")
+	c.register(fs, env, true)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 3 || pos[0] != "run" {
+		return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
+	}
+	b, err := os.ReadFile(pos[1])
+	if err != nil {
+		return usageErr("read the plan: %v", err)
+	}
+	var pj planJSON
+	if err := json.Unmarshal(b, &pj); err != nil {
+		return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
+	}
+	plan, err := loadPlan(pj.Recipe)
+	if err != nil {
+		return err
+	}
+	if err := samePlan(plan, &pj); err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	if _, ok := plan.Step(pos[2]); !ok {
+		return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
+	}
+	eng, _, _, err := c.engine(env, plan, []string{pos[2]})
+	if err != nil {
+		return err
+	}
+	rep := newReporter(env, c.json, 1)
+	eng.SetOnEvent(rep.event)
+	res, runErr := eng.Run(ctx)
+	rep.done()
+	return runError(res, runErr)
+}
+
+// samePlan refuses to run a step when the recipe changed since the plan
+// was saved: the step would not be the one the plan describes.
+func samePlan(p *pipelines.Plan, pj *planJSON) error {
+	if len(p.Steps) != len(pj.Steps) {
+		return fmt.Errorf("the recipe %s changed since the plan was saved (%d steps now, %d then): save the plan again", pj.Recipe, len(p.Steps), len(pj.Steps))
+	}
+	for i, s := range p.Steps {
+		if s.ID != pj.Steps[i].ID || s.Kind != pj.Steps[i].Kind {
+			return fmt.Errorf("the recipe %s changed since the plan was saved (step %d is %s now, %s then): save the plan again", pj.Recipe, i, s.ID, pj.Steps[i].ID)
+		}
+	}
+	return nil
+}

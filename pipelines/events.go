@@ -1,0 +1,29 @@
+package pipelines
+
+import "time"
+
+// Event is one thing that happened during a run, for progress output, the
+// --json event stream and CI summaries.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"event"` // step-started, step-finished, step-cached, step-failed, step-skipped, gate, published, log
+	Step    string    `json:"step,omitempty"`
+	Kind    string    `json:"kind,omitempty"`
+	Target  string    `json:"target,omitempty"`
+	Seconds float64   `json:"seconds,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Path    string    `json:"path,omitempty"`
+	Key     string    `json:"cache_key,omitempty"`
+}
+
+// Event types.
+const (
+	EvStarted   = "step-started"
+	EvFinished  = "step-finished"
+	EvCached    = "step-cached"
+	EvFailed    = "step-failed"
+	EvSkipped   = "step-skipped"
+	EvCanceled  = "step-canceled"
+	EvGate      = "gate"
+	EvPublished = "published"
+)

@@ -1,0 +1,597 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/dag"
+	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/internal/suggest"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Options configure a run.
+type Options struct {
+	Cache *cache.Cache
+	// OutDir is where targets are published: OutDir/<target>/.
+	OutDir      string
+	Jobs        int
+	MaxMemoryMB int64
+	KeepGoing   bool
+	// Force reruns every step, ignoring cache hits (results still land in
+	// the cache).
+	Force bool
+	// Verify rehashes every input and cached output instead of trusting
+	// the stat memo.
+	Verify  bool
+	Tools   *ToolResolver
+	Data    func(ref string) (string, error)
+	OnEvent func(Event)
+	// Verbose copies child output here as well as to the step logs.
+	Verbose io.Writer
+	Version string
+	// Only runs just these steps (and fails if their needs are not cached).
+	Only []string
+}
+
+// Engine runs a plan against the cache.
+type Engine struct {
+	plan *Plan
+	opt  Options
+
+	mu      sync.Mutex
+	outputs map[string]*Output
+	keys    map[string]string
+	events  sync.Mutex
+}
+
+// Output is where a finished step's output lives and what it is.
+type Output struct {
+	StepID string
+	Kind   string
+	Dir    string
+	Key    string
+	// Digest identifies the output's content, without its log and
+	// timings, so downstream keys move only when content moves.
+	Digest   string
+	Files    []digest.FileDigest
+	Result   *steps.Result
+	CacheHit bool
+	Started  time.Time
+	Finished time.Time
+	LogPath  string
+	Tools    []*Tool
+}
+
+// NewEngine prepares a plan for running.
+func NewEngine(p *Plan, opt Options) *Engine {
+	if opt.Tools == nil {
+		opt.Tools = &ToolResolver{}
+	}
+	if opt.Tools.Memo == nil {
+		opt.Tools.Memo = opt.Cache.Memo()
+	}
+	return &Engine{plan: p, opt: opt, outputs: map[string]*Output{}, keys: map[string]string{}}
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.opt.OnEvent == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	e.events.Lock()
+	defer e.events.Unlock()
+	e.opt.OnEvent(ev)
+}
+
+// StepError is a step that failed; it carries the log's path and last lines.
+type StepError struct {
+	Step    string
+	LogPath string
+	Err     error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("step %s failed: %v", e.Step, e.Err)
+}
+func (e *StepError) Unwrap() error { return e.Err }
+
+// RunResult is what a run did.
+type RunResult struct {
+	Outputs   map[string]*Output
+	Published map[string]string // target -> folder
+	Gates     map[string]*GateResult
+	Failed    []error // root causes only
+	Skipped   []string
+}
+
+// Run executes the plan. Its error is the first root cause (or the
+// context's error when interrupted); RunResult lists them all.
+func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
+	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*GateResult{}}
+	var nodes []dag.Node
+	var pubMu sync.Mutex
+	only := map[string]bool{}
+	for _, id := range e.opt.Only {
+		only[id] = true
+	}
+	for _, s := range e.plan.Steps {
+		s := s
+		if len(only) > 0 && !only[s.ID] {
+			continue
+		}
+		cores, mem := 1, int64(0)
+		if k, ok := steps.Lookup(s.Kind); ok {
+			r := k.Resources(s.Params)
+			cores, mem = r.Cores, r.MemoryMB
+		}
+		var needs []string
+		for _, n := range s.Needs {
+			if len(only) == 0 || only[n] {
+				needs = append(needs, n)
+			}
+		}
+		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MemoryMB: mem,
+			Run: func(ctx context.Context) error {
+				if s.Kind == "publish" {
+					dir, gate, err := e.publish(ctx, s)
+					pubMu.Lock()
+					if gate != nil {
+						res.Gates[s.Target] = gate
+					}
+					if dir != "" {
+						res.Published[s.Target] = dir
+					}
+					pubMu.Unlock()
+					return err
+				}
+				return e.runStep(ctx, s)
+			}})
+	}
+	dres, runErr := dag.Run(ctx, nodes, dag.Options{
+		Jobs: e.opt.Jobs, MemoryMB: e.opt.MaxMemoryMB, KeepGoing: e.opt.KeepGoing,
+		OnEvent: func(ev dag.Event) {
+			if ev.Type == "finished" && ev.Status == dag.Status("canceled") {
+				e.emit(Event{Type: EvCanceled, Step: ev.ID})
+			}
+		},
+	})
+	for _, r := range dag.RootCauses(dres) {
+		res.Failed = append(res.Failed, r.Err)
+	}
+	ids := make([]string, 0, len(dres))
+	for id := range dres {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := dres[id]
+		if r.Status == dag.Status("skipped") {
+			res.Skipped = append(res.Skipped, id)
+			msg := "skipped (upstream failed)"
+			if r.BlockedBy != "" {
+				msg = fmt.Sprintf("skipped (upstream %s failed)", r.BlockedBy)
+			}
+			e.emit(Event{Type: EvSkipped, Step: id, Message: msg})
+		}
+	}
+	if err := e.opt.Cache.Memo().Save(); err != nil {
+		res.Failed = append(res.Failed, fmt.Errorf("save the digest memo: %w", err))
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if len(res.Failed) > 0 {
+		return res, res.Failed[0]
+	}
+	return res, runErr
+}
+
+// inputsOf returns the outputs of a step's needs, computing them from the
+// cache when this run did not produce them (a single-step run).
+func (e *Engine) inputsOf(ctx context.Context, s *Step) ([]*Output, error) {
+	var ins []*Output
+	for _, n := range s.Needs {
+		e.mu.Lock()
+		out := e.outputs[n]
+		e.mu.Unlock()
+		if out == nil {
+			ns, _ := e.plan.Step(n)
+			if ns.Kind == "publish" {
+				continue
+			}
+			var err error
+			out, err = e.cached(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+		}
+		ins = append(ins, out)
+	}
+	return ins, nil
+}
+
+// cached returns a step's output from the cache without running it.
+func (e *Engine) cached(ctx context.Context, s *Step) (*Output, error) {
+	if out, ok, err := e.external(s); ok || err != nil {
+		return out, err
+	}
+	key, _, err := e.key(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	ent, hit, err := e.opt.Cache.Lookup(key)
+	if err != nil {
+		return nil, err
+	}
+	if !hit {
+		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
+	}
+	out := e.fromEntry(s, ent)
+	e.mu.Lock()
+	e.outputs[s.ID] = out
+	e.mu.Unlock()
+	return out, nil
+}
+
+// external handles steps whose output is a folder outside the cache (a
+// local model folder): never copied, digested through the stat memo.
+func (e *Engine) external(s *Step) (*Output, bool, error) {
+	k, ok := steps.Lookup(s.Kind)
+	if !ok {
+		return nil, false, nil
+	}
+	ext, ok := k.(steps.External)
+	if !ok {
+		return nil, false, nil
+	}
+	dir, ok, err := ext.ExternalDir(s.Params, e.plan.Recipe.Dir())
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	memo := e.opt.Cache.Memo()
+	td, err := memo.Tree(dir)
+	if err != nil {
+		return nil, true, fmt.Errorf("digest model folder %s: %w", dir, err)
+	}
+	if err := ext.CheckExternal(s.Params, dir, td.Files); err != nil {
+		return nil, true, err
+	}
+	out := &Output{StepID: s.ID, Kind: s.Kind, Dir: dir, Digest: td.SHA256, Files: td.Files, Result: &steps.Result{}, CacheHit: true}
+	e.mu.Lock()
+	e.outputs[s.ID] = out
+	e.mu.Unlock()
+	return out, true, nil
+}
+
+func (e *Engine) fromEntry(s *Step, ent *cache.Entry) *Output {
+	res, err := steps.ReadResult(ent.Dir)
+	if err != nil {
+		res = &steps.Result{}
+	}
+	return &Output{StepID: s.ID, Kind: s.Kind, Dir: ent.Dir, Key: ent.Key, Digest: contentDigest(ent.Tree.Files),
+		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, stepLogName)}
+}
+
+const stepLogName = "step.log"
+
+// contentDigest digests a step's output files without its log, so a rerun
+// that made the same bytes leaves downstream keys unchanged.
+func contentDigest(files []digest.FileDigest) string {
+	var kept []digest.FileDigest
+	for _, f := range files {
+		if f.Path == stepLogName {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	k, _ := digest.Key(kept)
+	return k
+}
+
+// key computes a step's cache key: its kind and kind version, canonical
+// params, the content digests of its inputs and data files, and the
+// identity of every tool it runs.
+func (e *Engine) key(ctx context.Context, s *Step) (string, []*Tool, error) {
+	k, ok := steps.Lookup(s.Kind)
+	if !ok {
+		return "", nil, fmt.Errorf("step %s: unknown kind %q", s.ID, s.Kind)
+	}
+	ins, err := e.inputsOf(ctx, s)
+	if err != nil {
+		return "", nil, err
+	}
+	var inDigests []string
+	for _, in := range ins {
+		inDigests = append(inDigests, in.Kind+":"+in.Digest)
+	}
+	data := map[string]string{}
+	for role, ref := range s.Data {
+		p, err := e.opt.Data(ref)
+		if err != nil {
+			return "", nil, fmt.Errorf("step %s: %s data: %w", s.ID, role, err)
+		}
+		fd, err := e.opt.Cache.Memo().File(p)
+		if err != nil {
+			return "", nil, fmt.Errorf("step %s: %s data: %w", s.ID, role, err)
+		}
+		data[role] = fd.SHA256
+	}
+	var tools []*Tool
+	toolIDs := map[string]string{}
+	for _, name := range k.Tools(s.Params) {
+		t, err := e.opt.Tools.Resolve(name)
+		if err != nil {
+			return "", nil, fmt.Errorf("step %s: %w", s.ID, err)
+		}
+		tools = append(tools, t)
+		toolIDs[name] = t.Identity
+	}
+	params := steps.Params{}
+	for k, v := range s.Params {
+		if k == "timeout_s" {
+			continue // how long we wait does not change what is made
+		}
+		params[k] = v
+	}
+	key, err := digest.Key(map[string]any{
+		"kind": s.Kind, "kind_version": k.Version(), "params": params,
+		"inputs": inDigests, "data": data, "tools": toolIDs,
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("step %s: cache key: %w", s.ID, err)
+	}
+	e.mu.Lock()
+	e.keys[s.ID] = key
+	e.mu.Unlock()
+	return key, tools, nil
+}
+
+// runStep runs one cacheable step: a cache hit is used as is; otherwise the
+// kind fills a fresh folder that is committed to the cache only when the
+// kind succeeded.
+func (e *Engine) runStep(ctx context.Context, s *Step) error {
+	if _, ok, err := e.external(s); ok || err != nil {
+		if err == nil {
+			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
+		} else {
+			e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+		}
+		return err
+	}
+	kind, _ := steps.Lookup(s.Kind)
+	key, tools, err := e.key(ctx, s)
+	if err != nil {
+		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+		return err
+	}
+	if out, hit, err := e.lookup(s, key); err != nil || hit {
+		if hit {
+			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key})
+			e.record(out)
+		}
+		return err
+	}
+	release, err := e.opt.Cache.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Another process may have made it while we waited for the lock.
+	if out, hit, err := e.lookup(s, key); err != nil || hit {
+		if hit {
+			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key, Message: "made by another run"})
+			e.record(out)
+		}
+		return err
+	}
+
+	ins, err := e.inputsOf(ctx, s)
+	if err != nil {
+		return err
+	}
+	tmp, err := e.opt.Cache.TempDir(key)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			e.opt.Cache.Abort(tmp)
+		}
+	}()
+	logPath := filepath.Join(e.opt.Cache.Root(), "logs", safeName(s.ID)+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	scratch, err := os.MkdirTemp(filepath.Join(e.opt.Cache.Root(), "tmp"), "scratch-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+
+	result := &steps.Result{}
+	var log io.Writer = logf
+	if e.opt.Verbose != nil {
+		log = io.MultiWriter(logf, e.opt.Verbose)
+	}
+	timeout := time.Duration(s.Params.Float("timeout_s", 0) * float64(time.Second))
+	// Kinds see the data references beside their params; the key already
+	// holds the referenced files' digests.
+	params := steps.Params{}
+	for k, v := range s.Params {
+		params[k] = v
+	}
+	for role, ref := range s.Data {
+		params[role] = ref
+	}
+	sc := &steps.Context{
+		StepID: s.ID, Params: params, Out: tmp, LogPath: logPath, Scratch: scratch, Log: log, Result: result,
+		Tool: func(name string) ([]string, error) {
+			t, err := e.opt.Tools.Resolve(name)
+			if err != nil {
+				return nil, err
+			}
+			return t.Argv, nil
+		},
+		Data: e.opt.Data,
+		Exec: func(ctx context.Context, argv []string, env []string) error {
+			return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: scratch})
+		},
+		RecipeDir: e.plan.Recipe.Dir(),
+	}
+	for _, in := range ins {
+		sc.Inputs = append(sc.Inputs, steps.Input{StepID: in.StepID, Kind: in.Kind, Dir: in.Dir, Result: in.Result})
+	}
+
+	started := time.Now()
+	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: s.Kind, Key: key, Path: logPath})
+	runErr := kind.Run(ctx, sc)
+	if runErr == nil {
+		for _, t := range tools {
+			result.SetFact("version:"+t.Name, t.Version)
+			if t.StandIn {
+				result.SetFact("stand_in:"+t.Name, "true")
+			}
+		}
+		runErr = steps.WriteResult(tmp, result)
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			e.emit(Event{Type: EvCanceled, Step: s.ID, Kind: s.Kind})
+			return ctx.Err()
+		}
+		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Seconds: time.Since(started).Seconds(), Message: runErr.Error(), Path: logPath})
+		return &StepError{Step: s.ID, LogPath: logPath, Err: runErr}
+	}
+	logf.Close()
+	if err := copyFile(logPath, filepath.Join(tmp, stepLogName)); err != nil {
+		return err
+	}
+	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,
+		Duration: time.Since(started), Tools: toolVersions(tools)})
+	if err != nil {
+		return fmt.Errorf("step %s: store its output in the cache: %w", s.ID, err)
+	}
+	committed = true
+	out := e.fromEntry(s, ent)
+	out.CacheHit = false
+	out.Started, out.Finished = started, time.Now()
+	out.Tools = tools
+	e.record(out)
+	e.emit(Event{Type: EvFinished, Step: s.ID, Kind: s.Kind, Key: key, Seconds: out.Finished.Sub(started).Seconds()})
+	return nil
+}
+
+func (e *Engine) lookup(s *Step, key string) (*Output, bool, error) {
+	if e.opt.Force {
+		return nil, false, nil
+	}
+	ent, hit, err := e.opt.Cache.Lookup(key)
+	if err != nil || !hit {
+		return nil, false, err
+	}
+	return e.fromEntry(s, ent), true, nil
+}
+
+func (e *Engine) record(out *Output) {
+	e.mu.Lock()
+	e.outputs[out.StepID] = out
+	e.mu.Unlock()
+}
+
+func toolVersions(tools []*Tool) map[string]string {
+	m := map[string]string{}
+	for _, t := range tools {
+		m[t.Name] = t.Version
+	}
+	return m
+}
+
+// CacheStatus reports, without running anything, whether each step's
+// output is in the cache: "hit", "miss", or "miss" for every step below a
+// miss (its key depends on outputs that do not exist yet).
+func (e *Engine) CacheStatus(ctx context.Context) map[string]string {
+	st := map[string]string{}
+	for _, s := range e.plan.Steps {
+		if s.Kind == "publish" {
+			st[s.ID] = e.publishStatus(ctx, s)
+			continue
+		}
+		if _, err := e.cached(ctx, s); err != nil {
+			st[s.ID] = "miss"
+		} else {
+			st[s.ID] = "hit"
+		}
+	}
+	return st
+}
+
+// Key returns the cache key computed for a step in this run, if any.
+func (e *Engine) Key(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.keys[id]
+}
+
+func short(key string) string {
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}
+
+func safeName(id string) string {
+	r := strings.NewReplacer(":", "_", "/", "_", "@", "_", "+", "_")
+	return r.Replace(id)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// hintKind suggests a registered step kind for a mistyped one.
+func hintKind(kind string) string {
+	if c := suggest.Closest(kind, steps.Names()); c != "" {
+		return fmt.Sprintf("did you mean %q? step kinds: %s", c, strings.Join(steps.Names(), ", "))
+	}
+	return "step kinds: " + strings.Join(steps.Names(), ", ")
+}
+
+// IsInterrupted reports whether err means the run was interrupted.
+func IsInterrupted(err error) bool {
+	return errors.Is(err, context.Canceled)
+}
+
+// SetOnEvent sets the event callback (progress output, --json).
+func (e *Engine) SetOnEvent(f func(Event)) { e.opt.OnEvent = f }

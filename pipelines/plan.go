@@ -1,0 +1,328 @@
+package pipelines
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Step is one node of the expanded graph.
+type Step struct {
+	ID     string       `json:"id"`
+	Kind   string       `json:"kind"`
+	Needs  []string     `json:"needs"`
+	Target string       `json:"target,omitempty"` // "" for steps targets share
+	Params steps.Params `json:"params"`
+	// Data maps a role ("eval", "calibration") to a data reference; the
+	// executor resolves it to a file whose digest joins the cache key, so
+	// where the file lives does not matter, only what it holds.
+	Data map[string]string `json:"data,omitempty"`
+	// Targets lists every target this step serves (shared steps serve many).
+	Targets []string `json:"targets,omitempty"`
+	// Pos is where the recipe asked for this step.
+	Pos Pos `json:"-"`
+}
+
+// Plan is a recipe expanded into a step graph, in a deterministic order.
+type Plan struct {
+	Recipe *Recipe `json:"-"`
+	Steps  []*Step `json:"steps"`
+	byID   map[string]*Step
+}
+
+// Step returns the step with the given id.
+func (p *Plan) Step(id string) (*Step, bool) {
+	s, ok := p.byID[id]
+	return s, ok
+}
+
+// Step ids of the shared part of every pipeline.
+const (
+	SourceStepID   = "source"
+	F16StepID      = "gguf-convert:f16"
+	BaselineStepID = "perplexity:baseline"
+)
+
+// PublishStepID is the id of a target's final step; a user step that needs
+// a target by name needs this step.
+func PublishStepID(target string) string { return "publish:" + target }
+
+// Expand turns a parsed, validated recipe into its step graph. Steps that
+// targets share appear once: one download, one F16 GGUF for every GGUF type,
+// one baseline perplexity.
+func Expand(r *Recipe) (*Plan, error) {
+	p := &Plan{Recipe: r, byID: map[string]*Step{}}
+	var diags Diagnostics
+	add := func(s *Step, target string) *Step {
+		if old, ok := p.byID[s.ID]; ok {
+			if target != "" && !contains(old.Targets, target) {
+				old.Targets = append(old.Targets, target)
+			}
+			return old
+		}
+		if s.Params == nil {
+			s.Params = steps.Params{}
+		}
+		if target != "" {
+			s.Targets = []string{target}
+		}
+		p.byID[s.ID] = s
+		p.Steps = append(p.Steps, s)
+		return s
+	}
+
+	add(&Step{ID: SourceStepID, Kind: "fetch", Params: steps.Params{
+		"source":            r.Model.Source,
+		"allow_pickle":      r.Model.AllowPickle,
+		"trust_remote_code": r.Model.TrustRemoteCode,
+	}, Pos: r.Model.SourcePos}, "")
+
+	for i := range r.Targets {
+		t := &r.Targets[i]
+		f, err := catalog.ParseFormat(t.Format)
+		if err != nil {
+			diags = append(diags, Diagnostic{Pos: t.FormatPos, Msg: err.Error()})
+			continue
+		}
+		expander, ok := pipelineFor[f.Family]
+		if !ok {
+			diags = append(diags, Diagnostic{Pos: t.FormatPos,
+				Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
+				Hint: "use one of: " + strings.Join(builtinFamilies(), ", ")})
+			continue
+		}
+		model, checks := expander(r, t, f, add)
+		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,
+			Needs: append([]string{model.ID}, checks...),
+			Params: steps.Params{
+				"target":     t.Name,
+				"device":     t.Device,
+				"format":     t.Format,
+				"context":    t.Context,
+				"kv_dtype":   t.KVDtype,
+				"warn_delta": t.Quality.Perplexity.WarnDelta,
+				"max_delta":  t.Quality.Perplexity.MaxDelta,
+			}}
+		add(pub, t.Name)
+	}
+
+	// User steps: new steps, or overrides of generated ones by id.
+	for _, us := range r.Steps {
+		needs := make([]string, 0, len(us.Needs))
+		for _, n := range us.Needs {
+			if isTarget(r, n) {
+				n = PublishStepID(n)
+			}
+			needs = append(needs, n)
+		}
+		if s, ok := p.byID[us.ID]; ok {
+			for k, v := range us.With {
+				s.Params[k] = v
+			}
+			s.Needs = appendUnique(s.Needs, needs...)
+			continue
+		}
+		params := steps.Params{}
+		for k, v := range us.With {
+			params[k] = v
+		}
+		if us.TimeoutS > 0 {
+			params["timeout_s"] = us.TimeoutS
+		}
+		add(&Step{ID: us.ID, Kind: us.Uses, Needs: needs, Params: params, Pos: us.Pos}, "")
+	}
+
+	diags = append(diags, p.checkGraph()...)
+	if len(diags) > 0 {
+		sort.SliceStable(diags, func(i, j int) bool { return diags[i].Pos.Line < diags[j].Pos.Line })
+		return nil, diags
+	}
+	return p, nil
+}
+
+type addFunc func(s *Step, target string) *Step
+
+// A pipeline expander adds a target's steps and returns the step whose
+// output is the model, plus the ids of the quality steps that gate it.
+type expander func(r *Recipe, t *Target, f catalog.Format, add addFunc) (model *Step, checks []string)
+
+var pipelineFor = map[string]expander{
+	"gguf": expandGGUF,
+}
+
+func builtinFamilies() []string {
+	var out []string
+	for k := range pipelineFor {
+		out = append(out, k+"-*")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// expandGGUF: source -> convert_hf_to_gguf (f16, shared) -> llama-quantize
+// (one per GGUF type, shared by targets of that type) -> perplexity against
+// the F16 baseline on the same tokens.
+func expandGGUF(r *Recipe, t *Target, f catalog.Format, add addFunc) (*Step, []string) {
+	ppl := t.Quality.Perplexity
+	f16 := add(&Step{ID: F16StepID, Kind: "gguf-convert", Needs: []string{SourceStepID},
+		Params: steps.Params{"outtype": "f16"}}, t.Name)
+	baseline := add(&Step{ID: BaselineStepID, Kind: "perplexity", Needs: []string{f16.ID},
+		Params: pplParams(ppl, "baseline"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+	// The baseline is only comparable to converted models scored with the
+	// same context and chunks; a target asking for another context gets
+	// its own baseline.
+	if !sameEval(baseline.Params, pplParams(ppl, "baseline")) {
+		baseline = add(&Step{ID: fmt.Sprintf("%s@c%d", BaselineStepID, ppl.Context), Kind: "perplexity",
+			Needs: []string{f16.ID}, Params: pplParams(ppl, "baseline"),
+			Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+	}
+
+	typ := strings.ToLower(f.GGUFType)
+	model := f16
+	if typ != "f16" {
+		imatrix := boolWith(t.With, "imatrix")
+		qid := "gguf-quantize:" + typ
+		needs := []string{f16.ID}
+		params := steps.Params{"type": f.GGUFType}
+		if imatrix {
+			im := add(&Step{ID: "imatrix:calibration", Kind: "imatrix", Needs: []string{f16.ID},
+				Params: steps.Params{"context": ppl.Context},
+				Data:   map[string]string{"calibration": r.Data.Calibration}}, t.Name)
+			needs = append(needs, im.ID)
+			qid += "+imatrix"
+		}
+		model = add(&Step{ID: qid, Kind: "gguf-quantize", Needs: needs, Params: params}, t.Name)
+	}
+	pid := "perplexity:" + model.ID[strings.Index(model.ID, ":")+1:]
+	if baseline.ID != BaselineStepID {
+		pid += fmt.Sprintf("@c%d", ppl.Context)
+	}
+	conv := add(&Step{ID: pid, Kind: "perplexity", Needs: []string{model.ID, baseline.ID},
+		Params: pplParams(ppl, "converted"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+	return model, []string{conv.ID}
+}
+
+func pplParams(g PerplexityGate, role string) steps.Params {
+	return steps.Params{"context": g.Context, "max_chunks": g.MaxChunks, "role": role}
+}
+
+func sameEval(a, b steps.Params) bool {
+	return a.Int("context", 0) == b.Int("context", 0) && a.Int("max_chunks", 0) == b.Int("max_chunks", 0)
+}
+
+func boolWith(with map[string]any, key string) bool {
+	v, _ := with[key].(bool)
+	return v
+}
+
+func isTarget(r *Recipe, name string) bool {
+	for _, t := range r.Targets {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func appendUnique(list []string, more ...string) []string {
+	for _, m := range more {
+		if !contains(list, m) {
+			list = append(list, m)
+		}
+	}
+	return list
+}
+
+// checkGraph reports needs that name no step, unknown kinds and cycles
+// (with the cycle's path), before anything runs.
+func (p *Plan) checkGraph() Diagnostics {
+	var diags Diagnostics
+	for _, s := range p.Steps {
+		if _, ok := steps.Lookup(s.Kind); !ok && s.Kind != "publish" {
+			diags = append(diags, Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s: unknown step kind %q", s.ID, s.Kind),
+				Hint: hintKind(s.Kind)})
+		}
+		for _, n := range s.Needs {
+			if _, ok := p.byID[n]; !ok {
+				diags = append(diags, Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s needs %q, which is neither a target nor a step", s.ID, n),
+					Hint: "needs may name a target, a step under steps:, or a generated step id shown by `edgepipe plan`"})
+			}
+		}
+	}
+	if len(diags) > 0 {
+		return diags
+	}
+	if cyc := p.findCycle(); cyc != nil {
+		s := p.byID[cyc[0]]
+		diags = append(diags, Diagnostic{Pos: s.Pos, Msg: "the steps form a cycle: " + strings.Join(cyc, " -> "),
+			Hint: "remove one of these needs so the graph has an order"})
+	}
+	return diags
+}
+
+func (p *Plan) findCycle() []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var found []string
+	var visit func(id string) bool
+	visit = func(id string) bool {
+		color[id] = grey
+		stack = append(stack, id)
+		for _, n := range p.byID[id].Needs {
+			switch color[n] {
+			case grey:
+				// Cut the stack at the first occurrence of n.
+				for i, e := range stack {
+					if e == n {
+						found = append(append([]string{}, stack[i:]...), n)
+						return true
+					}
+				}
+			case white:
+				if visit(n) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[id] = black
+		return false
+	}
+	for _, s := range p.Steps {
+		if color[s.ID] == white && visit(s.ID) {
+			return found
+		}
+	}
+	return nil
+}
+
+// Dir is the folder relative paths in the recipe are resolved against.
+func (r *Recipe) Dir() string {
+	dir := "."
+	if r.Path != "" {
+		dir = filepath.Dir(r.Path)
+	}
+	// Tools run in scratch folders, so every path handed to them is absolute.
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}

@@ -1,0 +1,155 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/digest"
+)
+
+// Tool is a resolved tool: how to run it and what it is.
+type Tool struct {
+	Name string `json:"name"`
+	// Argv is the prefix that runs the tool (interpreter and script, or the
+	// executable).
+	Argv []string `json:"argv"`
+	// Identity digests what the tool is (executable and script bytes, the
+	// toolchain lock); it is part of every cache key that uses the tool.
+	Identity string `json:"identity"`
+	Version  string `json:"version"`
+	// StandIn is true when the executable says it is a stand-in for the real
+	// tool (the test tier's tools do); manifests record it.
+	StandIn bool   `json:"stand_in,omitempty"`
+	Origin  string `json:"origin"` // "recipe", "tool-path", "toolchain NAME"
+}
+
+// Toolchains looks tools up in the installed, pinned toolchains.
+type Toolchains interface {
+	// Lookup returns the argv prefix that runs tool, the identity of the
+	// toolchain providing it (its lock digest and build), its version, and
+	// the toolchain's name. A tool that is not installed is an error whose
+	// text says which command installs it.
+	Lookup(tool string) (argv []string, identity, version, toolchain string, err error)
+}
+
+// ToolResolver finds tools: recipe overrides first, then the tool path
+// (`--tool-path`, EDGEPIPE_TOOL_PATH), then the installed toolchains.
+type ToolResolver struct {
+	// Overrides maps a tool name to an executable path (recipe
+	// `toolchains: {NAME: {tools: {...}}}`).
+	Overrides map[string]string
+	// Python overrides the interpreter for .py tools.
+	Python string
+	// Path lists folders searched for a tool by its name.
+	Path       []string
+	Toolchains Toolchains
+	Memo       *digest.Memo
+
+	mu    sync.Mutex
+	cache map[string]*Tool
+}
+
+// Resolve returns the tool with the given name, resolving it once per run.
+func (tr *ToolResolver) Resolve(name string) (*Tool, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if t, ok := tr.cache[name]; ok {
+		return t, nil
+	}
+	t, err := tr.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	if tr.cache == nil {
+		tr.cache = map[string]*Tool{}
+	}
+	tr.cache[name] = t
+	return t, nil
+}
+
+func (tr *ToolResolver) resolve(name string) (*Tool, error) {
+	if p, ok := tr.Overrides[name]; ok {
+		return tr.fromFile(name, p, "recipe")
+	}
+	for _, dir := range tr.Path {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return tr.fromFile(name, p, "tool-path")
+		}
+	}
+	if tr.Toolchains == nil {
+		return nil, fmt.Errorf("tool %s is not installed: run `edgepipe toolchain install`, or point --tool-path at a folder that has it", name)
+	}
+	argv, id, version, tc, err := tr.Toolchains.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if tr.Python != "" && strings.HasSuffix(name, ".py") && len(argv) == 2 {
+		argv = []string{tr.Python, argv[1]}
+	}
+	return &Tool{Name: name, Argv: argv, Identity: id, Version: version, Origin: "toolchain " + tc,
+		StandIn: strings.Contains(version, "stand-in")}, nil
+}
+
+// fromFile identifies a tool the user pointed at by the digest of its bytes
+// and asks it for its version.
+func (tr *ToolResolver) fromFile(name, path, origin string) (*Tool, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		if lp, lerr := exec.LookPath(path); lerr == nil {
+			abs = lp
+		} else {
+			return nil, fmt.Errorf("tool %s: %s does not exist: fix the path in the recipe's toolchains section or --tool-path", name, path)
+		}
+	}
+	argv := []string{abs}
+	if strings.HasSuffix(abs, ".py") && !isExecutable(abs) {
+		py := tr.Python
+		if py == "" {
+			py = "python3"
+		}
+		argv = []string{py, abs}
+	}
+	fd, err := tr.Memo.File(abs)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", name, err)
+	}
+	version := toolVersion(argv)
+	return &Tool{Name: name, Argv: argv, Identity: "sha256:" + fd.SHA256, Version: version, Origin: origin,
+		StandIn: strings.Contains(version, "stand-in")}, nil
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode()&0o111 != 0
+}
+
+// toolVersion asks a tool for its version, briefly; tools that have no
+// --version flag answer with usage text, of which the first line is kept.
+func toolVersion(argv []string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], "--version")...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "load_backend") {
+			return line
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,201 @@
+package steps
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ggufConvert runs llama.cpp's convert_hf_to_gguf.py on a Hugging Face
+// checkpoint. One F16 GGUF serves every GGUF type of a recipe.
+type ggufConvert struct{}
+
+// ggufQuantize runs llama-quantize on the F16 GGUF.
+type ggufQuantize struct{}
+
+// imatrix runs llama-imatrix on the calibration text.
+type imatrix struct{}
+
+func init() {
+	Register(ggufConvert{})
+	Register(ggufQuantize{})
+	Register(imatrix{})
+}
+
+// Tool names, as the toolchains provide them.
+const (
+	ToolConvertHF  = "convert_hf_to_gguf.py"
+	ToolQuantize   = "llama-quantize"
+	ToolPerplexity = "llama-perplexity"
+	ToolImatrix    = "llama-imatrix"
+)
+
+func (ggufConvert) Name() string          { return "gguf-convert" }
+func (ggufConvert) Version() int          { return 1 }
+func (ggufConvert) Tools(Params) []string { return []string{ToolConvertHF} }
+func (ggufConvert) Resources(Params) Resources {
+	// The converter holds the whole model in memory; a 135M model needs
+	// little, but the weight keeps two large conversions apart.
+	return Resources{Cores: 1, MemoryMB: 4096}
+}
+
+func (ggufConvert) Run(ctx context.Context, sc *Context) error {
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	outtype := sc.Params.String("outtype", "f16")
+	switch outtype {
+	case "f16", "bf16", "q8_0", "f32":
+	default:
+		return fmt.Errorf("gguf-convert: outtype %q is not one convert_hf_to_gguf.py writes; use f16, bf16, q8_0 or f32", outtype)
+	}
+	name := "model-" + outtype + ".gguf"
+	out := filepath.Join(sc.Out, name)
+	if err := sc.RunTool(ctx, ToolConvertHF, src.Dir, "--outtype", outtype, "--outfile", out); err != nil {
+		return err
+	}
+	if err := checkGGUF(out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", name)
+	return nil
+}
+
+func (ggufQuantize) Name() string          { return "gguf-quantize" }
+func (ggufQuantize) Version() int          { return 1 }
+func (ggufQuantize) Tools(Params) []string { return []string{ToolQuantize} }
+func (ggufQuantize) Resources(Params) Resources {
+	return Resources{Cores: 2, MemoryMB: 2048}
+}
+
+// ggufTypes are the llama-quantize types edgepipe knows how to name.
+var ggufTypes = map[string]bool{
+	"Q4_0": true, "Q4_1": true, "Q5_0": true, "Q5_1": true, "Q8_0": true,
+	"Q2_K": true, "Q3_K_S": true, "Q3_K_M": true, "Q3_K_L": true,
+	"Q4_K_S": true, "Q4_K_M": true, "Q5_K_S": true, "Q5_K_M": true, "Q6_K": true,
+	"IQ4_XS": true, "IQ4_NL": true, "BF16": true, "F16": true, "F32": true,
+}
+
+func (ggufQuantize) Run(ctx context.Context, sc *Context) error {
+	f16, err := sc.Input("gguf-convert")
+	if err != nil {
+		return err
+	}
+	typ := strings.ToUpper(sc.Params.String("type", ""))
+	if !ggufTypes[typ] {
+		return fmt.Errorf("gguf-quantize: unknown type %q", typ)
+	}
+	in := filepath.Join(f16.Dir, f16.Result.Files["model"])
+	name := "model-" + strings.ToLower(typ) + ".gguf"
+	out := filepath.Join(sc.Out, name)
+	var args []string
+	if im, err := sc.Input("imatrix"); err == nil {
+		args = append(args, "--imatrix", filepath.Join(im.Dir, im.Result.Files["imatrix"]))
+	}
+	// The thread count is fixed so the output is the same on every machine.
+	args = append(args, in, out, typ, "2")
+	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
+		return err
+	}
+	if err := checkGGUF(out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", name)
+	if fb := quantizeFallbacks(sc.LogPath); fb != "" {
+		sc.Result.SetFact("fallbacks", fb)
+	}
+	return nil
+}
+
+// fallbackLine matches llama-quantize's note when a tensor's row size does
+// not divide the K-quant block (256) and it falls back to another type.
+var fallbackLine = regexp.MustCompile(`(?i)(\d+) of (\d+) tensor\(s\) required fallback quantization|tensor cols (\d+) x (\d+) are not divisible by (\d+), required for (\S+) - using fallback quantization (\S+)|using fallback quantization (\S+)`)
+
+// quantizeFallbacks summarises what llama-quantize really did with tensors
+// whose width does not fit the chosen type's block, from its log.
+func quantizeFallbacks(logPath string) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	summary := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := fallbackLine.FindStringSubmatch(sc.Text())
+		switch {
+		case m == nil:
+		case m[1] != "":
+			summary = fmt.Sprintf("%s of %s tensors required fallback quantization", m[1], m[2])
+		case m[6] != "":
+			counts[m[6]+"->"+m[7]]++
+		case m[8] != "":
+			counts["->"+m[8]]++
+		}
+	}
+	var parts []string
+	for k, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d x %s", n, k))
+	}
+	sort.Strings(parts)
+	if summary != "" {
+		parts = append([]string{summary}, parts...)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (imatrix) Name() string          { return "imatrix" }
+func (imatrix) Version() int          { return 1 }
+func (imatrix) Tools(Params) []string { return []string{ToolImatrix} }
+func (imatrix) Resources(Params) Resources {
+	return Resources{Cores: 2, MemoryMB: 2048}
+}
+
+func (imatrix) Run(ctx context.Context, sc *Context) error {
+	f16, err := sc.Input("gguf-convert")
+	if err != nil {
+		return err
+	}
+	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(sc.Out, "imatrix.dat")
+	ctxLen := sc.Params.Int("context", 512)
+	args := []string{"-m", filepath.Join(f16.Dir, f16.Result.Files["model"]), "-f", text, "-o", out,
+		"-c", fmt.Sprint(ctxLen), "-b", fmt.Sprint(ctxLen), "-t", "2"}
+	if n := sc.Params.Int("chunks", 0); n > 0 {
+		args = append(args, "--chunks", fmt.Sprint(n))
+	}
+	if err := sc.RunTool(ctx, ToolImatrix, args...); err != nil {
+		return err
+	}
+	if _, err := os.Stat(out); err != nil {
+		return fmt.Errorf("llama-imatrix exited 0 but wrote no %s", filepath.Base(out))
+	}
+	sc.Result.SetFile("imatrix", "imatrix.dat")
+	return nil
+}
+
+// checkGGUF refuses an output that is not a GGUF file, so a tool that exits
+// 0 without writing its output never reaches the cache.
+func checkGGUF(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("the tool exited 0 but wrote no %s", filepath.Base(path))
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
+		return fmt.Errorf("%s is not a GGUF file (magic %q)", filepath.Base(path), magic)
+	}
+	return nil
+}
