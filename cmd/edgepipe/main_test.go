@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,5 +41,52 @@ func TestScripts(t *testing.T) {
 			env.Setenv("HOME", env.WorkDir)
 			return nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": exitCode,
+		},
 	})
+}
+
+// exitCode runs a command and checks its exact exit status:
+// exitcode CODE COMMAND [ARGS...]. The documented exit codes are a
+// contract with CI scripts, so the tests pin them.
+func exitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode CODE COMMAND [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	path, err := exec.LookPath(args[1])
+	if err != nil {
+		// LookPath uses this process's PATH; the script's comes first.
+		for _, dir := range filepath.SplitList(ts.Getenv("PATH")) {
+			if p := filepath.Join(dir, args[1]); fileExists(p) {
+				path, err = p, nil
+				break
+			}
+		}
+		ts.Check(err)
+	}
+	cmd := exec.Command(path, args[2:]...)
+	cmd.Dir = ts.Getenv("WORK")
+	for _, k := range []string{"PATH", "HOME", "WORK", "EDGEPIPE_CACHE", "EDGEPIPE_TOOL_PATH", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	got := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		got = ee.ExitCode()
+	} else {
+		ts.Check(err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d; output:\n%s", strings.Join(args[1:], " "), got, want, out.String())
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
