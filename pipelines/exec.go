@@ -377,6 +377,9 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 		return err
 	}
+	if _, uncached := kind.(steps.Uncached); uncached {
+		return e.execute(ctx, s, kind, key, tools, false)
+	}
 	if out, hit, err := e.lookup(s, key); err != nil || hit {
 		if hit {
 			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key})
@@ -398,6 +401,14 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		return err
 	}
 
+	return e.execute(ctx, s, kind, key, tools, true)
+}
+
+// execute runs a kind into a fresh folder; with cached set, the folder is
+// committed to the cache under key when the kind succeeded, otherwise it
+// is thrown away after downstream steps had no chance to see it (uncached
+// kinds produce no outputs anyone needs).
+func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key string, tools []*Tool, cached bool) error {
 	ins, err := e.inputsOf(ctx, s)
 	if err != nil {
 		return err
@@ -451,11 +462,15 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 			}
 			return t.Argv, nil
 		},
-		Data: e.opt.Data,
-		Exec: func(ctx context.Context, argv []string, env []string) error {
-			return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: scratch})
-		},
+		Data:      e.opt.Data,
 		RecipeDir: e.plan.Recipe.Dir(),
+	}
+	sc.Exec = func(ctx context.Context, argv []string, env []string) error {
+		dir := scratch
+		if sc.ExecDir != "" {
+			dir = sc.ExecDir
+		}
+		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir})
 	}
 	for _, in := range ins {
 		sc.Inputs = append(sc.Inputs, steps.Input{StepID: in.StepID, Kind: in.Kind, Dir: in.Dir, Result: in.Result})
@@ -463,7 +478,26 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 
 	started := time.Now()
 	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: s.Kind, Key: key, Path: logPath})
-	runErr := kind.Run(ctx, sc)
+	var runErr error
+	if kind.Resources(s.Params).Network {
+		// Downloads fail for passing reasons; each attempt starts from an
+		// empty folder (resumable downloads keep their partial files in
+		// their own caches).
+		attempt := 0
+		runErr = proc.Retry(ctx, 3, 2*time.Second, func(ctx context.Context) error {
+			if attempt++; attempt > 1 {
+				fmt.Fprintf(logf, "retrying (attempt %d)\n", attempt)
+				if err := emptyDir(tmp); err != nil {
+					return proc.Permanent(err)
+				}
+				sc.Result = &steps.Result{}
+				result = sc.Result
+			}
+			return kind.Run(ctx, sc)
+		})
+	} else {
+		runErr = kind.Run(ctx, sc)
+	}
 	if runErr == nil {
 		for _, t := range tools {
 			result.SetFact("version:"+t.Name, t.Version)
@@ -482,6 +516,13 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		return &StepError{Step: s.ID, LogPath: logPath, Err: runErr}
 	}
 	logf.Close()
+	if !cached {
+		out := &Output{StepID: s.ID, Kind: s.Kind, Dir: tmp, Key: key, Result: result, Started: started,
+			Finished: time.Now(), LogPath: logPath, Tools: tools}
+		e.record(out)
+		e.emit(Event{Type: EvFinished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
+		return nil
+	}
 	if err := copyFile(logPath, filepath.Join(tmp, stepLogName)); err != nil {
 		return err
 	}
@@ -578,6 +619,19 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hintKind suggests a registered step kind for a mistyped one.

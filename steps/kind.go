@@ -147,6 +147,9 @@ type Context struct {
 	Result *Result
 	// LogPath is the step's log file (child output is appended there).
 	LogPath string
+	// ExecDir, when set, is the working folder of the children Exec starts
+	// (default: Scratch).
+	ExecDir string
 	// RecipeDir is the folder of the recipe, for paths written relative to it.
 	RecipeDir string
 }

@@ -51,6 +51,8 @@ func (runKind) Run(ctx context.Context, sc *Context) error {
 		argv[0] = filepath.Join(sc.RecipeDir, argv[0])
 	}
 	sc.Result.Argv = append(sc.Result.Argv, argv)
+	// User commands run where the recipe is, like a Makefile's.
+	sc.ExecDir = sc.RecipeDir
 	return sc.Exec(ctx, argv, nil)
 }
 

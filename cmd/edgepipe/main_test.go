@@ -20,6 +20,13 @@ import (
 func TestMain(m *testing.M) {
 	cmds := map[string]func(){
 		"edgepipe": func() { os.Exit(cli.Run(os.Args[1:])) },
+		// edgepipe-echo writes its arguments to smoke.out, for user steps.
+		"edgepipe-echo": func() {
+			if err := os.WriteFile("smoke.out", []byte(strings.Join(os.Args[1:], " ")+"\n"), 0o644); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
+		},
 	}
 	for name := range standin.Tools {
 		name := name
