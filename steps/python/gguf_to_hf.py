@@ -1,0 +1,151 @@
+"""Turn a GGUF file into a Hugging Face checkpoint (safetensors, config, tokenizer).
+
+    python gguf_to_hf.py --gguf path/model.gguf --out OUT_DIR
+
+Weights: transformers' GGUF loader dequantizes every tensor to float32, so the
+checkpoint holds the GGUF's (already rounded) weights exactly; nothing is retrained.
+
+Tokenizer: transformers' GGUF tokenizer converter turns a "gpt2"-type vocabulary into a
+Llama/SentencePiece-style tokenizer (byte fallback, wrong EOS, no digit splitting, BOS
+added), which tokenizes differently from llama.cpp and fails convert_hf_to_gguf.py's
+pre-tokenizer check. So for the pre-tokenizers listed in PRE_TOKENIZERS the tokenizer
+is rebuilt here from the GGUF's own vocabulary, merges and flags, the way the original
+Hugging Face tokenizer was defined. Other GGUFs fall back to transformers' converter,
+reported as "tokenizer": "transformers-gguf" in the output line.
+
+Prints one JSON line: {"out", "parameters", "architecture", "tokenizer", "add_bos", "files"}.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+# llama.cpp pre-tokenizer name (tokenizer.ggml.pre) -> Hugging Face pre-tokenizer steps
+# before the byte-level split. "smollm" splits every digit on its own
+# (llama.cpp: LLAMA_VOCAB_PRE_TYPE_SMOLLM, regex "\p{N}" then the GPT-2 regex).
+PRE_TOKENIZERS = {
+    "smollm": ["digits"],
+    "gpt-2": [],
+}
+
+TOKEN_TYPE_CONTROL = 3
+TOKEN_TYPE_USER_DEFINED = 4
+
+
+def field(reader, key, default=None):
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def build_tokenizer(gguf_path: Path):
+    """A GPT2TokenizerFast equal to the GGUF's tokenizer, or None if its kind is not supported."""
+    import gguf
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import GPT2TokenizerFast
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    if field(reader, "tokenizer.ggml.model") != "gpt2":
+        return None, None
+    pre = field(reader, "tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        return None, None
+
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    types = field(reader, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in field(reader, "tokenizer.ggml.merges")]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None,
+                              fuse_unk=False, byte_fallback=False))
+    steps = []
+    if "digits" in PRE_TOKENIZERS[pre]:
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True))
+    tk.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    tk.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+
+    special = [i for i, t in enumerate(types) if t in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED)]
+    tk.add_special_tokens([AddedToken(tokens[i], special=types[i] == TOKEN_TYPE_CONTROL, normalized=False)
+                           for i in special])
+
+    def tok(key):
+        i = field(reader, key)
+        return None if i is None else tokens[int(i)]
+
+    bos, eos = tok("tokenizer.ggml.bos_token_id"), tok("tokenizer.ggml.eos_token_id")
+    add_bos = bool(field(reader, "tokenizer.ggml.add_bos_token", False))
+    if add_bos and bos is not None:
+        tk.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
+    else:
+        tk.post_processor = processors.ByteLevel(trim_offsets=False)
+
+    kwargs = dict(tokenizer_object=tk, bos_token=bos, eos_token=eos,
+                  unk_token=tok("tokenizer.ggml.unknown_token_id"),
+                  pad_token=tok("tokenizer.ggml.padding_token_id"),
+                  add_prefix_space=False, clean_up_tokenization_spaces=False)
+    ctx = field(reader, "llama.context_length") or field(reader, f"{field(reader, 'general.architecture')}.context_length")
+    if ctx:
+        kwargs["model_max_length"] = int(ctx)
+    hf = GPT2TokenizerFast(**{k: v for k, v in kwargs.items() if v is not None})
+    hf.add_bos_token = add_bos
+    template = field(reader, "tokenizer.chat_template")
+    if template:
+        hf.chat_template = template
+    return hf, add_bos
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gguf", required=True, help="path to the .gguf file")
+    ap.add_argument("--out", required=True, help="directory to write the checkpoint into (created)")
+    args = ap.parse_args()
+
+    # Never reach the Hub: everything comes from the local file.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(args.gguf).resolve()
+    if not gguf_path.is_file():
+        print(f"gguf_to_hf: {gguf_path} is not a file", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    tokenizer, add_bos = build_tokenizer(gguf_path)
+    kind = "rebuilt-from-gguf"
+    if tokenizer is None:
+        kind = "transformers-gguf"
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        add_bos = bool(getattr(tokenizer, "add_bos_token", False))
+        # The converter records the GGUF itself as the SentencePiece model file; do not copy it.
+        tokenizer.vocab_file = None
+
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                 dtype=torch.float32)
+    model.eval()
+    model.config.bos_token_id = tokenizer.bos_token_id
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+
+    print(json.dumps({
+        "out": str(out),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "architecture": (model.config.architectures or [model.config.model_type])[0],
+        "tokenizer": kind,
+        "add_bos": add_bos,
+        "files": sorted(p.name for p in out.iterdir()),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
