@@ -1,0 +1,142 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/suggest"
+)
+
+// Catalog is what validation needs to know about devices and formats.
+// internal/catalog.Catalog is the real one; tests use a small fake.
+type Catalog interface {
+	DeviceIDs() []string
+	HasDevice(id string) bool
+	FormatNames() []string
+	ValidFormat(name string) bool
+	// CanRun: when false, fix is a sentence naming what to use instead
+	CanRun(deviceID, format string) (ok bool, fix string)
+}
+
+// Validate checks a parsed recipe against the device catalog and the known
+// step kinds: devices and formats exist, each device can run its target's
+// format, targets and steps do not share a name, every needs entry names a
+// target or step, and every uses names a step kind. A nil kinds skips the
+// last check. Fields the parser already reported as missing are skipped,
+// so a partly parsed recipe yields only new problems.
+//
+// Needs naming generated steps (ids with ':', or the shared source step)
+// are left to the plan, which knows the generated graph.
+func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
+	var diags Diagnostics
+	add := func(pos Pos, hint, format string, args ...any) {
+		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	}
+
+	// Targets and steps share one name space: needs: [x] must name one thing.
+	targetAt := map[string]Pos{}
+	var names []string
+	for _, t := range r.Targets {
+		if _, dup := targetAt[t.Name]; !dup {
+			targetAt[t.Name] = t.Pos
+			names = append(names, t.Name)
+		}
+	}
+	stepAt := map[string]Pos{}
+	for _, s := range r.Steps {
+		if at, clash := targetAt[s.ID]; clash {
+			add(s.Pos, "rename the step; targets and steps share one set of names so needs: can tell them apart",
+				"step %q has the same name as the target on line %d", s.ID, at.Line)
+			continue
+		}
+		if _, dup := stepAt[s.ID]; !dup {
+			stepAt[s.ID] = s.Pos
+			names = append(names, s.ID)
+		}
+	}
+
+	for _, t := range r.Targets {
+		deviceOK := t.Device != "" && cat.HasDevice(t.Device)
+		if t.Device != "" && !deviceOK {
+			hint := closestOrList(t.Device, cat.DeviceIDs(), "known devices")
+			if strings.HasSuffix(hint, "?") {
+				hint += " `edgepipe devices` lists them all"
+			} else {
+				hint += "; `edgepipe devices` lists them all"
+			}
+			add(t.DevicePos, hint,
+				"target %q: unknown device %q", t.Name, t.Device)
+		}
+		formatOK := t.Format != "" && cat.ValidFormat(t.Format)
+		if t.Format != "" && !formatOK {
+			add(t.FormatPos, closestOrList(t.Format, cat.FormatNames(), "valid formats"),
+				"target %q: unknown format %q", t.Name, t.Format)
+		}
+		if deviceOK && formatOK {
+			if ok, fix := cat.CanRun(t.Device, t.Format); !ok {
+				add(t.FormatPos, fix, "target %q: no runtime on %s loads %s", t.Name, t.Device, t.Format)
+			}
+		}
+	}
+
+	for _, s := range r.Steps {
+		for i, n := range s.Needs {
+			if strings.Contains(n, ":") || n == SourceStepID {
+				continue
+			}
+			if _, ok := targetAt[n]; ok {
+				continue
+			}
+			if _, ok := stepAt[n]; ok {
+				continue
+			}
+			pos := s.Pos
+			if i < len(s.NeedsPos) {
+				pos = s.NeedsPos[i]
+			}
+			hint := "needs names a target (under targets:) or a step (under steps:)"
+			if c := suggest.Closest(n, names); c != "" {
+				hint = fmt.Sprintf("did you mean %q?", c)
+			}
+			add(pos, hint, "step %q needs %q, which is neither a target nor a step", s.ID, n)
+		}
+		if s.Uses != "" && kinds != nil && !slices.Contains(kinds, s.Uses) {
+			add(s.UsesPos, closestOrList(s.Uses, kinds, "step kinds"),
+				"step %q uses %q, which is not a step kind", s.ID, s.Uses)
+		}
+	}
+	diags.Sort()
+	return diags
+}
+
+// closestOrList suggests the closest spelling, or lists a few valid names.
+func closestOrList(word string, valid []string, what string) string {
+	if c := suggest.Closest(word, valid); c != "" {
+		return fmt.Sprintf("did you mean %q?", c)
+	}
+	const show = 8
+	if len(valid) > show {
+		return what + " include " + strings.Join(valid[:show], ", ") + ", ..."
+	}
+	return what + ": " + strings.Join(valid, ", ")
+}
+
+// Load parses and validates the recipe at path, returning every parse and
+// validation problem together as Diagnostics.
+func Load(path string, cat Catalog, kinds []string) (*Recipe, error) {
+	r, err := ParseFile(path)
+	var diags Diagnostics
+	if err != nil && !errors.As(err, &diags) {
+		return nil, err
+	}
+	if r != nil {
+		diags = append(diags, Validate(r, cat, kinds)...)
+	}
+	if len(diags) > 0 {
+		diags.Sort()
+		return nil, diags
+	}
+	return r, nil
+}
