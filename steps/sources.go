@@ -1,0 +1,85 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/edgepipe/edgepipe/internal/getter"
+	"github.com/edgepipe/edgepipe/internal/hf"
+)
+
+// The download sources: Hugging Face through the native client (its files
+// land in the standard huggingface_hub cache, so Python tools find them
+// too), everything else through the locked-down go-getter.
+func init() {
+	Fetchers = append(Fetchers,
+		Fetcher{Scheme: "hf://", Fetch: fetchHF},
+		Fetcher{Scheme: "https://", Fetch: fetchGetter},
+		Fetcher{Scheme: "s3::", Fetch: fetchGetter},
+		Fetcher{Scheme: "gcs::", Fetch: fetchGetter},
+		Fetcher{Scheme: "git::", Fetch: fetchGetter},
+	)
+}
+
+func fetchHF(ctx context.Context, sc *Context, src string) error {
+	repo, err := hf.ParseURI(src)
+	if err != nil {
+		return err
+	}
+	client := hf.FromEnv()
+	client.Logf = func(format string, args ...any) { fmt.Fprintf(sc.Log, format+"\n", args...) }
+	snap, err := client.Snapshot(ctx, repo, hf.SnapshotOptions{
+		AllowPickle:     sc.Params.Bool("allow_pickle", false),
+		TrustRemoteCode: sc.Params.Bool("trust_remote_code", false),
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range snap.Files {
+		if err := linkOrCopy(f.BlobPath, filepath.Join(sc.Out, filepath.FromSlash(f.Path))); err != nil {
+			return fmt.Errorf("copy %s out of the Hugging Face cache: %w", f.Path, err)
+		}
+	}
+	sc.Result.SetFact("resolved_revision", snap.Commit)
+	sc.Result.SetFact("hf_snapshot", snap.Dir)
+	return nil
+}
+
+func fetchGetter(ctx context.Context, sc *Context, src string) error {
+	res, err := getter.Fetch(ctx, src, sc.Out, getter.Options{Pwd: sc.RecipeDir})
+	if err != nil {
+		return err
+	}
+	if res.GitCommit != "" {
+		sc.Result.SetFact("resolved_revision", res.GitCommit)
+	}
+	return nil
+}
+
+// linkOrCopy hard-links a content-addressed blob (never modified in place)
+// into dst, copying when the two are on different filesystems.
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
