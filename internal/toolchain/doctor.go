@@ -1,0 +1,93 @@
+package toolchain
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// ToolStatus is one line of `edgepipe doctor`.
+type ToolStatus struct {
+	Name      string
+	Toolchain string
+	Found     bool
+	Version   string
+	Path      string
+	// InstallCommand is the exact command that installs the tool; empty
+	// when edgepipe cannot install it (Note says what to do instead).
+	InstallCommand string
+	Note           string
+}
+
+// Doctor reports every tool edgepipe uses: installed or not, its version
+// and path, and how to install what is missing. It reads only.
+func Doctor(cacheDir string) []ToolStatus {
+	var out []ToolStatus
+	for _, spec := range Specs() {
+		if spec.Kind == KindExternal {
+			for _, t := range spec.Tools {
+				st := ToolStatus{Name: t, Toolchain: spec.Name, Note: spec.Note}
+				if p, err := exec.LookPath(t); err == nil {
+					st.Found, st.Path = true, p
+					st.Version = toolVersion(context.Background(), p)
+					st.Note = ""
+				}
+				out = append(out, st)
+			}
+			continue
+		}
+		inst, err := Resolve(cacheDir, spec.Name)
+		for _, t := range spec.Tools {
+			st := ToolStatus{Name: t, Toolchain: spec.Name, Note: spec.Note}
+			if err != nil {
+				st.InstallCommand = "edgepipe toolchain install " + spec.Name
+				st.Note = err.Error()
+				out = append(out, st)
+				continue
+			}
+			st.Found, st.Path, st.Version = true, inst.Tools[t], inst.Summary()
+			if inst.Python == "" && strings.HasSuffix(t, ".py") {
+				st.Found = false
+				st.InstallCommand = "edgepipe toolchain install " + Llama
+				st.Note = "needs the " + Llama + " toolchain's Python"
+			}
+			out = append(out, st)
+		}
+	}
+	for _, name := range BuiltinNames() {
+		st := ToolStatus{Name: "builtin:" + name, Toolchain: "model", Note: builtinModels[name].note}
+		if dir, err := builtinDir(cacheDir, name); err == nil {
+			st.Found, st.Path = true, dir
+			st.Version = builtinModels[name].version
+		} else {
+			st.InstallCommand = "edgepipe toolchain install builtin:" + name
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// externalNote is the install hint of an external prerequisite.
+func externalNote(name string) string {
+	if s, err := Lookup(name); err == nil {
+		return s.Note
+	}
+	return "install " + name
+}
+
+// toolVersion asks an executable for its version and keeps the first line
+// that says something ("version: 1 (0c1e570)" for llama.cpp's tools, which
+// print it on stderr).
+func toolVersion(ctx context.Context, path string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "load_backend") {
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,240 @@
+package toolchain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/steps/python"
+)
+
+// Installed is an installed toolchain.
+type Installed struct {
+	Name string
+	Dir  string
+	// Python is the interpreter that runs the toolchain's .py tools ("" if
+	// it has none).
+	Python string
+	// Tools maps a tool name to its absolute path (executables and .py
+	// scripts alike).
+	Tools map[string]string
+	// Versions records what is installed (package versions, the llama.cpp
+	// commit, the Python version); manifests carry it.
+	Versions map[string]string
+	// LockDigest is "sha256:..." of the lock or build pin the install was
+	// made from.
+	LockDigest string
+
+	kind string
+	// pythonDigest is the lock digest of the toolchain whose interpreter
+	// runs this one's scripts, when that is another toolchain.
+	pythonDigest string
+}
+
+// Resolve returns the installed toolchain, or an error saying how to
+// install it. It only reads, except that it writes the embedded Python
+// helper scripts into the cache the first time they are asked for.
+func Resolve(cacheDir, name string) (*Installed, error) {
+	spec, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind == KindExternal {
+		return nil, fmt.Errorf("%s is not an edgepipe toolchain: %s", name, spec.Note)
+	}
+	dir := filepath.Join(toolchainsDir(cacheDir), spec.DirName())
+	m, err := readMarker(dir)
+	if err != nil {
+		return nil, fmt.Errorf("toolchain %s is not installed: run `edgepipe toolchain install %s`", name, name)
+	}
+	if m.Name != spec.Name || m.LockDigest != spec.Digest() {
+		return nil, fmt.Errorf("toolchain %s in %s was installed from another lock: run `edgepipe toolchain install %s`", name, dir, name)
+	}
+	inst := &Installed{
+		Name: name, Dir: dir, Tools: map[string]string{}, Versions: m.Versions,
+		LockDigest: "sha256:" + m.LockDigest, kind: spec.Kind,
+	}
+	switch spec.Kind {
+	case KindBinary:
+		for _, t := range spec.Tools {
+			inst.Tools[t] = filepath.Join(dir, "bin", t)
+		}
+	case KindPython:
+		inst.Python = filepath.Join(dir, "bin", "python")
+		inst.Tools[ToolPython] = inst.Python
+		helpers, err := materializeHelpers(cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range spec.Tools {
+			if strings.HasSuffix(t, ".py") {
+				inst.Tools[t] = filepath.Join(helpers, t)
+			}
+		}
+	case KindLlamaCpp:
+		for _, t := range llamaCppTargets {
+			inst.Tools[t] = filepath.Join(dir, "bin", t)
+		}
+		inst.Tools[ToolConvertHF] = filepath.Join(dir, "src", ToolConvertHF)
+		// The converter runs with the llama toolchain's interpreter.
+		if py, err := Resolve(cacheDir, Llama); err == nil {
+			inst.Python, inst.pythonDigest = py.Python, py.LockDigest
+		}
+	}
+	for t, p := range inst.Tools {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("toolchain %s in %s is damaged (%s is missing): delete that folder and run `edgepipe toolchain install %s`", name, dir, t, name)
+		}
+	}
+	return inst, nil
+}
+
+func readMarker(dir string) (marker, error) {
+	var m marker
+	b, err := os.ReadFile(filepath.Join(dir, markerFile))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", filepath.Join(dir, markerFile), err)
+	}
+	if m.Format != markerFormat {
+		return m, fmt.Errorf("%s: marker format %d, want %d", dir, m.Format, markerFormat)
+	}
+	return m, nil
+}
+
+// helpersDigest is the sha256 over the embedded helper scripts' names and
+// bytes.
+func helpersDigest() string {
+	h := sha256.New()
+	names, _ := fs.Glob(python.Scripts, "*.py")
+	sort.Strings(names)
+	for _, n := range names {
+		b, _ := fs.ReadFile(python.Scripts, n)
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(h, "%s %x\n", n, sum)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// materializeHelpers writes the embedded helper scripts to
+// CACHE/toolchains/helpers-DIGEST (once; the folder name pins the bytes).
+func materializeHelpers(cacheDir string) (string, error) {
+	root := toolchainsDir(cacheDir)
+	dir := filepath.Join(root, "helpers-"+helpersDigest()[:16])
+	if _, err := os.Stat(filepath.Join(dir, markerFile)); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(root, ".tmp-helpers-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	names, _ := fs.Glob(python.Scripts, "*.py")
+	for _, n := range names {
+		b, _ := fs.ReadFile(python.Scripts, n)
+		if err := os.WriteFile(filepath.Join(tmp, n), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, markerFile), []byte(helpersDigest()+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// A concurrent edgepipe wrote the same bytes first.
+		if _, serr := os.Stat(filepath.Join(dir, markerFile)); serr == nil {
+			return dir, nil
+		}
+		return "", fmt.Errorf("write helper scripts: %w", err)
+	}
+	return dir, nil
+}
+
+// Tool returns how to run a tool of this toolchain: the argv prefix
+// (interpreter first for .py tools) and its identity for cache keys: the
+// toolchain's lock digest, plus the interpreter's toolchain and, for the
+// embedded helpers, the script's own digest.
+func (in *Installed) Tool(tool string) (argv []string, identity string, err error) {
+	p, ok := in.Tools[tool]
+	if !ok {
+		return nil, "", fmt.Errorf("toolchain %s has no tool %s", in.Name, tool)
+	}
+	identity = in.LockDigest
+	if !strings.HasSuffix(tool, ".py") {
+		return []string{p}, identity, nil
+	}
+	if in.Python == "" {
+		return nil, "", fmt.Errorf("%s needs the %s toolchain's Python: run `edgepipe toolchain install %s`", tool, Llama, Llama)
+	}
+	if in.pythonDigest != "" {
+		identity += "+" + in.pythonDigest
+	}
+	if in.kind == KindPython {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, "", err
+		}
+		sum := sha256.Sum256(b)
+		identity += "+sha256:" + hex.EncodeToString(sum[:])
+	}
+	return []string{in.Python, p}, identity, nil
+}
+
+// FindTool looks a tool up across the installed toolchains, in the shape
+// of pipelines.Toolchains.Lookup: argv prefix, identity, a version string
+// for manifests and the toolchain's name.
+func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchain string, err error) {
+	for _, spec := range Specs() {
+		if spec.Kind == KindExternal || !contains(spec.Tools, tool) {
+			continue
+		}
+		inst, err := Resolve(cacheDir, spec.Name)
+		if err != nil {
+			return nil, "", "", "", fmt.Errorf("tool %s: %w", tool, err)
+		}
+		argv, identity, err := inst.Tool(tool)
+		if err != nil {
+			return nil, "", "", "", err
+		}
+		return argv, identity, inst.Summary(), spec.Name, nil
+	}
+	return nil, "", "", "", fmt.Errorf("no edgepipe toolchain provides %s: point the recipe's toolchains section or --tool-path at it", tool)
+}
+
+// Summary is a one-line version string: the versions that matter most.
+func (in *Installed) Summary() string {
+	keys := map[string][]string{
+		UV:       {"uv"},
+		Llama:    {"python", "torch", "transformers", "gguf"},
+		LlamaCpp: {"llama.cpp", "llama-cpp-python"},
+	}[in.Name]
+	var parts []string
+	for _, k := range keys {
+		if v := in.Versions[k]; v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	if len(parts) == 0 {
+		return in.Name
+	}
+	return strings.Join(parts, ", ")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,221 @@
+// Package toolchain provisions the pinned external tools that step kinds run:
+// Python environments installed with uv from lock files committed in the
+// repository, llama.cpp's tools built with cmake from the source tree
+// vendored in a pinned PyPI sdist, and the built-in model. Each toolchain
+// lives under CACHE/toolchains in a folder named by the digest of what it
+// was built from, so toolchains with conflicting pins coexist and an
+// install is never half-visible: it is built in a temporary folder, marked
+// complete, then renamed into place.
+package toolchain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/steps/toolchains"
+)
+
+// Toolchain kinds.
+const (
+	// KindPython is a virtual environment installed by uv from a lock file.
+	KindPython = "python"
+	// KindLlamaCpp is llama.cpp's tools built with cmake from a pinned sdist.
+	KindLlamaCpp = "llamacpp"
+	// KindBinary is a single executable taken from a pinned PyPI wheel (uv itself).
+	KindBinary = "binary"
+	// KindExternal is something edgepipe needs but cannot install (cmake, a
+	// C++ compiler); Doctor says how to get it.
+	KindExternal = "external"
+)
+
+// Spec describes one toolchain.
+type Spec struct {
+	Name string
+	Kind string
+	// Lock is the embedded lock file (python), or the text that pins the
+	// source and build (llamacpp, binary); its digest names the install.
+	Lock string
+	// Tools are the names step kinds look up in this toolchain.
+	Tools []string
+	// Needs lists toolchains that must be installed before this one can be
+	// installed or used.
+	Needs []string
+	// Note is shown by doctor (e.g. what the toolchain is for).
+	Note string
+
+	pins []Pin // pinned downloads: one per platform for binaries
+}
+
+// Pin is a file on PyPI, identified by its exact name and sha256.
+type Pin struct {
+	Project  string
+	Filename string
+	SHA256   string
+	// GOOS/GOARCH restrict a platform-specific file; empty matches any.
+	GOOS, GOARCH string
+}
+
+// Version pins. Changing one changes the install folder's digest.
+const (
+	uvVersion = "0.13.8"
+
+	llamaCppPythonVersion = "0.3.36"
+	// llamaCppCommit is the llama.cpp commit vendored in that sdist, from
+	// its CHANGELOG ("update llama.cpp to ggml-org/llama.cpp@0c1e57098").
+	llamaCppCommit = "0c1e57098"
+	// llamaCppBuildRecipe versions the cmake flags and the file layout
+	// below; bump it when changing either.
+	llamaCppBuildRecipe = "1"
+)
+
+var uvPins = []Pin{
+	{"uv", "uv-0.13.8-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984", "linux", "amd64"},
+	{"uv", "uv-0.13.8-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64.whl", "0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d", "linux", "arm64"},
+	{"uv", "uv-0.13.8-py3-none-macosx_11_0_arm64.whl", "62b6943c7fd64fac6854f780bea6e0359e5a5bc3241f83ee357bb38276afac49", "darwin", "arm64"},
+	{"uv", "uv-0.13.8-py3-none-macosx_10_12_x86_64.whl", "b7124ca1956ec2e476a1003ea5715a15f0266afaec37f4dc9c6972ba8183e6d1", "darwin", "amd64"},
+}
+
+var llamaCppSdist = Pin{"llama-cpp-python", "llama_cpp_python-0.3.36.tar.gz", "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e", "", ""}
+
+// llamaCppCMakeFlags configure llama.cpp for the three tools only. Static
+// libraries make the binaries independent of the build folder, so the
+// install can be renamed into place. GGML_NATIVE tunes for this CPU (AVX2,
+// AVX-512, AMX where present); the CPU's identity is part of the install's
+// digest, so a cache copied to another machine builds its own tools instead
+// of running into illegal instructions.
+var llamaCppCMakeFlags = []string{
+	"-DCMAKE_BUILD_TYPE=Release",
+	"-DBUILD_SHARED_LIBS=OFF",
+	"-DGGML_NATIVE=ON",
+	"-DLLAMA_OPENSSL=OFF",
+	"-DLLAMA_BUILD_TESTS=OFF",
+	"-DLLAMA_BUILD_EXAMPLES=OFF",
+	"-DLLAMA_BUILD_SERVER=OFF",
+	"-DLLAMA_BUILD_APP=OFF",
+	"-DLLAMA_BUILD_COMMIT=" + llamaCppCommit,
+}
+
+var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix"}
+
+// llamaCppKeep lists what stays of the llama.cpp tree after the build: the
+// converter, its model code and its own gguf-py (which must match it).
+var llamaCppKeep = []string{"convert_hf_to_gguf.py", "conversion", "gguf-py", "LICENSE", "requirements"}
+
+// Names of the toolchains and their tools.
+const (
+	UV       = "uv"
+	Llama    = "llama"
+	LlamaCpp = "llamacpp"
+
+	ToolConvertHF  = "convert_hf_to_gguf.py"
+	ToolQuantize   = "llama-quantize"
+	ToolPerplexity = "llama-perplexity"
+	ToolImatrix    = "llama-imatrix"
+	ToolPython     = "python"
+	ToolGGUFToHF   = "gguf_to_hf.py"
+	ToolHFPPL      = "hf_perplexity.py"
+)
+
+// Specs lists every toolchain edgepipe knows, in install order.
+func Specs() []Spec {
+	return []Spec{
+		{
+			Name: UV, Kind: KindBinary, Lock: pinText(uvPins),
+			Tools: []string{"uv"},
+			Note:  "installs the Python toolchains (uv " + uvVersion + " from PyPI)",
+			pins:  uvPins,
+		},
+		{
+			Name: Llama, Kind: KindPython, Lock: embedded("llama.lock"),
+			Tools: []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
+			Needs: []string{UV},
+			Note:  "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
+		},
+		{
+			Name: LlamaCpp, Kind: KindLlamaCpp,
+			Lock:  pinText([]Pin{llamaCppSdist}) + "cmake " + strings.Join(llamaCppCMakeFlags, " ") + "\nrecipe " + llamaCppBuildRecipe + "\ncpu " + cpuIdentity() + "\n",
+			Tools: append(append([]string{}, llamaCppTargets...), ToolConvertHF),
+			Needs: []string{Llama},
+			Note:  "llama.cpp " + llamaCppCommit + " (llama-cpp-python " + llamaCppPythonVersion + " sdist) built with cmake",
+			pins:  []Pin{llamaCppSdist},
+		},
+		{
+			Name: "cmake", Kind: KindExternal, Tools: []string{"cmake"},
+			Note: "needed to build llamacpp: install cmake 3.14 or newer and a C++17 compiler (Debian/Ubuntu: apt-get install cmake g++; macOS: xcode-select --install && brew install cmake)",
+		},
+	}
+}
+
+// Lookup returns the spec with the given name.
+func Lookup(name string) (Spec, error) {
+	var names []string
+	for _, s := range Specs() {
+		if s.Name == name {
+			return s, nil
+		}
+		if s.Kind != KindExternal {
+			names = append(names, s.Name)
+		}
+	}
+	return Spec{}, fmt.Errorf("no toolchain named %q: edgepipe installs %s", name, strings.Join(names, ", "))
+}
+
+// Digest is the sha256 of the spec's lock text; its first 16 hex digits
+// name the install folder.
+func (s Spec) Digest() string {
+	sum := sha256.Sum256([]byte(s.Lock))
+	return hex.EncodeToString(sum[:])
+}
+
+// DirName is the install folder's name under CACHE/toolchains.
+func (s Spec) DirName() string {
+	switch s.Kind {
+	case KindBinary:
+		return s.Name + "-" + uvVersion + "-" + s.Digest()[:16]
+	case KindLlamaCpp:
+		return s.Name + "-" + llamaCppPythonVersion + "-" + s.Digest()[:16]
+	}
+	return s.Name + "-" + s.Digest()[:16]
+}
+
+// pinFor returns the pin for this platform.
+func (s Spec) pinFor(goos, goarch string) (Pin, bool) {
+	for _, p := range s.pins {
+		if (p.GOOS == "" || p.GOOS == goos) && (p.GOARCH == "" || p.GOARCH == goarch) {
+			return p, true
+		}
+	}
+	return Pin{}, false
+}
+
+func pinText(pins []Pin) string {
+	var b strings.Builder
+	for _, p := range pins {
+		fmt.Fprintf(&b, "%s %s sha256:%s\n", p.Project, p.Filename, p.SHA256)
+	}
+	return b.String()
+}
+
+func embedded(name string) string {
+	b, err := fs.ReadFile(toolchains.Files, name)
+	if err != nil {
+		panic(fmt.Sprintf("toolchain lock %s is not embedded: %v", name, err))
+	}
+	return string(b)
+}
+
+// cpuIdentity names the instruction set the native llama.cpp build targets.
+func cpuIdentity() string {
+	id := runtime.GOOS + "/" + runtime.GOARCH
+	if feats := cpuFeatures(); len(feats) > 0 {
+		sort.Strings(feats)
+		sum := sha256.Sum256([]byte(strings.Join(feats, " ")))
+		id += " features:" + hex.EncodeToString(sum[:8])
+	}
+	return id
+}
