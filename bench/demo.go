@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+var demoOverheadBench = benchmark{
+	name: "demo-overhead",
+	about: func(*env) string {
+		return "recipes/demo.yaml with every step rerun (--force) vs a shell script of the same tool commands (from the manifests' argv); " +
+			"ratio = edgepipe -j 1 / script, goal < 1.05, and -j 2 should beat the script"
+	},
+	run: runDemoOverhead,
+}
+
+var demoRerunBench = benchmark{
+	name: "demo-rerun",
+	about: func(*env) string {
+		return "recipes/demo.yaml rerun with everything cached vs the same recipe run cold (-j 2) in this run; ratio = rerun / cold; goal < 0.2 s"
+	},
+	run: runDemoRerun,
+}
+
+// demoColdRun is what demo-overhead leaves for demo-rerun: the published
+// folder and the cold -j 2 time to compare a rerun with.
+type demoColdRun struct {
+	out  string
+	cold time.Duration
+}
+
+// toolchainsMissing says why the real-tool benchmarks cannot run, or ""
+// when `edgepipe doctor` reports everything installed.
+func (e *env) toolchainsMissing(ctx context.Context) (string, error) {
+	m, err := run(ctx, command{argv: []string{e.edgepipe, "doctor"}, dir: e.root})
+	if err != nil {
+		return "", err
+	}
+	if m.exitCode != 0 {
+		return fmt.Sprintf("needs the real toolchains, but `edgepipe doctor` exited %d (%s); install them with `go tool task toolchains`",
+			m.exitCode, firstLine(m.errorText())), nil
+	}
+	return "", nil
+}
+
+// realToolEnv makes edgepipe use the installed toolchains (from the
+// caller's EDGEPIPE_CACHE or the default cache), never the stand-ins.
+var realToolEnv = []string{"EDGEPIPE_TOOL_PATH="}
+
+func runDemoOverhead(ctx context.Context, e *env) (result, error) {
+	if reason, err := e.toolchainsMissing(ctx); err != nil || reason != "" {
+		return result{skipped: reason}, err
+	}
+	dir, err := e.workdir("demo")
+	if err != nil {
+		return result{}, err
+	}
+	recipe := filepath.Join(e.root, "recipes", "demo.yaml")
+	res, cold, err := measureOverhead(ctx, e, recipe, realToolEnv, dir)
+	if err != nil {
+		return res, err
+	}
+	e.demoCold = &cold
+	return res, nil
+}
+
+// measureOverhead times cold runs of recipe at -j 1 and -j 2 against a
+// shell script of the same tool commands. dir receives the published
+// folders and the script's outputs.
+func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string, dir string) (result, demoColdRun, error) {
+	res := result{}
+	out := filepath.Join(dir, "out")
+	edgepipe := func(extra ...string) command {
+		argv := append([]string{e.edgepipe, "run", "--json", "--out", out}, extra...)
+		return command{argv: append(argv, recipe), dir: filepath.Dir(recipe), env: runEnv}
+	}
+	e.logf("demo-overhead: setup run (gives the tool commands)")
+	if _, err := mustSucceed(ctx, edgepipe()); err != nil {
+		return res, demoColdRun{}, err
+	}
+	steps, err := publishedSteps(out)
+	if err != nil {
+		return res, demoColdRun{}, err
+	}
+	script, err := shellScript(steps, filepath.Join(dir, "peer"))
+	if err != nil {
+		return res, demoColdRun{}, err
+	}
+	scriptPath := filepath.Join(dir, "peer.sh")
+	if err := os.WriteFile(scriptPath, []byte(script), 0o755); err != nil {
+		return res, demoColdRun{}, err
+	}
+	shell := command{argv: []string{"sh", scriptPath}, dir: filepath.Dir(recipe)}
+
+	e.logf("demo-overhead: timing %d cold runs of each side", e.slowReps)
+	var j1, j2, sh []time.Duration
+	for range e.slowReps {
+		m, err := mustSucceed(ctx, edgepipe("--force", "-j", "1"))
+		if err != nil {
+			return res, demoColdRun{}, err
+		}
+		j1 = append(j1, m.wall)
+		if m, err = mustSucceed(ctx, shell); err != nil {
+			return res, demoColdRun{}, fmt.Errorf("the shell peer failed: %w", err)
+		}
+		sh = append(sh, m.wall)
+		if m, err = mustSucceed(ctx, edgepipe("--force", "-j", "2")); err != nil {
+			return res, demoColdRun{}, err
+		}
+		j2 = append(j2, m.wall)
+	}
+	t1, t2, ts := median(j1), median(j2), median(sh)
+	commands := 0
+	for _, s := range steps {
+		commands += len(s.Argv)
+	}
+	res.add("tool_commands", commands)
+	res.add("edgepipe_j1_s", t1)
+	res.add("edgepipe_j2_s", t2)
+	res.add("shell_s", ts)
+	res.add("ratio_j2", t2.Seconds()/ts.Seconds())
+	res.add("goal", "ratio<1.05,ratio_j2<1")
+	res.add("met", t1.Seconds()/ts.Seconds() < 1.05 && t2 < ts)
+	res.ratio = t1.Seconds() / ts.Seconds()
+	return res, demoColdRun{out: out, cold: t2}, nil
+}
+
+func runDemoRerun(ctx context.Context, e *env) (result, error) {
+	if reason, err := e.toolchainsMissing(ctx); err != nil || reason != "" {
+		return result{skipped: reason}, err
+	}
+	recipe := filepath.Join(e.root, "recipes", "demo.yaml")
+	return measureRerun(ctx, e, recipe, realToolEnv)
+}
+
+// measureRerun times fully cached reruns of recipe against a cold run of
+// it: demo-overhead's when it ran before, else one made here.
+func measureRerun(ctx context.Context, e *env, recipe string, runEnv []string) (result, error) {
+	res := result{}
+	cold := e.demoCold
+	if cold == nil {
+		dir, err := e.workdir("demo-rerun")
+		if err != nil {
+			return res, err
+		}
+		out := filepath.Join(dir, "out")
+		e.logf("demo-rerun: one cold run (the peer)")
+		c := command{argv: []string{e.edgepipe, "run", "--json", "--force", "-j", "2", "--out", out, recipe}, dir: filepath.Dir(recipe), env: runEnv}
+		m, err := mustSucceed(ctx, c)
+		if err != nil {
+			return res, err
+		}
+		cold = &demoColdRun{out: out, cold: m.wall}
+	}
+	rerun := command{argv: []string{e.edgepipe, "run", "--json", "--out", cold.out, recipe}, dir: filepath.Dir(recipe), env: runEnv}
+	settle()
+	if _, err := cachedRun(ctx, rerun); err != nil { // warm-up
+		return res, err
+	}
+	e.logf("demo-rerun: timing %d reruns", e.reps)
+	var ts []time.Duration
+	var read int64
+	for range e.reps {
+		m, err := cachedRun(ctx, rerun)
+		if err != nil {
+			return res, err
+		}
+		ts = append(ts, m.wall)
+		read = max(read, m.rchar)
+	}
+	t := median(ts)
+	res.add("rerun_s", t)
+	res.add("cold_j2_s", cold.cold)
+	res.add("rerun_read_bytes", read)
+	res.add("goal", "rerun_s<0.2")
+	res.add("met", t < 200*time.Millisecond)
+	res.ratio = t.Seconds() / cold.cold.Seconds()
+	return res, nil
+}
+
+// publishedSteps collects the steps that ran tools from every manifest
+// under out, each once, in an order that runs every step after the steps
+// it needs: each manifest lists its target's steps in dependency order, so
+// the first appearance of a step comes after all of its own inputs.
+func publishedSteps(out string) ([]manifest.Step, error) {
+	dirs, err := filepath.Glob(filepath.Join(out, "*", manifest.FileName))
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no manifests under %s after the run", out)
+	}
+	slices.Sort(dirs)
+	var steps []manifest.Step
+	seen := map[string]bool{}
+	for _, p := range dirs {
+		m, err := manifest.Read(filepath.Dir(p))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range m.Steps {
+			if len(s.Argv) == 0 || seen[s.ID] {
+				continue
+			}
+			seen[s.ID] = true
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("the manifests under %s record no tool commands", out)
+	}
+	return steps, nil
+}
+
+var (
+	// edgepipe runs a step with its outputs in <cache>/tmp/<key>.<pid>.<n>
+	// and renames that to <cache>/objects/<key> when the step succeeds.
+	tmpOutPath = regexp.MustCompile(`/tmp/([0-9a-f]{64})\.[0-9]+\.[0-9]+`)
+	objectPath = regexp.MustCompile(`/objects/([0-9a-f]{64})`)
+)
+
+// shellScript writes the steps' commands as a plain sh script. Each step's
+// cache paths are moved under peer/<key>, so the script writes its own
+// outputs and reads those of its earlier steps; inputs that no step of the
+// script produced (the fetched model) are read where edgepipe keeps them.
+func shellScript(steps []manifest.Step, peer string) (string, error) {
+	produced := map[string]bool{}
+	for _, s := range steps {
+		if s.CacheKey != "" {
+			produced[s.CacheKey] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# The tool commands of an edgepipe run, in sequence (written by the benchmark).\nset -e\n")
+	fmt.Fprintf(&b, "rm -rf %s\nmkdir -p %s\n", shQuote(peer), shQuote(filepath.Join(peer, "logs")))
+	for key := range produced {
+		fmt.Fprintf(&b, "mkdir -p %s\n", shQuote(filepath.Join(peer, key)))
+	}
+	for _, s := range steps {
+		logFile := filepath.Join(peer, "logs", strings.NewReplacer(":", "_", "/", "_").Replace(s.ID)+".log")
+		for _, argv := range s.Argv {
+			var words []string
+			for _, a := range argv {
+				words = append(words, shQuote(rewriteCachePath(a, peer, produced)))
+			}
+			fmt.Fprintf(&b, "%s >>%s 2>&1\n", strings.Join(words, " "), shQuote(logFile))
+		}
+	}
+	return b.String(), nil
+}
+
+// rewriteCachePath maps a step's cache output folder, temporary or final,
+// to peer/<key>. The path starts at the argument's start or after an '='
+// (--flag=PATH).
+func rewriteCachePath(arg, peer string, produced map[string]bool) string {
+	start := strings.LastIndexByte(arg, '=') + 1
+	path := arg[start:]
+	if m := tmpOutPath.FindStringSubmatchIndex(path); m != nil {
+		return arg[:start] + filepath.Join(peer, path[m[2]:m[3]]) + path[m[1]:]
+	}
+	if m := objectPath.FindStringSubmatchIndex(path); m != nil && produced[path[m[2]:m[3]]] {
+		return arg[:start] + filepath.Join(peer, path[m[2]:m[3]]) + path[m[1]:]
+	}
+	return arg
+}
+
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
