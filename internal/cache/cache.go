@@ -1,0 +1,443 @@
+// Package cache keeps completed step outputs under content-derived keys.
+//
+// An output is built in a temp dir, hashed, made durable and renamed into
+// objects/<key>; only then is entries/<key>.json written (atomically). So an
+// entry exists only for a complete output, and a run killed at any moment
+// leaves at most debris that no lookup trusts and GC removes.
+//
+// Layout under the root:
+//
+//	objects/<key>/      a committed step's output dir (files read-only)
+//	entries/<key>.json  its record (Entry)
+//	tmp/<key>.<pid>.*   outputs being built
+//	locks/<key>.lock    per-key inter-process locks
+//	memo.json           digest memo of input files (see digest.Memo)
+//
+// The intended use for one step:
+//
+//	if e, ok, _ := c.Lookup(key); ok { use e }      // cheap, no lock
+//	release, _ := c.Lock(ctx, key)                   // waits for another process building key
+//	defer release()
+//	if e, ok, _ := c.Lookup(key); ok { use e }      // it may have finished meanwhile
+//	tmp, _ := c.TempDir(key); run the step into tmp
+//	e, err := c.Commit(key, tmp, Entry{...})         // or c.Abort(tmp) on failure
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/digest"
+)
+
+// Entry is the record of one committed output.
+type Entry struct {
+	Key    string `json:"key"`
+	Kind   string `json:"kind"`
+	StepID string `json:"step_id"`
+	// Tree is the digest of the output dir, filled in by Commit.
+	Tree     digest.TreeDigest `json:"tree"`
+	Created  time.Time         `json:"created"`
+	Duration time.Duration     `json:"duration_ns"`
+	// Tools maps each tool the step ran to its version.
+	Tools map[string]string `json:"tools,omitempty"`
+	Meta  map[string]any    `json:"meta,omitempty"`
+
+	// Dir is the output dir, objects/<key> under the cache root.
+	Dir string `json:"-"`
+}
+
+// Cache is a cache rooted at one directory. Any number of goroutines and
+// processes may share it.
+type Cache struct {
+	root   string
+	memo   *digest.Memo
+	verify atomic.Bool
+}
+
+const (
+	objectsDir = "objects"
+	entriesDir = "entries"
+	tmpDir     = "tmp"
+	locksDir   = "locks"
+	memoFile   = "memo.json"
+)
+
+// Open opens the cache at root, creating its directories if needed.
+func Open(root string) (*Cache, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	for _, d := range []string{objectsDir, entriesDir, tmpDir, locksDir} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+			return nil, fmt.Errorf("open cache %s: %w; check that the directory is writable or pick another cache dir", root, err)
+		}
+	}
+	memo, err := digest.OpenMemo(filepath.Join(abs, memoFile))
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	return &Cache{root: abs, memo: memo}, nil
+}
+
+// Root is the cache's absolute root directory.
+func (c *Cache) Root() string { return c.root }
+
+// Memo is the cache's digest memo for input files, stored in memo.json;
+// call its Save at the end of a run.
+func (c *Cache) Memo() *digest.Memo { return c.memo }
+
+// SetVerify makes Lookup rehash every file of an object instead of only
+// checking sizes, and makes the digest memo rehash inputs too. An object
+// whose content no longer matches its record is then a miss, and it is
+// removed if no other process holds its key.
+func (c *Cache) SetVerify(v bool) {
+	c.verify.Store(v)
+	c.memo.SetVerify(v)
+}
+
+// ObjectDir is where the output for key lives once committed.
+func (c *Cache) ObjectDir(key string) string { return filepath.Join(c.root, objectsDir, key) }
+
+func (c *Cache) entryPath(key string) string {
+	return filepath.Join(c.root, entriesDir, key+".json")
+}
+
+// checkKey keeps keys to names that are safe as file names and that the tmp
+// dir naming (<key>.<pid>.<random>) can be parsed back from.
+func checkKey(key string) error {
+	if key == "" || len(key) > 128 {
+		return fmt.Errorf("invalid cache key %q: want 1 to 128 characters", key)
+	}
+	for _, r := range key {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("invalid cache key %q: only letters, digits, '-' and '_' are allowed", key)
+		}
+	}
+	return nil
+}
+
+// Lookup returns the entry for key if the cache holds a complete output for
+// it: the record and the object dir must both exist, and every recorded
+// file must be there with its recorded size (or, under SetVerify(true),
+// its recorded content).
+func (c *Cache) Lookup(key string) (*Entry, bool, error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	e, raw, err := c.readEntry(key)
+	if err != nil || e == nil {
+		return nil, false, err
+	}
+	if c.verify.Load() {
+		td, err := (*digest.Memo)(nil).Tree(e.Dir)
+		if err != nil || td.SHA256 != e.Tree.SHA256 {
+			c.discardUnlessBusy(key, raw)
+			return nil, false, nil
+		}
+	} else if ok, err := sizesMatch(e); err != nil || !ok {
+		return nil, false, err
+	}
+	// Another process may have replaced the output (a forced rerun) while
+	// we looked at it; the record read before must still be the record now,
+	// or the object we checked may not be the one it describes.
+	if _, again, err := c.readEntry(key); err != nil || string(again) != string(raw) {
+		return nil, false, err
+	}
+	return e, true, nil
+}
+
+// readEntry returns the record and its bytes, or nil without error for a
+// missing or unreadable record: either way there is nothing to trust, and
+// Commit will replace it.
+func (c *Cache) readEntry(key string) (*Entry, []byte, error) {
+	data, err := os.ReadFile(c.entryPath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read cache entry %s: %w", key, err)
+	}
+	var e Entry
+	if json.Unmarshal(data, &e) != nil || e.Key != key {
+		return nil, data, nil
+	}
+	for _, f := range e.Tree.Files {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
+			return nil, data, nil
+		}
+	}
+	e.Dir = c.ObjectDir(key)
+	return &e, data, nil
+}
+
+func sizesMatch(e *Entry) (bool, error) {
+	fi, err := os.Stat(e.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check cache object %s: %w", e.Key, err)
+	}
+	if !fi.IsDir() {
+		return false, nil
+	}
+	for _, f := range e.Tree.Files {
+		fi, err := os.Stat(filepath.Join(e.Dir, filepath.FromSlash(f.Path)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("check cache object %s: %w", e.Key, err)
+		}
+		if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// discardUnlessBusy removes a bad entry and its object. If the key is
+// locked, its holder may be about to replace them (Commit does that) or may
+// be reading a fresh object, so they are left to it; so is a record that
+// changed since it was found bad.
+func (c *Cache) discardUnlessBusy(key string, bad []byte) {
+	release, ok, err := c.TryLock(key)
+	if err != nil || !ok {
+		return
+	}
+	defer release()
+	if _, now, err := c.readEntry(key); err == nil && string(now) == string(bad) {
+		c.removeKey(key)
+	}
+}
+
+// removeKey removes key's entry, then its object; the caller holds the
+// key's lock. It returns the bytes freed.
+func (c *Cache) removeKey(key string) (int64, error) {
+	if err := os.Remove(c.entryPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("remove cache entry %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Join(c.root, entriesDir)); err != nil {
+		return 0, fmt.Errorf("remove cache entry %s: %w", key, err)
+	}
+	return c.removeObject(key)
+}
+
+// removeObject moves the object out of objects/ in one rename, so that a
+// kill halfway through deleting it cannot leave a partial object in place,
+// then deletes it.
+func (c *Cache) removeObject(key string) (int64, error) {
+	obj := c.ObjectDir(key)
+	if _, err := os.Lstat(obj); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	trash, err := os.MkdirTemp(filepath.Join(c.root, tmpDir), fmt.Sprintf("%s.%d.", key, os.Getpid()))
+	if err != nil {
+		return 0, fmt.Errorf("remove cache object %s: %w", key, err)
+	}
+	if err := os.Rename(obj, filepath.Join(trash, "object")); err != nil {
+		os.Remove(trash)
+		return 0, fmt.Errorf("remove cache object %s: %w", key, err)
+	}
+	size := dirSize(trash)
+	if err := os.RemoveAll(trash); err != nil {
+		return size, fmt.Errorf("remove cache object %s: %w", key, err)
+	}
+	return size, nil
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// TempDir returns a new empty dir in which to build the output for key. It
+// lies on the same filesystem as objects/, so Commit's rename is atomic.
+// Use it while holding key's lock: GC removes temp dirs whose key is free
+// and whose process is gone or that are over an hour old.
+func (c *Cache) TempDir(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(c.root, tmpDir), fmt.Sprintf("%s.%d.", key, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("create temp dir for %s: %w", key, err)
+	}
+	return dir, nil
+}
+
+// Abort removes a temp dir from TempDir whose step failed.
+func (c *Cache) Abort(tmp string) {
+	if c.isTempDir(tmp, "") {
+		os.RemoveAll(tmp)
+	}
+}
+
+func (c *Cache) isTempDir(dir, key string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil || filepath.Dir(abs) != filepath.Join(c.root, tmpDir) {
+		return false
+	}
+	tk, _, ok := parseTempName(filepath.Base(abs))
+	return ok && (key == "" || tk == key)
+}
+
+// parseTempName splits "<key>.<pid>.<random>".
+func parseTempName(name string) (key string, pid int, ok bool) {
+	parts := strings.Split(name, ".")
+	if len(parts) != 3 || checkKey(parts[0]) != nil {
+		return "", 0, false
+	}
+	if _, err := fmt.Sscanf(parts[1], "%d", &pid); err != nil || pid <= 0 {
+		return "", 0, false
+	}
+	return parts[0], pid, true
+}
+
+// Commit makes the output built in tmp (from TempDir(key)) the cached
+// output for key, and returns its entry. rec supplies the descriptive
+// fields; Commit fills in Key, Tree and, if zero, Created. Call it holding
+// key's lock. Files are made read-only so that a later step cannot change
+// a cached output in place.
+func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if !c.isTempDir(tmp, key) {
+		return nil, fmt.Errorf("commit %s: %s is not a temp dir of this cache for this key; get one from TempDir", key, tmp)
+	}
+	tmp, _ = filepath.Abs(tmp)
+	td, err := (*digest.Memo)(nil).Tree(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err := makeDurableReadOnly(tmp); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", key, err)
+	}
+	rec.Key = key
+	rec.Tree = td
+	if rec.Created.IsZero() {
+		rec.Created = time.Now().UTC()
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: encode entry: %w", key, err)
+	}
+
+	// Drop any older entry first, so that no moment has an entry beside an
+	// object that is not its own; then any object left by an older commit
+	// or by one that was killed before writing its entry.
+	if _, err := c.removeKey(key); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", key, err)
+	}
+	obj := c.ObjectDir(key)
+	if err := os.Rename(tmp, obj); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Join(c.root, objectsDir)); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err := writeFileAtomic(c.entryPath(key), data, 0o644); err != nil {
+		return nil, fmt.Errorf("commit %s: write entry: %w", key, err)
+	}
+	rec.Dir = obj
+	return &rec, nil
+}
+
+// makeDurableReadOnly fsyncs every file and directory under dir and clears
+// the files' write bits, so that the rename that publishes dir can never
+// reach the disk before its content.
+func makeDurableReadOnly(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, p)
+		case d.Type()&fs.ModeSymlink != 0:
+			// The dir is about to move: a link by absolute path into it
+			// would dangle once it has.
+			if target, err := os.Readlink(p); err == nil && filepath.IsAbs(target) {
+				return fmt.Errorf("symlink %s points to the absolute path %s; make it relative", p, target)
+			}
+		case d.Type().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			fi, err := f.Stat()
+			if err == nil {
+				err = f.Chmod(fi.Mode().Perm() &^ 0o222)
+			}
+			if err == nil {
+				err = f.Sync()
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("sync %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("sync %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// List returns every entry whose record is readable, oldest first. It
+// does not check the objects; Lookup does.
+func (c *Cache) List() ([]Entry, error) {
+	names, err := os.ReadDir(filepath.Join(c.root, entriesDir))
+	if err != nil {
+		return nil, fmt.Errorf("list cache: %w", err)
+	}
+	var out []Entry
+	for _, n := range names {
+		key, ok := strings.CutSuffix(n.Name(), ".json")
+		if !ok || checkKey(key) != nil {
+			continue
+		}
+		e, _, err := c.readEntry(key)
+		if err != nil {
+			return nil, fmt.Errorf("list cache: %w", err)
+		}
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out, nil
+}

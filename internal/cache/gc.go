@@ -1,0 +1,240 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// staleAge is how long a temp dir or temp file may sit unchanged before GC
+// treats it as abandoned even if a process with its pid exists (pids get
+// reused). A step still building it holds its key's lock, which GC respects.
+const staleAge = time.Hour
+
+// GC removes the entries that keep rejects (nil keep rejects none), with
+// their objects, and the debris of interrupted runs: objects without an
+// entry, temp dirs whose process is gone or that are older than an hour,
+// half-written records, and lock files of keys with nothing cached. It
+// takes each key's lock before removing anything of it and skips keys that
+// are busy. removed counts entries, orphaned objects and temp dirs removed;
+// freed is the bytes of their files.
+func (c *Cache) GC(ctx context.Context, keep func(Entry) bool) (removed int, freed int64, err error) {
+	type pass func(ctx context.Context, keep func(Entry) bool) (int, int64, error)
+	for _, p := range []pass{c.gcEntries, c.gcOrphanObjects, c.gcTempDirs, c.gcTempFiles, c.gcLockFiles} {
+		n, b, err := p(ctx, keep)
+		removed += n
+		freed += b
+		if err != nil {
+			return removed, freed, fmt.Errorf("cache gc: %w", err)
+		}
+	}
+	return removed, freed, nil
+}
+
+func (c *Cache) gcEntries(ctx context.Context, keep func(Entry) bool) (int, int64, error) {
+	names, err := os.ReadDir(filepath.Join(c.root, entriesDir))
+	if err != nil {
+		return 0, 0, err
+	}
+	kept := func(e *Entry) bool { return e != nil && (keep == nil || keep(*e)) }
+	removed, freed := 0, int64(0)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return removed, freed, err
+		}
+		key, ok := strings.CutSuffix(n.Name(), ".json")
+		if !ok || checkKey(key) != nil {
+			continue
+		}
+		// An unreadable record counts as no entry: it is removed.
+		if e, _, err := c.readEntry(key); err != nil || kept(e) {
+			continue
+		}
+		n, err := c.withFreeKey(key, func() (bool, int64, error) {
+			if e, _, err := c.readEntry(key); err != nil || kept(e) {
+				return false, 0, err // changed while we waited
+			}
+			b, err := c.removeKey(key)
+			c.removeLockFile(key)
+			return true, b, err
+		})
+		if err != nil {
+			return removed, freed, err
+		}
+		if n >= 0 {
+			removed++
+			freed += n
+		}
+	}
+	return removed, freed, nil
+}
+
+// withFreeKey runs fn holding key's lock, or does nothing (returning -1)
+// if another holder has it. fn reports whether it removed something.
+func (c *Cache) withFreeKey(key string, fn func() (bool, int64, error)) (int64, error) {
+	release, ok, err := c.TryLock(key)
+	if err != nil || !ok {
+		return -1, err
+	}
+	defer release()
+	did, n, err := fn()
+	if !did {
+		return -1, err
+	}
+	return n, err
+}
+
+func (c *Cache) gcOrphanObjects(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
+	names, err := os.ReadDir(filepath.Join(c.root, objectsDir))
+	if err != nil {
+		return 0, 0, err
+	}
+	removed, freed := 0, int64(0)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return removed, freed, err
+		}
+		key := n.Name()
+		if checkKey(key) != nil {
+			continue
+		}
+		if e, _, err := c.readEntry(key); err != nil || e != nil {
+			continue
+		}
+		b, err := c.withFreeKey(key, func() (bool, int64, error) {
+			if e, _, err := c.readEntry(key); err != nil || e != nil {
+				return false, 0, err
+			}
+			b, err := c.removeObject(key)
+			c.removeLockFile(key)
+			return true, b, err
+		})
+		if err != nil {
+			return removed, freed, err
+		}
+		if b >= 0 {
+			removed++
+			freed += b
+		}
+	}
+	return removed, freed, nil
+}
+
+func (c *Cache) gcTempDirs(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
+	dir := filepath.Join(c.root, tmpDir)
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	removed, freed := 0, int64(0)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return removed, freed, err
+		}
+		p := filepath.Join(dir, n.Name())
+		key, pid, ok := parseTempName(n.Name())
+		if !ok {
+			// Not ours to judge by owner; only its age says it is abandoned.
+			if old(p) {
+				b := dirSize(p)
+				if err := os.RemoveAll(p); err != nil {
+					return removed, freed, err
+				}
+				removed++
+				freed += b
+			}
+			continue
+		}
+		if !processGone(pid) && !old(p) {
+			continue
+		}
+		b, err := c.withFreeKey(key, func() (bool, int64, error) {
+			b := dirSize(p)
+			if err := os.RemoveAll(p); err != nil {
+				return false, 0, err
+			}
+			return true, b, nil
+		})
+		if err != nil {
+			return removed, freed, err
+		}
+		if b >= 0 {
+			removed++
+			freed += b
+		}
+	}
+	return removed, freed, nil
+}
+
+func old(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && time.Since(fi.ModTime()) > staleAge
+}
+
+// gcTempFiles removes half-written records and memos: ".<name>.tmp-<pid>-*"
+// files in entries/ and the root left by a writer that died.
+func (c *Cache) gcTempFiles(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
+	for _, dir := range []string{filepath.Join(c.root, entriesDir), c.root} {
+		names, err := os.ReadDir(dir)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, n := range names {
+			if err := ctx.Err(); err != nil {
+				return 0, 0, err
+			}
+			_, rest, ok := strings.Cut(n.Name(), ".tmp-")
+			if !ok || !strings.HasPrefix(n.Name(), ".") || !n.Type().IsRegular() {
+				continue
+			}
+			pidText, _, _ := strings.Cut(rest, "-")
+			p := filepath.Join(dir, n.Name())
+			pid, err := strconv.Atoi(pidText)
+			if err == nil && pid > 0 && !processGone(pid) && !old(p) {
+				continue
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, 0, err
+			}
+		}
+	}
+	return 0, 0, nil
+}
+
+// gcLockFiles removes lock files of keys that have neither an entry nor an
+// object (steps that failed or were never committed).
+func (c *Cache) gcLockFiles(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
+	names, err := os.ReadDir(filepath.Join(c.root, locksDir))
+	if err != nil {
+		return 0, 0, err
+	}
+	unused := func(key string) bool {
+		_, errE := os.Lstat(c.entryPath(key))
+		_, errO := os.Lstat(c.ObjectDir(key))
+		return errors.Is(errE, fs.ErrNotExist) && errors.Is(errO, fs.ErrNotExist)
+	}
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		key, ok := strings.CutSuffix(n.Name(), ".lock")
+		if !ok || checkKey(key) != nil || !unused(key) {
+			continue
+		}
+		if _, err := c.withFreeKey(key, func() (bool, int64, error) {
+			if unused(key) {
+				c.removeLockFile(key)
+			}
+			return false, 0, nil
+		}); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, nil
+}
