@@ -92,7 +92,7 @@ func Expand(r *Recipe) (*Plan, error) {
 		if !ok {
 			diags = append(diags, Diagnostic{Pos: t.FormatPos,
 				Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
-				Hint: "use one of: " + strings.Join(builtinFamilies(), ", ")})
+				Hint: "formats with a pipeline in this build: " + strings.Join(BuiltinFamilies(), ", ")})
 			continue
 		}
 		model, checks := expander(r, t, f, add)
@@ -144,17 +144,31 @@ func Expand(r *Recipe) (*Plan, error) {
 	return p, nil
 }
 
-type addFunc func(s *Step, target string) *Step
+// AddFunc adds a step to the plan for a target and returns it; a step
+// whose id is already planned is shared, and the existing one is returned.
+type AddFunc func(s *Step, target string) *Step
 
-// A pipeline expander adds a target's steps and returns the step whose
-// output is the model, plus the ids of the quality steps that gate it.
-type expander func(r *Recipe, t *Target, f catalog.Format, add addFunc) (model *Step, checks []string)
+// An Expander adds a target's steps through a format family's built-in
+// pipeline and returns the step whose output is the model, plus the ids of
+// the quality steps that gate it (their results must record "ppl" and
+// "baseline_ppl" metrics, or checks that failed make the step fail).
+type Expander func(r *Recipe, t *Target, f catalog.Format, add AddFunc) (model *Step, checks []string)
 
-var pipelineFor = map[string]expander{
-	"gguf": expandGGUF,
+var pipelineFor = map[string]Expander{}
+
+// RegisterPipeline makes a format family expandable; each family's
+// pipeline lives in its own file and registers itself from init.
+func RegisterPipeline(family string, e Expander) {
+	if _, dup := pipelineFor[family]; dup {
+		panic("pipelines: duplicate pipeline for " + family)
+	}
+	pipelineFor[family] = e
 }
 
-func builtinFamilies() []string {
+func init() { RegisterPipeline("gguf", expandGGUF) }
+
+// BuiltinFamilies lists the format families that have a pipeline.
+func BuiltinFamilies() []string {
 	var out []string
 	for k := range pipelineFor {
 		out = append(out, k+"-*")
@@ -166,7 +180,7 @@ func builtinFamilies() []string {
 // expandGGUF: source -> convert_hf_to_gguf (f16, shared) -> llama-quantize
 // (one per GGUF type, shared by targets of that type) -> perplexity against
 // the F16 baseline on the same tokens.
-func expandGGUF(r *Recipe, t *Target, f catalog.Format, add addFunc) (*Step, []string) {
+func expandGGUF(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	ppl := t.Quality.Perplexity
 	f16 := add(&Step{ID: F16StepID, Kind: "gguf-convert", Needs: []string{SourceStepID},
 		Params: steps.Params{"outtype": "f16"}}, t.Name)
