@@ -464,6 +464,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 		},
 		Data:      e.opt.Data,
 		RecipeDir: e.plan.Recipe.Dir(),
+		CacheDir:  e.opt.Cache.Root(),
 	}
 	sc.Exec = func(ctx context.Context, argv []string, env []string) error {
 		dir := scratch

@@ -147,6 +147,8 @@ type Context struct {
 	Result *Result
 	// LogPath is the step's log file (child output is appended there).
 	LogPath string
+	// CacheDir is edgepipe's cache folder (toolchains, built-in models).
+	CacheDir string
 	// ExecDir, when set, is the working folder of the children Exec starts
 	// (default: Scratch).
 	ExecDir string

