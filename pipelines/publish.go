@@ -33,9 +33,19 @@ type GateResult struct {
 }
 
 // GateError is a target whose quality gate failed: nothing was published.
-type GateError struct{ Gate *GateResult }
+// Gate is set for a perplexity gate; Check for any other validation.
+type GateError struct {
+	Target string
+	Gate   *GateResult
+	Check  *steps.Check
+	Step   string
+}
 
 func (e *GateError) Error() string {
+	if e.Check != nil {
+		return fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
+			e.Target, e.Check.Name, e.Step, e.Check.Detail)
+	}
 	g := e.Gate
 	return fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %+.4f, over max_delta %.2f; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
 		g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
@@ -70,6 +80,15 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	model := ins[0]
 	var gate *GateResult
 	for _, in := range ins[1:] {
+		// Any validation a check step records as failed fails the target
+		// (a logits mismatch, a structural check), not only perplexity.
+		for _, c := range in.Result.Checks {
+			if !c.Passed {
+				c := c
+				e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+				return "", gate, &GateError{Target: s.Target, Check: &c, Step: in.StepID}
+			}
+		}
 		m := in.Result.Metrics
 		conv, okc := m["ppl"]
 		base, okb := m["baseline_ppl"]
@@ -83,7 +102,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
-			return "", gate, &GateError{Gate: gate}
+			return "", gate, &GateError{Target: s.Target, Gate: gate}
 		}
 	}
 

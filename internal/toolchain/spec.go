@@ -84,20 +84,41 @@ var llamaCppSdist = Pin{"llama-cpp-python", "llama_cpp_python-0.3.36.tar.gz", "8
 
 // llamaCppCMakeFlags configure llama.cpp for the three tools only. Static
 // libraries make the binaries independent of the build folder, so the
-// install can be renamed into place. GGML_NATIVE tunes for this CPU (AVX2,
-// AVX-512, AMX where present); the CPU's identity is part of the install's
-// digest, so a cache copied to another machine builds its own tools instead
-// of running into illegal instructions.
-var llamaCppCMakeFlags = []string{
-	"-DCMAKE_BUILD_TYPE=Release",
-	"-DBUILD_SHARED_LIBS=OFF",
-	"-DGGML_NATIVE=ON",
-	"-DLLAMA_OPENSSL=OFF",
-	"-DLLAMA_BUILD_TESTS=OFF",
-	"-DLLAMA_BUILD_EXAMPLES=OFF",
-	"-DLLAMA_BUILD_SERVER=OFF",
-	"-DLLAMA_BUILD_APP=OFF",
-	"-DLLAMA_BUILD_COMMIT=" + llamaCppCommit,
+// install can be renamed into place.
+//
+// On x86-64 the build is portable (GGML_NATIVE=OFF: SSE4.2, AVX, AVX2, FMA,
+// F16C, BMI2; any x86-64 CPU since 2013): -march=native also enables AMX and
+// AVX-512 wherever the CPU reports them, and virtual machines report AMX
+// without letting a process use it, so every quantized model died with
+// SIGILL in ggml_backend_amx_mul_mat. A portable build also gives the same
+// numbers on every developer's and CI's machine. On ARM the native build
+// (dot-product, i8mm, fp16 where present) is kept; there the CPU's identity
+// is part of the install's digest, so a cache copied to another machine
+// builds its own tools.
+func llamaCppCMakeFlags(goarch string) []string {
+	flags := []string{
+		"-DCMAKE_BUILD_TYPE=Release",
+		"-DBUILD_SHARED_LIBS=OFF",
+		"-DLLAMA_OPENSSL=OFF",
+		"-DLLAMA_BUILD_TESTS=OFF",
+		"-DLLAMA_BUILD_EXAMPLES=OFF",
+		"-DLLAMA_BUILD_SERVER=OFF",
+		"-DLLAMA_BUILD_APP=OFF",
+		"-DLLAMA_BUILD_COMMIT=" + llamaCppCommit,
+	}
+	if goarch == "amd64" {
+		return append(flags, "-DGGML_NATIVE=OFF")
+	}
+	return append(flags, "-DGGML_NATIVE=ON")
+}
+
+// llamaCppBuildPin is the text whose digest names the llamacpp install.
+func llamaCppBuildPin(goarch string) string {
+	pin := pinText([]Pin{llamaCppSdist}) + "cmake " + strings.Join(llamaCppCMakeFlags(goarch), " ") + "\nrecipe " + llamaCppBuildRecipe + "\n"
+	if goarch == "amd64" {
+		return pin + "target " + runtime.GOOS + "/" + goarch + "\n"
+	}
+	return pin + "cpu " + cpuIdentity() + "\n"
 }
 
 var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix"}
@@ -121,8 +142,23 @@ const (
 	ToolHFPPL      = "hf_perplexity.py"
 )
 
+// registered holds toolchains that format pipelines add from their own
+// files (RegisterPython), after the core ones.
+var registered []Spec
+
+// RegisterPython adds a pinned Python toolchain whose lock is embedded in
+// steps/toolchains as NAME.lock; call it from an init function.
+func RegisterPython(name string, tools []string, note string) {
+	registered = append(registered, Spec{Name: name, Kind: KindPython, Lock: embedded(name + ".lock"),
+		Tools: tools, Needs: []string{UV}, Note: note})
+}
+
 // Specs lists every toolchain edgepipe knows, in install order.
 func Specs() []Spec {
+	return append(coreSpecs(), registered...)
+}
+
+func coreSpecs() []Spec {
 	return []Spec{
 		{
 			Name: UV, Kind: KindBinary, Lock: pinText(uvPins),
@@ -138,7 +174,7 @@ func Specs() []Spec {
 		},
 		{
 			Name: LlamaCpp, Kind: KindLlamaCpp,
-			Lock:  pinText([]Pin{llamaCppSdist}) + "cmake " + strings.Join(llamaCppCMakeFlags, " ") + "\nrecipe " + llamaCppBuildRecipe + "\ncpu " + cpuIdentity() + "\n",
+			Lock:  llamaCppBuildPin(runtime.GOARCH),
 			Tools: append(append([]string{}, llamaCppTargets...), ToolConvertHF),
 			Needs: []string{Llama},
 			Note:  "llama.cpp " + llamaCppCommit + " (llama-cpp-python " + llamaCppPythonVersion + " sdist) built with cmake",
