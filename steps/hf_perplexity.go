@@ -1,0 +1,96 @@
+package steps
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// hfPerplexity scores an unconverted Hugging Face checkpoint through
+// transformers with llama-perplexity's chunking (hf_perplexity.py). It is
+// the baseline of every format that is not scored by llama.cpp (ONNX, QNN,
+// GPTQ, AWQ): those formats' scorers use the same tokens and chunks, so the
+// two numbers compare.
+type hfPerplexity struct{}
+
+func init() { Register(hfPerplexity{}) }
+
+// ToolHFPerplexity is the transformers perplexity script.
+const ToolHFPerplexity = "hf_perplexity.py"
+
+func (hfPerplexity) Name() string          { return "hf-perplexity" }
+func (hfPerplexity) Version() int          { return 1 }
+func (hfPerplexity) Tools(Params) []string { return []string{ToolHFPerplexity} }
+func (hfPerplexity) Resources(Params) Resources {
+	// fp32 weights (0.5 GB for 135M parameters) plus torch and one chunk's
+	// logits; torch uses every core it is given.
+	return Resources{Cores: 2, MemoryMB: 3072}
+}
+
+func (hfPerplexity) Run(ctx context.Context, sc *Context) error {
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	if err != nil {
+		return err
+	}
+	ctxLen := sc.Params.Int("context", 512)
+	args := []string{"--model", src.Dir, "--text", text, "--ctx", strconv.Itoa(ctxLen)}
+	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+		args = append(args, "--chunks", strconv.Itoa(n))
+	}
+	if err := sc.RunTool(ctx, ToolHFPerplexity, args...); err != nil {
+		return err
+	}
+	var res struct {
+		PPL    float64 `json:"ppl"`
+		Chunks int     `json:"chunks"`
+		Ctx    int     `json:"ctx"`
+		Scored int     `json:"scored"`
+	}
+	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolHFPerplexity, err)
+	}
+	if !(res.PPL > 0) {
+		return fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", ToolHFPerplexity, res.PPL, sc.LogPath)
+	}
+	sc.Result.SetMetric("ppl", res.PPL)
+	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
+	sc.Result.SetMetric("chunks", float64(res.Chunks))
+	sc.Result.SetMetric("context", float64(res.Ctx))
+	sc.Result.SetFact("backend", "transformers")
+	return nil
+}
+
+// ReadJSONLine decodes the last line of a step log that is a JSON object:
+// the helper scripts print their results as one JSON line on stdout, after
+// whatever the libraries they call have logged.
+func ReadJSONLine(logPath string, v any) error {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var last []byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}' && json.Valid(line) {
+			last = append(last[:0], line...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", logPath, err)
+	}
+	if last == nil {
+		return fmt.Errorf("no JSON result line in its output (see %s)", logPath)
+	}
+	return json.Unmarshal(last, v)
+}
