@@ -70,6 +70,9 @@ func init() {
 		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
 		{"doctor", "say which tools are installed, their versions, and how to install the rest", cmdDoctor},
 		{"devices", "list the device catalog", cmdDevices},
+		{"ceiling", "decode ceiling (bandwidth / model size) per device, against observed speeds", cmdCeiling},
+		{"pick", "choose device, format and pipeline for a platform, model and budget", cmdPick},
+		{"init", "write a recipe from pick's choice: init --platform P --model M -o FILE", cmdInit},
 		{"version", "print edgepipe's version", cmdVersion},
 	}
 }

@@ -27,7 +27,16 @@ func loadPlan(path string) (*pipelines.Plan, error) {
 	if diags := pipelines.Validate(r, catalog.Catalog{}, kinds); len(diags) > 0 {
 		return nil, diags
 	}
-	return pipelines.Expand(r)
+	plan, err := pipelines.Expand(r)
+	if err != nil {
+		return nil, err
+	}
+	// The memory pre-flight and budgets: a target that cannot work on its
+	// device is refused before an hour of conversion.
+	if diags, _ := pipelines.Preflight(plan); len(diags) > 0 {
+		return nil, diags
+	}
+	return plan, nil
 }
 
 // cacheDir is --cache-dir, else EDGEPIPE_CACHE, else the user cache folder.

@@ -1,0 +1,501 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/pipelines"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// ceilingTarget is one recipe target's row set in `ceiling --recipe`.
+type ceilingTarget struct {
+	Target   string               `json:"target"`
+	Device   string               `json:"device"`
+	Format   string               `json:"format"`
+	ModelGB  float64              `json:"model_gb,omitempty"`
+	SizeFrom string               `json:"size_from"`
+	Devices  []catalog.CeilingRow `json:"devices,omitempty"`
+}
+
+func cmdCeiling(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "ceiling", "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]")
+	modelGB := fs.Float64("model-gb", 0, "model size in GB (1e9 bytes), e.g. 4.7 for an 8B model at 4 bits")
+	recipe := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
+	out := fs.String("out", "", "where the recipe's artifacts were published (default artifacts/<recipe name>)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || (*modelGB > 0) == (*recipe != "") {
+		return usageErr("ceiling takes --model-gb GB or --recipe RECIPE, e.g. edgepipe ceiling --model-gb 4.7")
+	}
+	if *modelGB > 0 {
+		rows := catalog.Ceilings(*modelGB)
+		if *asJSON {
+			return writeJSON(env.Stdout, struct {
+				ModelGB float64              `json:"model_gb"`
+				Devices []catalog.CeilingRow `json:"devices"`
+			}{*modelGB, rows})
+		}
+		fmt.Fprintf(env.Stdout, "Decode ceiling of a %g GB model: memory bandwidth / model size (decoding reads every weight once a token).\n", *modelGB)
+		return ceilingTable(env.Stdout, rows, "")
+	}
+
+	r, err := pipelines.Load(*recipe, catalog.Catalog{}, append(steps.Names(), "publish"))
+	if err != nil {
+		return err
+	}
+	outDir := *out
+	if outDir == "" {
+		outDir = filepath.Join("artifacts", r.Name)
+	}
+	model := edge.ResolveModel(r.Model.Source, r.Dir())
+	var targets []ceilingTarget
+	for _, t := range r.Targets {
+		ct := ceilingTarget{Target: t.Name, Device: t.Device, Format: t.Format}
+		ct.ModelGB, ct.SizeFrom = targetSize(filepath.Join(outDir, t.Name), t.Format, model)
+		if ct.ModelGB > 0 {
+			ct.Devices = catalog.Ceilings(ct.ModelGB)
+		}
+		targets = append(targets, ct)
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, struct {
+			Recipe  string          `json:"recipe"`
+			Targets []ceilingTarget `json:"targets"`
+		}{r.Name, targets})
+	}
+	for i, ct := range targets {
+		if i > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		if ct.ModelGB <= 0 {
+			fmt.Fprintf(env.Stdout, "target %s (%s for %s): size unknown: %s\n", ct.Target, ct.Format, ct.Device, ct.SizeFrom)
+			continue
+		}
+		fmt.Fprintf(env.Stdout, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
+		if err := ceilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targetSize is the published artifact's size when there is one, else
+// parameters x the format's bits a weight.
+func targetSize(dir, format string, model edge.Model) (float64, string) {
+	m, err := manifest.Read(dir)
+	if err == nil && m.Metrics.SizeBytes != nil && *m.Metrics.SizeBytes > 0 {
+		return float64(*m.Metrics.SizeBytes) / 1e9, fmt.Sprintf("published (%s metrics.size_bytes)", filepath.Join(dir, manifest.FileName))
+	}
+	f, ferr := catalog.ParseFormat(format)
+	if ferr != nil || !model.HasParams() {
+		why := "not published yet, and the model's parameter count is unknown at plan time"
+		if len(model.Notes) > 0 {
+			why += " (" + strings.Join(model.Notes, "; ") + ")"
+		}
+		return 0, why
+	}
+	return catalog.EstimateWeightsGB(model.Shape.Params, f),
+		fmt.Sprintf("estimated (not published yet): %s parameters x %g bits a weight", edge.Params(model.Shape.Params), f.BitsPerWeight)
+}
+
+func ceilingTable(w io.Writer, rows []catalog.CeilingRow, mark string) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tBANDWIDTH GB/s\tCEILING tok/s\tOBSERVED tok/s\tOBSERVED/CEILING")
+	for _, r := range rows {
+		obs, ratio := "-", "-"
+		if r.ObservedTokS > 0 {
+			obs = strconv.FormatFloat(r.ObservedTokS, 'g', -1, 64)
+			ratio = strconv.FormatFloat(r.ObservedOverCeiling, 'f', 2, 64)
+		}
+		tail := ""
+		if r.Device == mark {
+			tail = "\t<- target device"
+		}
+		fmt.Fprintf(tw, "%s\t%g\t%.1f\t%s\t%s%s\n", r.Device, r.BandwidthGBs, r.CeilingTokS, obs, ratio, tail)
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" in conversion lines stays readable
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// pickFlags are the flags pick and init share.
+type pickFlags struct {
+	platform, model string
+	maxMemGB        float64
+	minTokS         float64
+	context         int
+	format          string
+}
+
+func (p *pickFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", "))
+	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
+	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
+	fs.Float64Var(&p.minTokS, "min-tok-s", 0, "decode speed budget in tokens per second")
+	fs.IntVar(&p.context, "context", edge.DefaultContext, "context length in tokens the KV cache must hold")
+	fs.StringVar(&p.format, "format", "", "use this format instead of the platform's choice (e.g. gguf-q4_k_m, which this build converts)")
+}
+
+func (p *pickFlags) pick() (edge.Pick, error) {
+	if p.platform == "" || p.model == "" {
+		return edge.Pick{}, usageErr("name a --platform (%s) and a --model", strings.Join(edge.Platforms(), ", "))
+	}
+	if p.context <= 0 || p.maxMemGB < 0 || p.minTokS < 0 {
+		return edge.Pick{}, usageErr("--context must be positive, --max-memory and --min-tok-s not negative")
+	}
+	pk, err := edge.PickTarget(edge.PickRequest{
+		Platform: p.platform, Model: edge.ResolveModel(p.model, "."),
+		Context: p.context, MaxMemoryGB: p.maxMemGB, MinTokensPerS: p.minTokS, Format: p.format,
+	})
+	var unknown *edge.UnknownPlatformError
+	var badFormat *edge.FormatError
+	if errors.As(err, &unknown) || errors.As(err, &badFormat) {
+		return pk, usageErr("%v", err)
+	}
+	return pk, err
+}
+
+// commandLine is the pick as a command, for the written recipe's header.
+func (p *pickFlags) commandLine(cmd string) string {
+	s := fmt.Sprintf("edgepipe %s --platform %s --model %s", cmd, shellWord(p.platform), shellWord(p.model))
+	if p.context != edge.DefaultContext {
+		s += fmt.Sprintf(" --context %d", p.context)
+	}
+	if p.maxMemGB > 0 {
+		s += fmt.Sprintf(" --max-memory %g", p.maxMemGB)
+	}
+	if p.minTokS > 0 {
+		s += fmt.Sprintf(" --min-tok-s %g", p.minTokS)
+	}
+	if p.format != "" {
+		s += " --format " + shellWord(p.format)
+	}
+	return s
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but the
+// characters sources and platforms are usually made of.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@+=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
+
+// pipelineFor expands a recipe text the way `edgepipe plan` would; a
+// format without a built-in pipeline yet comes back as the reason.
+func pipelineFor(path string, data []byte) ([]*pipelines.Step, error) {
+	r, err := pipelines.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if diags := pipelines.Validate(r, catalog.Catalog{}, append(steps.Names(), "publish")); len(diags) > 0 {
+		return nil, diags
+	}
+	plan, err := pipelines.Expand(r)
+	if err != nil {
+		return nil, err
+	}
+	return plan.Steps, nil
+}
+
+// pickJSON is `pick --json`: the pick and the steps it expands to.
+type pickJSON struct {
+	edge.Pick
+	Steps           []pickStep `json:"steps,omitempty"`
+	PipelineMissing string     `json:"pipeline_missing,omitempty"`
+	// Instead is a command for a format this build converts that the
+	// chosen device also runs, when the chosen format has no pipeline yet.
+	Instead string `json:"instead,omitempty"`
+}
+
+type pickStep struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+}
+
+func cmdPick(ctx context.Context, env *Env, args []string) error {
+	var pf pickFlags
+	fs := flagSet(env, "pick", "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]")
+	pf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("pick takes flags only, e.g. edgepipe pick --platform ios --model builtin:smollm2-135m")
+	}
+	pk, err := pf.pick()
+	if err != nil {
+		return err
+	}
+	name := edge.RecipeName(pk.Platform)
+	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: name, Source: pf.model})
+	stepList, expandErr := pipelineFor(name+".yaml", data)
+	missing, instead := "", ""
+	if expandErr != nil {
+		missing = diagText(expandErr)
+		instead = buildableInstead(pf, pk)
+	}
+	if *asJSON {
+		pj := pickJSON{Pick: pk, PipelineMissing: missing, Instead: instead}
+		for _, s := range stepList {
+			pj.Steps = append(pj.Steps, pickStep{s.ID, s.Kind})
+		}
+		return writeJSON(env.Stdout, pj)
+	}
+	printPick(env.Stdout, pk, stepList, missing, instead)
+	fmt.Fprintf(env.Stdout, "\nWrite it as a recipe: %s -o recipes/%s.yaml\n", pf.commandLine("init"), name)
+	return nil
+}
+
+// diagText flattens diagnostics into one line: "message (hint)".
+func diagText(err error) string {
+	var diags pipelines.Diagnostics
+	if !errors.As(err, &diags) {
+		return err.Error()
+	}
+	parts := make([]string, len(diags))
+	for i, d := range diags {
+		parts[i] = d.Msg
+		if d.Hint != "" {
+			parts[i] += " (" + d.Hint + ")"
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// buildableFormat is what the picker points to while the chosen format has
+// no pipeline: the domain brief's GGUF type, which this build converts.
+const buildableFormat = "gguf-q4_k_m"
+
+// buildableInstead says how to get something this build can run on the
+// chosen device now, or "" when the device does not load GGUF.
+func buildableInstead(pf pickFlags, pk edge.Pick) string {
+	d, ok := catalog.Lookup(pk.Device)
+	if !ok || pk.Format == buildableFormat || !d.Runs(buildableFormat) {
+		return ""
+	}
+	alt := pk
+	alt.Format = buildableFormat
+	if _, err := pipelineFor("instead.yaml", edge.RenderRecipe(alt, edge.RecipeOptions{Name: "instead", Source: pf.model})); err != nil {
+		return ""
+	}
+	rt := d.RuntimeFor(buildableFormat)
+	loads := ""
+	for _, r := range d.Runtimes {
+		if r.Name == rt {
+			loads = r.Loads
+		}
+	}
+	pf.format = buildableFormat
+	return fmt.Sprintf("this build converts %s, and %s runs it through %s, which loads %s: %s", buildableFormat, d.ID, rt, loads, pf.commandLine("pick"))
+}
+
+func printPick(w io.Writer, pk edge.Pick, stepList []*pipelines.Step, missing, instead string) {
+	pr := pk.Prediction
+	d, _ := catalog.Lookup(pk.Device)
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("platform", "%s: %s", pk.Platform, pk.Summary)
+	row("device", "%s: %s, %g GB/s, %g GB (%g GB left to apps)", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, d.MemoryGB-d.OSReservedGB)
+	row("format", "%s, KV cache %s, context %d", pk.Format, pk.KVDtype, pk.Context)
+	if pr.Model.HasParams() {
+		row("model", "%s: %s parameters, %.3g GB in %s (%s)", pr.Model.Source, edge.Params(pr.Model.Shape.Params), pr.WeightsGB, pk.Format, pr.Model.From)
+	} else {
+		row("model", "%s: shape unknown, so memory and speed were not checked", pr.Model.Source)
+	}
+	if m := pr.Memory; m != nil {
+		verdict := "fits"
+		if !m.OK() {
+			verdict = "does NOT fit"
+		}
+		limit := fmt.Sprintf("%.2f GB left to apps", m.AvailableGB)
+		if m.LimitIsBudget {
+			limit = fmt.Sprintf("the %g GB budget", m.LimitGB)
+		}
+		row("memory", "%.2f GB against %s: %s (weights %.2f + KV cache %.2f + overhead %.2f GB)", m.NeedGB, limit, verdict, m.WeightsGB, m.KVGB, m.OverheadGB)
+	}
+	if s := pr.Speed; s != nil {
+		line := fmt.Sprintf("ceiling %.1f tok/s (%g GB/s / %.2f GB)", s.CeilingTokS, s.BandwidthGBs, s.ModelGB)
+		if s.ExpectedTokS > 0 {
+			line += fmt.Sprintf("; expected about %.1f tok/s: %s", s.ExpectedTokS, s.Observation)
+		} else {
+			line += "; no field observation on this device, so the ceiling is the only figure"
+		}
+		row("decode", "%s", line)
+	}
+	if missing != "" {
+		row("pipeline", "not available in this build: %s", missing)
+	} else {
+		ids := make([]string, len(stepList))
+		for i, s := range stepList {
+			ids[i] = s.ID
+		}
+		row("pipeline", "%s", strings.Join(ids, " -> "))
+	}
+	if pk.Conversion != "" {
+		row("", "conversion: %s", pk.Conversion)
+	}
+	if instead != "" {
+		row("", "meanwhile: %s", instead)
+	}
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintln(w, title)
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	list("why", pk.Reasons)
+	var warnings []string
+	for _, wn := range pk.Warnings {
+		warnings = append(warnings, "warning: "+wn)
+	}
+	list("warnings", warnings)
+	list("notes", pr.Notes)
+}
+
+func cmdInit(ctx context.Context, env *Env, args []string) error {
+	var pf pickFlags
+	fs := flagSet(env, "init", "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force] [pick's budget flags]")
+	pf.register(fs)
+	out := fs.String("o", "", "recipe file to write, e.g. recipes/iphone.yaml")
+	name := fs.String("name", "", "recipe name (default: from the file name)")
+	force := fs.Bool("force", false, "overwrite an existing file")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || *out == "" {
+		return usageErr("init writes the recipe named by -o, e.g. edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml")
+	}
+	pk, err := pf.pick()
+	if err != nil {
+		return err
+	}
+	recipeName := *name
+	if recipeName == "" {
+		recipeName = edge.RecipeName(filepath.Base(*out))
+	}
+	source, err := sourceFromRecipe(pf.model, *out)
+	if err != nil {
+		return err
+	}
+	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
+	// The written file must parse and validate: a recipe that does not is
+	// a bug here, not the user's to find.
+	r, err := pipelines.Parse(*out, data)
+	if err == nil {
+		if diags := pipelines.Validate(r, catalog.Catalog{}, append(steps.Names(), "publish")); len(diags) > 0 {
+			err = diags
+		}
+	}
+	if err != nil {
+		var diags pipelines.Diagnostics
+		if errors.As(err, &diags) && *name != "" {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe would not be valid: %s", diagText(err))}
+		}
+		return fmt.Errorf("init wrote a recipe that does not validate (a bug in edgepipe): %s", diagText(err))
+	}
+	if err := writeNew(*out, data, *force); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s\n", *out, pk.Platform, pk.Format, pk.Device)
+	for _, w := range pk.Warnings {
+		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+	}
+	if _, err := pipelineFor(*out, data); err != nil {
+		fmt.Fprintf(env.Stdout, "note: this build cannot run it yet: %s\n", diagText(err))
+		if instead := buildableInstead(pf, pk); instead != "" {
+			fmt.Fprintf(env.Stdout, "note: meanwhile %s\n", strings.Replace(instead, "edgepipe pick", "edgepipe init", 1)+" -o "+*out+" --force")
+		}
+	} else {
+		fmt.Fprintf(env.Stdout, "next: edgepipe plan %s\n", *out)
+	}
+	return nil
+}
+
+// sourceFromRecipe rewrites a local model folder relative to the recipe's
+// folder, which is what recipes resolve it against.
+func sourceFromRecipe(source, recipePath string) (string, error) {
+	if !steps.IsLocalSource(source) || filepath.IsAbs(source) {
+		return source, nil
+	}
+	absSrc, err := filepath.Abs(source)
+	if err != nil {
+		return "", err
+	}
+	absDir, err := filepath.Abs(filepath.Dir(recipePath))
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(absDir, absSrc)
+	if err != nil {
+		return absSrc, nil
+	}
+	rel = filepath.ToSlash(rel)
+	if !strings.HasPrefix(rel, ".") {
+		rel = "./" + rel
+	}
+	return rel, nil
+}
+
+// writeNew creates path with data, refusing to replace a file unless
+// force; O_EXCL makes the refusal hold even against a concurrent writer.
+func writeNew(path string, data []byte, force bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create the recipe's folder: %w", err)
+	}
+	if force {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return usageErr("%s already exists; pass --force to overwrite it, or choose another -o", path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,112 @@
+package edge
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+)
+
+// Model is what plan time knows about a model source: its shape, where the
+// shape came from, and notes saying what could not be learned and why.
+type Model struct {
+	Source string             `json:"source"`
+	Shape  catalog.ModelShape `json:"shape"`
+	// From says where the shape came from, for messages and reports.
+	From  string   `json:"from,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// HasKVShape reports whether the KV cache can be sized.
+func (m Model) HasKVShape() bool {
+	return m.Shape.Layers > 0 && m.Shape.KVHeads > 0 && m.Shape.HeadDim > 0
+}
+
+// HasParams reports whether the weights can be sized.
+func (m Model) HasParams() bool { return m.Shape.Params > 0 }
+
+// ResolveModel learns a model's shape from its source without the network:
+// built-in models are known, a local folder (relative to baseDir) is read,
+// an hf:// source is read from the local Hugging Face cache when it is
+// there. Anything else leaves the shape unknown, with a note.
+func ResolveModel(source, baseDir string) Model {
+	m := Model{Source: source}
+	switch {
+	case strings.HasPrefix(source, "builtin:"):
+		name := strings.TrimPrefix(source, "builtin:")
+		cfg, ok := builtinConfigs[name]
+		if !ok {
+			m.note("%s is not a built-in model this build knows the shape of (known: %s)", source, strings.Join(builtinNames(), ", "))
+			return m
+		}
+		m.Shape = cfg.shape()
+		m.Shape.Params = cfg.estimateParams()
+		m.From = "the built-in shape of " + source
+	case strings.HasPrefix(source, "hf://"):
+		dir, err := hfCachedSnapshot(source)
+		if err != nil {
+			m.note("%v; the memory pre-flight needs the model's config.json and plan time does not use the network, so it was skipped (a run downloads it into the Hugging Face cache, and later plans read it from there)", err)
+			return m
+		}
+		m.readFolder(dir, source)
+		if m.From != "" {
+			m.From = "the local Hugging Face cache: " + m.From
+		}
+	case strings.Contains(source, "://") || strings.Contains(source, "::"):
+		m.note("%s is downloaded at run time, so its shape is unknown at plan time and the memory pre-flight was skipped; point model.source at a local copy (or hf://) to check it before converting", source)
+	case source == "":
+		m.note("the recipe names no model source")
+	default:
+		dir := source
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(baseDir, dir)
+		}
+		m.readFolder(dir, source)
+	}
+	return m
+}
+
+func (m *Model) note(format string, args ...any) {
+	m.Notes = append(m.Notes, fmt.Sprintf(format, args...))
+}
+
+// readFolder reads config.json for the layer and head counts and the
+// safetensors headers for the parameter count, falling back to an estimate
+// from the config's dimensions.
+func (m *Model) readFolder(dir, label string) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		m.note("model folder %s is not there, so the memory pre-flight was skipped", label)
+		return
+	}
+	cfg, err := readHFConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		m.note("%s: %v", label, err)
+	}
+	m.Shape = cfg.shape()
+	var from []string
+	if m.HasKVShape() {
+		from = append(from, "config.json")
+	} else if err == nil {
+		m.note("%s/config.json lacks %s, so the KV cache cannot be sized and the memory pre-flight was skipped", label, strings.Join(cfg.missingKVFields(), ", "))
+	}
+
+	params, files, stErr := safetensorsParams(dir)
+	switch {
+	case stErr == nil && params > 0:
+		m.Shape.Params = params
+		from = append(from, fmt.Sprintf("%d safetensors header(s)", files))
+	default:
+		if est := cfg.estimateParams(); est > 0 {
+			m.Shape.Params = est
+			from = append(from, "parameters estimated from config.json's dimensions")
+		}
+		if stErr != nil && m.Shape.Params == 0 {
+			m.note("%s: parameter count unknown: %v", label, stErr)
+		} else if m.Shape.Params == 0 {
+			m.note("%s: parameter count unknown: no safetensors weights, and config.json lacks the dimensions to estimate it", label)
+		}
+	}
+	m.From = strings.Join(from, " + ")
+}

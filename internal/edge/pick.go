@@ -1,0 +1,172 @@
+package edge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+)
+
+// PickRequest is what `edgepipe pick` is asked: a platform, a model and the
+// budgets (0: none).
+type PickRequest struct {
+	Platform      string  `json:"platform"`
+	Model         Model   `json:"model"`
+	Context       int     `json:"context,omitempty"` // 0: DefaultContext
+	MaxMemoryGB   float64 `json:"max_memory_gb,omitempty"`
+	MinTokensPerS float64 `json:"min_tokens_per_s,omitempty"`
+	// Format, when set, overrides the platform's formats (a format this
+	// build has a pipeline for, say); the platform's devices that run it
+	// are still checked in order.
+	Format string `json:"format,omitempty"`
+}
+
+// Candidate is one device and format the picker checked.
+type Candidate struct {
+	Device     string     `json:"device"`
+	Format     string     `json:"format"`
+	Meets      bool       `json:"meets"`
+	Prediction Prediction `json:"prediction"`
+}
+
+// Pick is the picker's answer.
+type Pick struct {
+	Platform   string   `json:"platform"`
+	Summary    string   `json:"summary"`
+	Device     string   `json:"device"`
+	DeviceName string   `json:"device_name"`
+	Format     string   `json:"format"`
+	KVDtype    string   `json:"kv_dtype"`
+	Context    int      `json:"context"`
+	Conversion string   `json:"conversion"`
+	Reasons    []string `json:"reasons"`
+	// Prediction is the chosen target's pre-flight, speed and budgets.
+	Prediction Prediction `json:"prediction"`
+	// Considered is every candidate checked, in the order checked.
+	Considered []Candidate `json:"considered"`
+	// Warnings say what does not meet the budgets, with the fixes.
+	Warnings []string `json:"warnings,omitempty"`
+
+	MinTokensPerS float64 `json:"min_tokens_per_s,omitempty"`
+	MaxMemoryGB   float64 `json:"max_memory_gb,omitempty"`
+}
+
+// UnknownPlatformError names the platforms there are.
+type UnknownPlatformError struct{ Platform string }
+
+func (e *UnknownPlatformError) Error() string {
+	return fmt.Sprintf("unknown platform %q: use one of %s", e.Platform, strings.Join(Platforms(), ", "))
+}
+
+// PickTarget chooses the device, format and KV cache for a platform by the
+// domain brief's rules, checking each candidate with the same pre-flight
+// and ceiling math plan uses: the first candidate that fits and meets the
+// budgets wins. When none does, the platform's first choice stands, with
+// warnings that say why and what would fix it.
+func PickTarget(req PickRequest) (Pick, error) {
+	rule, ok := ruleFor(req.Platform)
+	if !ok {
+		return Pick{}, &UnknownPlatformError{Platform: req.Platform}
+	}
+	if req.Context <= 0 {
+		req.Context = DefaultContext
+	}
+	formats := rule.Formats
+	if req.Format != "" {
+		if err := rule.overrideFormat(req.Format); err != nil {
+			return Pick{}, err
+		}
+		formats = []string{req.Format}
+	}
+	var cands []Candidate
+	for _, dev := range rule.Devices {
+		for _, f := range formats {
+			if ok, _ := catalog.CanRun(dev, f); !ok {
+				continue
+			}
+			pred := Predict(req.Model, Request{Device: dev, Format: f, Context: req.Context, KVDtype: rule.KVDtype,
+				MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB})
+			cands = append(cands, Candidate{Device: dev, Format: f, Prediction: pred,
+				Meets: len(pred.Problems) == 0 && len(pred.Warnings) == 0})
+		}
+	}
+	if len(cands) == 0 {
+		return Pick{}, fmt.Errorf("no %s device runs %s", rule.Name, strings.Join(formats, " or "))
+	}
+	chosen := 0
+	for i, c := range cands {
+		if c.Meets {
+			chosen = i
+			break
+		}
+	}
+	c := cands[chosen]
+	d, _ := catalog.Lookup(c.Device)
+	p := Pick{
+		Platform: rule.Name, Summary: rule.Summary, Device: c.Device, DeviceName: d.Name,
+		Format: c.Format, KVDtype: rule.KVDtype, Context: c.Prediction.Context,
+		Conversion: conversions[c.Format], Reasons: append([]string(nil), rule.Reasons...),
+		Prediction: c.Prediction, Considered: cands,
+		MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB,
+	}
+	if req.Format != "" && req.Format != rule.Formats[0] {
+		p.Reasons = append(p.Reasons, fmt.Sprintf("format %s as asked (--format); the domain brief's choice for %s is %s", req.Format, rule.Name, rule.Formats[0]))
+	}
+	for _, earlier := range cands[:chosen] {
+		p.Reasons = append(p.Reasons, fmt.Sprintf("not %s on %s: %s", earlier.Format, earlier.Device, firstFailure(earlier.Prediction)))
+	}
+	if !c.Meets {
+		for _, prob := range c.Prediction.Problems {
+			p.Warnings = append(p.Warnings, prob.Msg+"; "+prob.Hint)
+		}
+		p.Warnings = append(p.Warnings, c.Prediction.Warnings...)
+		if len(cands) > 1 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("the other candidates for %s miss them too (%s)", rule.Name, candidateList(cands[1:])))
+		}
+	}
+	return p, nil
+}
+
+func firstFailure(p Prediction) string {
+	if len(p.Problems) > 0 {
+		return p.Problems[0].Msg
+	}
+	if len(p.Warnings) > 0 {
+		w := p.Warnings[0]
+		if i := strings.Index(w, "; fixes:"); i > 0 {
+			w = w[:i]
+		}
+		return w
+	}
+	return "it meets the budgets"
+}
+
+func candidateList(cands []Candidate) string {
+	parts := make([]string, len(cands))
+	for i, c := range cands {
+		parts[i] = c.Format + " on " + c.Device
+	}
+	return strings.Join(parts, ", ")
+}
+
+// FormatError is a --format the platform's devices cannot run.
+type FormatError struct{ Msg string }
+
+func (e *FormatError) Error() string { return e.Msg }
+
+func (r platformRule) overrideFormat(format string) error {
+	if _, err := catalog.ParseFormat(format); err != nil {
+		return &FormatError{Msg: err.Error()}
+	}
+	var fix string
+	for _, dev := range r.Devices {
+		ok, why := catalog.CanRun(dev, format)
+		if ok {
+			return nil
+		}
+		if fix == "" {
+			fix = why
+		}
+	}
+	return &FormatError{Msg: fmt.Sprintf("no %s device (%s) runs %s: %s", r.Name, strings.Join(r.Devices, ", "), format, fix)}
+}

@@ -1,0 +1,77 @@
+package edge_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/pipelines"
+)
+
+// Every platform's pick renders to a recipe the real parser and validator
+// accept, with the pick's device, format and budgets; the GGUF ones expand
+// and pass the pre-flight.
+func TestRenderedRecipesValidate(t *testing.T) {
+	model := edge.ResolveModel("builtin:smollm2-135m", "")
+	for _, platform := range edge.Platforms() {
+		p, err := edge.PickTarget(edge.PickRequest{Platform: platform, Model: model, Context: 8192, MinTokensPerS: 5, MaxMemoryGB: 3.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := edge.RenderRecipe(p, edge.RecipeOptions{Name: "x-" + platform, Source: "builtin:smollm2-135m", Command: "edgepipe init --platform " + platform})
+		if !strings.HasPrefix(string(data), edge.SchemaComment+"\n") {
+			t.Errorf("%s: first line is not the schema comment:\n%s", platform, data)
+		}
+		r, err := pipelines.Parse("recipes/x.yaml", data)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", platform, err, data)
+		}
+		if diags := pipelines.Validate(r, catalog.Catalog{}, nil); len(diags) > 0 {
+			t.Fatalf("%s: %v\n%s", platform, diags, data)
+		}
+		if len(r.Targets) != 1 {
+			t.Fatalf("%s: %d targets", platform, len(r.Targets))
+		}
+		tg := r.Targets[0]
+		if r.Name != "x-"+platform || r.Model.Source != "builtin:smollm2-135m" || tg.Name != platform || tg.Device != p.Device || tg.Format != p.Format ||
+			tg.Context != 8192 || tg.KVDtype != p.KVDtype || tg.MinTokensPerS != 5 || tg.MaxMemoryGB != 3.5 {
+			t.Errorf("%s: recipe %+v target %+v, pick %s on %s", platform, r, tg, p.Format, p.Device)
+		}
+		plan, err := pipelines.Expand(r)
+		if strings.HasPrefix(p.Format, "gguf-") != (err == nil) {
+			t.Errorf("%s: %s expands: %v", platform, p.Format, err)
+		}
+		if err == nil {
+			if diags, fits := pipelines.Preflight(plan); len(diags) > 0 || len(fits) != 1 || fits[0].Memory == nil {
+				t.Errorf("%s: pre-flight %v %+v", platform, diags, fits)
+			}
+		}
+	}
+}
+
+func TestRenderQuotesWhatYAMLWouldMisread(t *testing.T) {
+	p, err := edge.PickTarget(edge.PickRequest{Platform: "laptop", Model: edge.Model{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"./my models/llama #3", "../llama-3-8b", "/abs/model", ".", "true", "123", "hf://org/name@main", "./a: b", "s3::https://bucket/key"} {
+		data := edge.RenderRecipe(p, edge.RecipeOptions{Name: "q", Source: src})
+		r, err := pipelines.Parse("q.yaml", data)
+		if err != nil || r.Model.Source != src {
+			t.Errorf("source %q came back as %q (%v):\n%s", src, r.Model.Source, err, data)
+		}
+	}
+}
+
+func TestRecipeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"x.yaml": "x", "My Phone.yml": "my-phone", "_.yaml": "model", "iphone_16.yaml": "iphone_16", "ios": "ios",
+		"..hidden.yaml": "hidden",
+	} {
+		got := edge.RecipeName(in)
+		if got != want {
+			t.Errorf("RecipeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

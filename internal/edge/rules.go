@@ -1,0 +1,113 @@
+package edge
+
+// platformRule is the domain brief's picker for one platform: the devices
+// to check in order (the most constrained first, so a model that fits there
+// fits the rest), the formats in order of preference, the KV cache type,
+// and the reasons, each traceable to the brief or the device catalog.
+type platformRule struct {
+	Name    string
+	Summary string
+	Devices []string
+	Formats []string
+	KVDtype string
+	Reasons []string
+}
+
+var platformRules = []platformRule{
+	{
+		Name: "ios", Summary: "iPhone apps (Apple Neural Engine)",
+		Devices: []string{"apple-a18"}, Formats: []string{"coreml-int4"}, KVDtype: "f16",
+		Reasons: []string{
+			"iOS reaches the Apple Neural Engine only through Core ML; llama.cpp's Metal backend runs on the GPU, not the ANE (domain brief)",
+			"Core ML INT4 weights with FP16 activations is the ANE's format (domain brief); 4-bit weights halve the bytes each token reads against 8-bit, and decode on a phone is bounded by its memory bandwidth",
+		},
+	},
+	{
+		Name: "android", Summary: "Android apps (Qualcomm Hexagon NPU)",
+		Devices: []string{"snapdragon-8-gen-3"}, Formats: []string{"qnn-w4a16", "qnn-w8a16"}, KVDtype: "f16",
+		Reasons: []string{
+			"Android flagships run models on the Hexagon NPU through the QNN SDK or Qualcomm AI Hub, converted from PyTorch or ONNX (domain brief)",
+			"QNN INT4 weights with 16-bit activations first: decode is bandwidth-bound (77 GB/s on a Snapdragon 8 Gen 3), so 4-bit weights decode about twice as fast as INT8 (qnn-w8a16 keeps more quality)",
+		},
+	},
+	{
+		Name: "browser", Summary: "web apps (WebGPU / WebLLM)",
+		Devices: []string{"webgpu-android", "webgpu-m3-max"}, Formats: []string{"mlc-q4f16_1"}, KVDtype: "f16",
+		Reasons: []string{
+			"browsers run models through WebGPU with WebLLM, which loads MLC q4f16_1 weights and does not accept GGUF (domain brief)",
+			"checked on Chrome on an Android flagship first, the weakest browser that runs it; desktop browsers (an M3 Max) when it does not fit or is too slow there. Keep a server fallback behind the same OpenAI-compatible API for browsers without WebGPU (domain brief)",
+		},
+	},
+	{
+		Name: "jetson-nano", Summary: "NVIDIA Jetson Orin Nano Super (8 GB)",
+		Devices: []string{"jetson-orin-nano-super"}, Formats: []string{"gguf-q4_k_m", "trtllm-int4"}, KVDtype: "f16",
+		Reasons: []string{
+			"the Orin Nano Super is bandwidth-bound (102 GB/s) and fits 3B-class models; Q4 GGUF through llama.cpp, or TensorRT-LLM INT4 (domain brief)",
+			"GGUF Q4_K_M first: llama.cpp's CUDA build runs it and it converts and validates on any host; TensorRT-LLM INT4 engines must be built on the Jetson",
+		},
+	},
+	{
+		Name: "jetson-agx", Summary: "NVIDIA Jetson AGX Orin (64 GB)",
+		Devices: []string{"jetson-agx-orin"}, Formats: []string{"nvfp4", "trtllm-int4"}, KVDtype: "fp8",
+		Reasons: []string{
+			"Jetson AGX and Thor: NVFP4 weights with an FP8 KV cache through TensorRT Edge-LLM or vLLM (domain brief)",
+			"AGX Orin's Ampere GPU has no FP4 tensor cores, so NVFP4 saves bandwidth (205 GB/s) rather than compute there; TensorRT-LLM INT4 is the alternative",
+		},
+	},
+	{
+		Name: "jetson-thor", Summary: "NVIDIA Jetson AGX Thor (128 GB)",
+		Devices: []string{"jetson-thor"}, Formats: []string{"nvfp4", "trtllm-int4"}, KVDtype: "fp8",
+		Reasons: []string{
+			"Jetson AGX and Thor: NVFP4 weights with an FP8 KV cache (domain brief); Thor's Blackwell GPU has FP4 tensor cores",
+			"Thor runs about 2x AGX Orin, with EAGLE-3 speculative decoding and NVFP4 on JetPack 7.1 (domain brief)",
+		},
+	},
+	{
+		Name: "laptop", Summary: "CPU laptops and Apple Silicon Macs (llama.cpp)",
+		Devices: []string{"x86-laptop", "apple-m4", "apple-m3-max"}, Formats: []string{"gguf-q4_k_m"}, KVDtype: "f16",
+		Reasons: []string{
+			"CPU and Apple Silicon laptops run llama.cpp, whose format is GGUF; Q4_K_M is the recommended type (domain brief: Llama 3 70B at 40 GB, perplexity 4.25 against 3.12 at FP16)",
+			"checked on a 16 GB x86 laptop (89.6 GB/s) first, the most common and the slowest; Apple Silicon Macs (M4, M3 Max) when it does not fit or is too slow there",
+		},
+	},
+	{
+		Name: "gpu", Summary: "CUDA / ROCm GPU servers (vLLM)",
+		Devices: []string{"nvidia-a100", "nvidia-h100"}, Formats: []string{"awq-w4a16", "gptq-w4a16"}, KVDtype: "f16",
+		Reasons: []string{
+			"CUDA and ROCm GPUs serve GPTQ or AWQ INT4 checkpoints through vLLM (domain brief)",
+			"AWQ first: Llama 3 70B in AWQ INT4 is 35 GB with MMLU 78.1% against 79.5% at FP16, and decodes at 75 tok/s on an A100 against 38 at FP16 (domain brief); both are calibrated, which naive INT4 rounding is not",
+		},
+	},
+}
+
+// Platforms lists the platforms `edgepipe pick` knows, in order.
+func Platforms() []string {
+	names := make([]string, len(platformRules))
+	for i, r := range platformRules {
+		names[i] = r.Name
+	}
+	return names
+}
+
+func ruleFor(platform string) (platformRule, bool) {
+	for _, r := range platformRules {
+		if r.Name == platform {
+			return r, true
+		}
+	}
+	return platformRule{}, false
+}
+
+// conversions say in a line how each format is made, for the picker's
+// output; the tools are the ones the toolchain notes name.
+var conversions = map[string]string{
+	"coreml-int4": "PyTorch -> coremltools ct.convert (mlprogram, iOS 18) -> linear_quantize_weights INT4, per block of 32 (converts on Linux; prediction needs macOS)",
+	"qnn-w4a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT4 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
+	"qnn-w8a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT8 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
+	"mlc-q4f16_1": "mlc_llm convert_weight --quantization q4f16_1 -> gen_config -> compile --device webgpu (the model library needs MLC's TVM)",
+	"gguf-q4_k_m": "convert_hf_to_gguf (F16) -> llama-quantize Q4_K_M -> llama-perplexity against the F16 baseline",
+	"trtllm-int4": "TensorRT-LLM INT4 engine, built on the target NVIDIA GPU",
+	"nvfp4":       "nvidia-modelopt NVFP4 quantization with an FP8 KV cache -> export_hf_checkpoint -> TensorRT Edge-LLM or vLLM",
+	"awq-w4a16":   "llmcompressor oneshot with AWQModifier (INT4 weights, group 128) on calibration text",
+	"gptq-w4a16":  "llmcompressor oneshot with GPTQModifier (INT4 weights, group 128) on calibration text",
+}

@@ -1,0 +1,126 @@
+package edge
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// maxHeaderBytes is the safetensors format's own limit on a header (100 MB);
+// a larger length prefix means the file is not safetensors.
+const maxHeaderBytes = 100_000_000
+
+// floatDtypes are the element types whose count is a parameter count.
+// Quantized checkpoints pack several weights into integer elements, so
+// their headers do not count parameters.
+var floatDtypes = []string{"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
+
+// safetensorsParams sums the elements of every tensor in the folder's
+// safetensors files (the shards an index lists, else every top-level
+// *.safetensors), reading only the headers. files is how many headers it read.
+func safetensorsParams(dir string) (params int64, files int, err error) {
+	names, err := safetensorsFiles(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(names) == 0 {
+		return 0, 0, errors.New("no safetensors weights in the folder")
+	}
+	for _, name := range names {
+		n, err := headerParams(filepath.Join(dir, name))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		params += n
+	}
+	return params, len(names), nil
+}
+
+// safetensorsFiles prefers the index's shard list: some repositories ship
+// the same weights twice (consolidated.safetensors beside the shards).
+func safetensorsFiles(dir string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err == nil {
+		var idx struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(b, &idx); err != nil {
+			return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+		}
+		var names []string
+		for _, f := range idx.WeightMap {
+			if !slices.Contains(names, f) {
+				names = append(names, f)
+			}
+		}
+		slices.Sort(names)
+		return names, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".safetensors") {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// headerParams reads one file's header: an 8-byte little-endian length, then
+// that many bytes of JSON mapping tensor names to dtype and shape.
+func headerParams(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n uint64
+	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
+		return 0, errors.New("not a safetensors file (shorter than its 8-byte header length)")
+	}
+	if n < 2 || n > maxHeaderBytes {
+		return 0, fmt.Errorf("not a safetensors file (header length %d)", n)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return 0, fmt.Errorf("not a safetensors file (header cut short: %v)", err)
+	}
+	var tensors map[string]json.RawMessage
+	if err := json.Unmarshal(hdr, &tensors); err != nil {
+		return 0, fmt.Errorf("not a safetensors file (header is not JSON: %v)", err)
+	}
+	var total int64
+	for name, raw := range tensors {
+		if name == "__metadata__" {
+			continue
+		}
+		var t struct {
+			Dtype string  `json:"dtype"`
+			Shape []int64 `json:"shape"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return 0, fmt.Errorf("tensor %s: %v", name, err)
+		}
+		if !slices.Contains(floatDtypes, t.Dtype) {
+			return 0, fmt.Errorf("tensor %s is %s: a quantized checkpoint, whose header does not count parameters", name, t.Dtype)
+		}
+		elems := int64(1)
+		for _, d := range t.Shape {
+			if d < 0 || (d > 0 && elems > (1<<62)/d) {
+				return 0, fmt.Errorf("tensor %s: shape %v is not plausible", name, t.Shape)
+			}
+			elems *= d
+		}
+		total += elems
+	}
+	return total, nil
+}
