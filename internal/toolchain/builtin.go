@@ -151,8 +151,8 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 	}
 	if err := finish(tmp, root, marker{
 		Format: markerFormat, Name: "builtin:" + name, Kind: "model",
-		LockDigest: filepath.Base(root),
-		Versions:   map[string]string{"model": m.version, "gguf_sha256": m.ggufSHA256, "toolchain": llama.LockDigest},
+		LockDigest:  filepath.Base(root),
+		Versions:    map[string]string{"model": m.version, "gguf_sha256": m.ggufSHA256, "toolchain": llama.LockDigest},
 		InstalledAt: time.Now().UTC().Format(time.RFC3339),
 	}); err != nil {
 		return "", err

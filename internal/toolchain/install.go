@@ -246,7 +246,7 @@ func (in *installer) python() (map[string]string, error) {
 		return nil, err
 	}
 	fmt.Fprintf(in.progress, "%s: create Python %s environment\n", in.spec.Name, pythonVersion)
-	if err := in.run(in.tmp, env, uvBin, "venv", "--relocatable", "--python", pythonVersion, in.tmp); err != nil {
+	if err := in.run(in.tmp, env, uvBin, "venv", "--allow-existing", "--relocatable", "--python", pythonVersion, in.tmp); err != nil {
 		return nil, fmt.Errorf("create the virtual environment (uv needs Python %s, or network access to download one): %w", pythonVersion, err)
 	}
 	py := filepath.Join(in.tmp, "bin", "python")
@@ -316,7 +316,7 @@ func (in *installer) llamaCpp() (map[string]string, error) {
 		return nil, err
 	}
 	fmt.Fprintf(in.progress, "%s: configure (cmake)\n", in.spec.Name)
-	args := append([]string{cmake, "-S", src, "-B", build}, llamaCppCMakeFlags...)
+	args := append([]string{cmake, "-S", src, "-B", build}, llamaCppCMakeFlags(runtime.GOARCH)...)
 	if err := in.run(in.tmp, nil, args...); err != nil {
 		return nil, err
 	}

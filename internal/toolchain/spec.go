@@ -87,7 +87,7 @@ var llamaCppSdist = Pin{"llama-cpp-python", "llama_cpp_python-0.3.36.tar.gz", "8
 // install can be renamed into place.
 //
 // On x86-64 the build is portable (GGML_NATIVE=OFF: SSE4.2, AVX, AVX2, FMA,
-// F16C, BMI2; any x86-64 CPU since 2013): -march=native also enables AMX and
+// F16C, BMI2: x86-64-v3, Intel since 2013 and AMD since 2015): -march=native also enables AMX and
 // AVX-512 wherever the CPU reports them, and virtual machines report AMX
 // without letting a process use it, so every quantized model died with
 // SIGILL in ggml_backend_amx_mul_mat. A portable build also gives the same
@@ -107,7 +107,10 @@ func llamaCppCMakeFlags(goarch string) []string {
 		"-DLLAMA_BUILD_COMMIT=" + llamaCppCommit,
 	}
 	if goarch == "amd64" {
-		return append(flags, "-DGGML_NATIVE=OFF")
+		// Listed explicitly: they default on with GGML_NATIVE=OFF only in a
+		// fresh build folder, and an SSE2-only build is ten times slower.
+		return append(flags, "-DGGML_NATIVE=OFF", "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON",
+			"-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
 	}
 	return append(flags, "-DGGML_NATIVE=ON")
 }
@@ -151,6 +154,14 @@ var registered []Spec
 func RegisterPython(name string, tools []string, note string) {
 	registered = append(registered, Spec{Name: name, Kind: KindPython, Lock: embedded(name + ".lock"),
 		Tools: tools, Needs: []string{UV}, Note: note})
+}
+
+// RegisterExternal declares tools a format needs that edgepipe cannot
+// install (a vendor SDK, a cloud service's client); doctor lists them with
+// the note, which must say plainly what they need and that they were not
+// run here. Call it from an init function.
+func RegisterExternal(name string, tools []string, note string) {
+	registered = append(registered, Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note})
 }
 
 // Specs lists every toolchain edgepipe knows, in install order.

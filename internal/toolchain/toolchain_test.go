@@ -61,18 +61,28 @@ func TestLockDigestKeysTheInstallFolder(t *testing.T) {
 	}
 }
 
-func TestLlamaCppKeyCoversSourceFlagsAndCPU(t *testing.T) {
+func TestLlamaCppKeyCoversSourceAndFlags(t *testing.T) {
 	spec, err := Lookup(LlamaCpp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{llamaCppSdist.SHA256, "-DGGML_NATIVE=ON", "cpu " + cpuIdentity()} {
+	for _, want := range []string{llamaCppSdist.SHA256, "-DBUILD_SHARED_LIBS=OFF", "recipe " + llamaCppBuildRecipe} {
 		if !strings.Contains(spec.Lock, want) {
 			t.Errorf("llamacpp build pin lacks %q:\n%s", want, spec.Lock)
 		}
 	}
 	if !strings.HasPrefix(spec.DirName(), "llamacpp-"+llamaCppPythonVersion+"-") {
 		t.Errorf("DirName = %s", spec.DirName())
+	}
+	// x86-64 builds are portable and keyed by the target; native builds
+	// elsewhere are keyed by the CPU they were tuned for.
+	amd := llamaCppBuildPin("amd64")
+	if !strings.Contains(amd, "-DGGML_NATIVE=OFF") || strings.Contains(amd, "cpu ") {
+		t.Errorf("amd64 pin:\n%s", amd)
+	}
+	arm := llamaCppBuildPin("arm64")
+	if !strings.Contains(arm, "-DGGML_NATIVE=ON") || !strings.Contains(arm, "cpu "+cpuIdentity()) {
+		t.Errorf("arm64 pin:\n%s", arm)
 	}
 }
 

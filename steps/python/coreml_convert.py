@@ -1,0 +1,212 @@
+"""Convert a Hugging Face causal LM to a Core ML ML program with INT4 per-block weights.
+
+    python coreml_convert.py --model DIR --out OUT.mlpackage --context N [--block-size 32]
+
+Steps (coremltools 9.0):
+  * load the checkpoint in float32 with eager attention (the traceable path);
+  * with --kv-cache stateful (the default), wrap it so the KV cache lives in registered
+    buffers that Core ML turns into model state (ct.StateType, iOS 18): inputs input_ids
+    [1, 1..N] and causal_mask [1, 1, q, end] (0 where a query may attend, a large
+    negative number where not), states key_cache / value_cache [layers, 1, kv_heads, N,
+    head_dim]; if tracing or converting that fails, or with --kv-cache none, convert a
+    fixed-shape model instead: input_ids [1, N] and causal_mask [1, 1, N, N] -> logits
+    [1, N, vocab], no cache (the result line says which, and why);
+  * ct.convert to an ML program, minimum_deployment_target iOS18, FP16 compute;
+  * ct.optimize.coreml.linear_quantize_weights with OpLinearQuantizerConfig(
+    mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=32);
+  * save the .mlpackage.
+
+Prints one JSON line: {"kv_cache", "kv_cache_reason", "context", "inputs", "outputs",
+"convert_s", "quantize_s", "coremltools", "torch"}.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def load_model(path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    model.config.use_cache = False
+    return model
+
+
+def fixed_shape(model, n_ctx):
+    """A model with no cache: every call scores a whole window of n_ctx tokens.
+
+    The causal mask is an input, as in the stateful model: built inside the graph it
+    would be folded into a [n_ctx, n_ctx] constant that the weight quantizer then
+    quantizes like a weight.
+    """
+    import numpy as np
+    import torch
+    import coremltools as ct
+
+    class Logits(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, causal_mask):
+            return self.m(input_ids=input_ids, attention_mask=causal_mask, use_cache=False, return_dict=False)[0]
+
+    ids = torch.zeros((1, n_ctx), dtype=torch.int32)
+    mask = torch.zeros((1, 1, n_ctx, n_ctx), dtype=torch.float32)
+    with torch.no_grad():
+        traced = torch.jit.trace(Logits(model).eval(), [ids, mask], check_trace=False)
+    return ct.convert(
+        traced,
+        inputs=[ct.TensorType(name="input_ids", shape=(1, n_ctx), dtype=np.int32),
+                ct.TensorType(name="causal_mask", shape=(1, 1, n_ctx, n_ctx), dtype=np.float16)],
+        outputs=[ct.TensorType(name="logits", dtype=np.float16)],
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS18,
+        compute_precision=ct.precision.FLOAT16,
+        skip_model_load=True,
+    )
+
+
+def stateful(model, n_ctx):
+    """Apple's stateful-KV pattern: the cache is two buffers updated in place by slicing."""
+    import numpy as np
+    import torch
+    import coremltools as ct
+    from transformers.cache_utils import Cache
+
+    cfg = model.config
+    layers = cfg.num_hidden_layers
+    kv_heads = cfg.num_key_value_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    shape = (layers, 1, kv_heads, n_ctx, head_dim)
+
+    class SliceUpdateCache(Cache):
+        """Writes each layer's new keys and values into fixed buffers at [begin, end)."""
+
+        is_compileable = False
+
+        def __init__(self, k, v):
+            self.k, self.v = k, v
+            self.begin = 0
+            self.layers = []
+
+        def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+            end = self.begin + key_states.shape[-2]
+            self.k[layer_idx, :, :, self.begin:end, :] = key_states
+            self.v[layer_idx, :, :, self.begin:end, :] = value_states
+            return self.k[layer_idx, :, :, :end, :], self.v[layer_idx, :, :, :end, :]
+
+        def get_seq_length(self, layer_idx=0):
+            return self.begin
+
+        def get_mask_sizes(self, cache_position, layer_idx=0):
+            return self.begin + cache_position.shape[0], 0
+
+        @property
+        def is_sliding(self):
+            return [False] * layers
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+            # float32 like the traced model; Core ML keeps the state in fp16.
+            self.register_buffer("key_cache", torch.zeros(shape, dtype=torch.float32))
+            self.register_buffer("value_cache", torch.zeros(shape, dtype=torch.float32))
+
+        def forward(self, input_ids, causal_mask):
+            q = input_ids.shape[-1]
+            end = causal_mask.shape[-1]
+            cache = SliceUpdateCache(self.key_cache, self.value_cache)
+            cache.begin = end - q
+            position_ids = torch.arange(end - q, end, dtype=torch.long).unsqueeze(0)
+            out = self.m(input_ids=input_ids, attention_mask=causal_mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True, return_dict=False)
+            return out[0]
+
+    wrapper = Wrapper(model).eval()
+    ids = torch.zeros((1, 2), dtype=torch.int32)
+    mask = torch.zeros((1, 1, 2, 5), dtype=torch.float32)
+    with torch.no_grad():
+        traced = torch.jit.trace(wrapper, [ids, mask], check_trace=False)
+    q = ct.RangeDim(lower_bound=1, upper_bound=n_ctx, default=1)
+    end = ct.RangeDim(lower_bound=1, upper_bound=n_ctx, default=1)
+    return ct.convert(
+        traced,
+        inputs=[ct.TensorType(name="input_ids", shape=(1, q), dtype=np.int32),
+                ct.TensorType(name="causal_mask", shape=(1, 1, q, end), dtype=np.float16)],
+        outputs=[ct.TensorType(name="logits", dtype=np.float16)],
+        states=[ct.StateType(wrapped_type=ct.TensorType(shape=shape, dtype=np.float16), name="key_cache"),
+                ct.StateType(wrapped_type=ct.TensorType(shape=shape, dtype=np.float16), name="value_cache")],
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS18,
+        compute_precision=ct.precision.FLOAT16,
+        skip_model_load=True,
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
+    ap.add_argument("--out", required=True, help="output .mlpackage path")
+    ap.add_argument("--context", type=int, required=True, help="context length the package is built for")
+    ap.add_argument("--block-size", type=int, default=32, help="weights per INT4 scale")
+    ap.add_argument("--kv-cache", choices=["stateful", "none"], default="stateful")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.context < 2:
+        print("coreml_convert: --context must be at least 2", file=sys.stderr)
+        return 2
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    import coremltools as ct
+    import coremltools.optimize as cto
+
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    model = load_model(args.model)
+
+    start = time.monotonic()
+    kv, reason = "none", "asked for a fixed-shape model (--kv-cache none)"
+    mlmodel = None
+    if args.kv_cache == "stateful":
+        try:
+            mlmodel = stateful(model, args.context)
+            kv, reason = "stateful", "KV cache as Core ML state (iOS 18), written in place by slice updates"
+        except Exception as e:  # noqa: BLE001 - any failure falls back, and is reported
+            traceback.print_exc()
+            reason = f"stateful conversion failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); fixed-shape model instead"
+            print(f"coreml_convert: {reason}", file=sys.stderr, flush=True)
+            model = load_model(args.model)
+    if mlmodel is None:
+        mlmodel = fixed_shape(model, args.context)
+    convert_s = time.monotonic() - start
+
+    start = time.monotonic()
+    config = cto.coreml.OptimizationConfig(global_config=cto.coreml.OpLinearQuantizerConfig(
+        mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=args.block_size))
+    mlmodel = cto.coreml.linear_quantize_weights(mlmodel, config=config)
+    quantize_s = time.monotonic() - start
+    mlmodel.short_description = f"{os.path.basename(os.path.normpath(args.model))}: INT4 per-block ({args.block_size}) weights, FP16 compute, context {args.context}"
+    mlmodel.save(args.out)
+
+    spec = mlmodel.get_spec()
+    print(json.dumps({
+        "kv_cache": kv, "kv_cache_reason": reason, "context": args.context,
+        "inputs": [i.name for i in spec.description.input],
+        "outputs": [o.name for o in spec.description.output],
+        "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2),
+        "coremltools": ct.__version__, "torch": torch.__version__.split("+")[0],
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Validate a Core ML INT4 package without Core ML's runtime, and with it on macOS.
+
+    python coreml_validate.py --package M.mlpackage --model HF_DIR --text eval.txt
+                              [--ctx 512] [--chunks N] [--block-size 32]
+
+Checks (each one reported with its outcome):
+  * structure: the package reloads with skip_model_load=True (no compilation), is an
+    ML program for iOS 18 or later, and every quantized weight is a
+    constexpr_blockwise_shift_scale op whose data is int4, with no offset (symmetric),
+    and whose scales cover blocks of --block-size along the input axis; no float weight
+    of 2048 or more elements is left unquantized (biases aside);
+  * the package's INT4 codes agree with per-block symmetric INT4 computed from the
+    checkpoint in PyTorch (scale = max|w| / 7 in fp16, q = round(w / scale), |q| <= 7);
+  * perplexity: the package's own INT4 weights (codes x scales, read from the package)
+    are loaded into the PyTorch model and scored against the unconverted checkpoint on
+    the same tokens and chunks as hf_perplexity.py (llama-perplexity's scheme: each chunk
+    from an empty cache, only its second half scored). Compute is float32 on the CPU;
+    Core ML computes in float16, which this does not reproduce.
+  * on macOS only: the Core ML model itself is scored on the same chunks.
+
+Prints one JSON line (see the "report" dict at the end).
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+
+
+def package_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def read_package(path):
+    import coremltools as ct
+    from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
+
+    m = ct.models.MLModel(path, skip_model_load=True)
+    spec = m.get_spec()
+    prog = milproto_load(spec, specification_version=spec.specificationVersion, file_weights_dir=m.weights_dir)
+    return m, spec, prog
+
+
+def all_ops(block):
+    for op in block.operations:
+        yield op
+        for b in getattr(op, "blocks", []) or []:
+            yield from all_ops(b)
+
+
+def torch_name(op_name, params):
+    """m_model_layers_0_mlp_up_proj_weight_to_fp16_quantized -> model.layers.0.mlp.up_proj.weight"""
+    key = op_name
+    for suffix in ("_to_fp16_quantized", "_quantized", "_to_fp16"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+            break
+    if key.startswith("m_"):
+        key = key[2:]
+    return params.get(key)
+
+
+def score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch):
+    first = n_ctx // 2
+    nll, count = 0.0, 0
+    with torch.inference_mode():
+        for i in range(n_chunk):
+            chunk = tokens[i * n_ctx:(i + 1) * n_ctx]
+            inputs = list(chunk)
+            if add_bos:
+                inputs[0] = bos
+            logits = model(torch.tensor([inputs])).logits[0]
+            scored = logits[first:n_ctx - 1].double()
+            targets = torch.tensor(chunk[first + 1:n_ctx])
+            logp = torch.log_softmax(scored, dim=-1).gather(1, targets[:, None])[:, 0]
+            nll -= logp.sum().item()
+            count += n_ctx - 1 - first
+    return math.exp(nll / count), count
+
+
+def score_coreml(mlmodel, spec, tokens, n_ctx, n_chunk, add_bos, bos, np):
+    """Scores the Core ML model itself (macOS only). A stateful model is prefilled with each
+    chunk from a fresh state; a fixed-shape model gets the chunk right-padded to its length
+    (padding after the scored tokens cannot change their causal logits)."""
+    names = {i.name: i for i in spec.description.input}
+    stateful = len(spec.description.state) > 0
+    first = n_ctx // 2
+    nll, count = 0.0, 0
+    for i in range(n_chunk):
+        chunk = tokens[i * n_ctx:(i + 1) * n_ctx]
+        inputs = list(chunk)
+        if add_bos:
+            inputs[0] = bos
+        if stateful:
+            ids = np.array([inputs], dtype=np.int32)
+            mask = np.triu(np.full((n_ctx, n_ctx), -1e4, dtype=np.float16), 1)[None, None]
+            out = mlmodel.predict({"input_ids": ids, "causal_mask": mask}, state=mlmodel.make_state())
+        else:
+            width = names["input_ids"].type.multiArrayType.shape[-1]
+            ids = np.zeros((1, width), dtype=np.int32)
+            ids[0, :n_ctx] = inputs
+            mask = np.triu(np.full((width, width), -1e4, dtype=np.float16), 1)[None, None]
+            out = mlmodel.predict({"input_ids": ids, "causal_mask": mask})
+        logits = np.asarray(out["logits"], dtype=np.float64)[0, :n_ctx]
+        scored = logits[first:n_ctx - 1]
+        scored = scored - scored.max(axis=-1, keepdims=True)
+        logp = scored - np.log(np.exp(scored).sum(axis=-1, keepdims=True))
+        targets = chunk[first + 1:n_ctx]
+        nll -= float(sum(logp[j, t] for j, t in enumerate(targets)))
+        count += n_ctx - 1 - first
+    return math.exp(nll / count)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--package", required=True)
+    ap.add_argument("--model", required=True, help="the unconverted Hugging Face checkpoint")
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--chunks", type=int, default=-1)
+    ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import numpy as np
+    import torch
+    from coremltools.converters.mil.mil import types
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    checks = []
+
+    def check(name, passed, detail):
+        checks.append({"name": name, "passed": bool(passed), "detail": detail})
+        print(f"[{'ok' if passed else 'FAIL'}] {name}: {detail}", file=sys.stderr, flush=True)
+
+    mlmodel, spec, prog = read_package(args.package)
+    check("reloads without compiling", True,
+          f"skip_model_load=True, specification version {spec.specificationVersion}, "
+          f"states {[s.name for s in spec.description.state] or 'none'}")
+    check("ML program for iOS 18+", spec.WhichOneof("Type") == "mlProgram" and spec.specificationVersion >= 9,
+          f"type {spec.WhichOneof('Type')}, specification version {spec.specificationVersion} (iOS 18 is 9)")
+
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()
+    params = {n.replace(".", "_"): (n, p) for n, p in model.named_parameters()}
+
+    quantized, bad, unmapped, big_float = [], [], [], []
+    for fn in prog.functions.values():
+        for op in all_ops(fn):
+            if op.op_type == "constexpr_blockwise_shift_scale":
+                data, scale = op.data.val, op.scale.val
+                dtype = types.builtin_to_string(op.data.dtype)
+                blocks = [d // s for d, s in zip(data.shape, scale.shape) if s != d]
+                if dtype != "int4" or op.offset is not None or blocks != [args.block_size] \
+                        or data.shape[-1] // scale.shape[-1] != args.block_size:
+                    bad.append(f"{op.name}: {dtype}, offset {'yes' if op.offset is not None else 'no'}, "
+                               f"data {tuple(data.shape)} scale {tuple(scale.shape)}")
+                target = torch_name(op.name, params)
+                if target is None:
+                    unmapped.append(op.name)
+                quantized.append((op.name, target, data, scale))
+            elif op.op_type == "const":
+                v = op.outputs[0].val
+                feeds_constexpr = any(c.op_type.startswith("constexpr") for c in op.outputs[0].child_ops)
+                if isinstance(v, np.ndarray) and v.size >= 2048 and v.dtype.kind == "f" and "bias" not in op.name \
+                        and not feeds_constexpr:
+                    big_float.append(f"{op.name} {tuple(v.shape)}")
+    check("weights are int4, symmetric, per block", bool(quantized) and not bad,
+          f"{len(quantized)} constexpr_blockwise_shift_scale weights, block {args.block_size} along the input axis"
+          + (f"; wrong: {'; '.join(bad[:3])}" if bad else ""))
+    check("no large float weight left", not big_float,
+          "none" if not big_float else f"{len(big_float)} left, e.g. {', '.join(big_float[:3])}")
+    check("every quantized weight maps to a checkpoint tensor", quantized and not unmapped,
+          f"{len(quantized) - len(unmapped)} of {len(quantized)} mapped"
+          + (f"; unmapped: {', '.join(unmapped[:3])}" if unmapped else ""))
+
+    # The same quantization computed from the checkpoint in PyTorch.
+    agree, total = 0, 0
+    for _, target, data, scale in quantized:
+        if target is None:
+            continue
+        w = target[1].detach().to(torch.float16).to(torch.float32)
+        if tuple(w.shape) != tuple(data.shape):
+            continue
+        blocks = w.reshape(w.shape[0], -1, args.block_size)
+        s = (blocks.abs().amax(dim=-1, keepdim=True) / 7).to(torch.float16).to(torch.float32)
+        q = torch.where(s > 0, torch.round(blocks / s), torch.zeros_like(blocks)).clamp(-7, 7)
+        agree += int((q.reshape(w.shape).to(torch.int8).numpy() == data).sum())
+        total += data.size
+    frac = agree / total if total else 0.0
+    check("PyTorch per-block INT4 reproduces the package's codes", total > 0 and frac >= 0.999,
+          f"{frac * 100:.4f}% of {total} int4 codes equal (ties of fp16 rounding may differ)")
+
+    # Tokens and chunks exactly as hf_perplexity.py.
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    with open(args.text, encoding="utf-8") as f:
+        text = f.read()
+    bos = tokenizer.bos_token_id
+    probe = tokenizer("a").input_ids
+    add_bos = bos is not None and len(probe) > 1 and probe[0] == bos
+    tokens = tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
+    if add_bos:
+        tokens = [bos] + tokens
+    n_ctx = args.ctx
+    if len(tokens) < 2 * n_ctx:
+        print(f"coreml_validate: need at least {2 * n_ctx} tokens for --ctx {n_ctx}, the text has {len(tokens)}",
+              file=sys.stderr)
+        return 2
+    n_chunk = len(tokens) // n_ctx
+    if args.chunks > 0:
+        n_chunk = min(n_chunk, args.chunks)
+
+    baseline, scored = score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch)
+    print(f"baseline (unconverted, float32): ppl {baseline:.4f}", file=sys.stderr, flush=True)
+    with torch.no_grad():
+        for _, target, data, scale in quantized:
+            if target is None:
+                continue
+            deq = np.repeat(scale.astype(np.float32), args.block_size, axis=-1) * data.astype(np.float32)
+            target[1].copy_(torch.from_numpy(deq).reshape(target[1].shape))
+    ppl, _ = score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch)
+    print(f"package INT4 weights in PyTorch (float32 compute): ppl {ppl:.4f}", file=sys.stderr, flush=True)
+
+    ran, reason, coreml_ppl = False, "", None
+    if platform.system() == "Darwin":
+        import coremltools as ct
+        compiled = ct.models.MLModel(args.package, compute_units=ct.ComputeUnit.CPU_AND_NE)
+        coreml_ppl = score_coreml(compiled, spec, tokens, n_ctx, n_chunk, add_bos, bos, np)
+        ran = True
+        check("Core ML prediction", math.isfinite(coreml_ppl), f"ppl {coreml_ppl:.4f} on CPU_AND_NE")
+    else:
+        reason = f"Core ML prediction needs macOS; this host is {platform.system()}"
+
+    print(json.dumps({
+        "checks": checks, "ppl": ppl, "baseline_ppl": baseline, "coreml_ppl": coreml_ppl,
+        "chunks": n_chunk, "ctx": n_ctx, "scored": scored,
+        "compute": "float32 on the CPU (Core ML computes in float16)",
+        "simulated": "the package's INT4 codes and fp16 scales loaded into PyTorch",
+        "quantized_weights": len(quantized), "block_size": args.block_size,
+        "package_bytes": package_bytes(args.package), "ran_coreml": ran, "coreml_reason": reason,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

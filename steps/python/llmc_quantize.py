@@ -1,0 +1,137 @@
+"""INT4 weight quantization (W4A16) of a Hugging Face causal LM with llmcompressor's oneshot.
+
+    python llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq
+                            --group-size N [--samples 32] [--seq-len 512] [--threads 1]
+
+Calibration data is built here from the text, with no hub access: the whole text is
+tokenized once (no special tokens), cut into consecutive windows of --seq-len tokens,
+and --samples windows spread evenly over the text are kept, in text order.
+
+Schemes (every Linear but lm_head, 4-bit integer weights, one scale per group of
+--group-size input columns, activations left at 16 bits):
+  gptq  GPTQModifier, symmetric weights (the W4A16 preset's arguments), static
+        activation ordering;
+  awq   AWQModifier (activation-aware scaling) followed by QuantizationModifier,
+        asymmetric weights with zero points (the W4A16_ASYM preset's arguments).
+The group size is not a preset's 128 because a group must divide every layer's input
+width (SmolLM2-135M: 576); the caller passes one that does, and this script refuses
+one that does not before calibrating.
+
+Output: --out holds a compressed-tensors checkpoint (config.json with a
+quantization_config, pack-quantized safetensors, tokenizer files) that vLLM and
+transformers load. Prints one JSON line: scheme, group_size, samples, seq_len,
+quantized_linears, seconds, versions.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
+    ap.add_argument("--calibration", required=True, help="UTF-8 calibration text")
+    ap.add_argument("--out", required=True, help="output directory (compressed-tensors checkpoint)")
+    ap.add_argument("--scheme", required=True, choices=["gptq", "awq"])
+    ap.add_argument("--group-size", type=int, required=True, help="input columns per scale")
+    ap.add_argument("--samples", type=int, default=32, help="calibration samples")
+    ap.add_argument("--seq-len", type=int, default=512, help="tokens per calibration sample")
+    # GPTQ walks the columns one at a time with small tensor ops; with more than one
+    # thread each op pays OpenMP synchronisation, and on a loaded 2-core machine a
+    # 1536x576 layer took 34 s with 2 threads against 1.9 s with 1.
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: all cores)")
+    args = ap.parse_args()
+    if args.group_size <= 0 or args.samples <= 0 or args.seq_len < 8:
+        print("llmc_quantize: --group-size and --samples must be positive, --seq-len at least 8", file=sys.stderr)
+        return 2
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import compressed_tensors
+    import llmcompressor
+    import transformers
+    from llmcompressor import oneshot
+
+    if not torch.cuda.is_available():
+        # llmcompressor 0.14.0.1's AWQ pins its cached activations before every grid
+        # search (AWQModifier._apply_smoothing -> IntermediatesCache.pin_memory), which
+        # needs a CUDA driver and fails on a CPU-only host. Pinning only speeds up
+        # host-to-GPU copies, so without a GPU it is skipped.
+        from llmcompressor.pipelines.cache import IntermediatesCache
+        IntermediatesCache.pin_memory = lambda self, batch_index, input_names=None: None
+
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    start = time.monotonic()
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()
+
+    # Refuse a group size that does not divide a layer before spending time on
+    # calibration, naming the layers (compressed-tensors would fail on save).
+    linears = {name: m.in_features for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and name.split(".")[-1] != "lm_head"}
+    bad = sorted({w for w in linears.values() if w % args.group_size})
+    if bad:
+        print(f"llmc_quantize: group size {args.group_size} does not divide the input width of every "
+              f"Linear layer (widths {sorted(set(linears.values()))}; not divisible: {bad})", file=sys.stderr)
+        return 2
+
+    with open(args.calibration, encoding="utf-8") as f:
+        text = f.read()
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    windows = len(ids) // args.seq_len
+    if windows == 0:
+        print(f"llmc_quantize: the calibration text has {len(ids)} tokens, fewer than one sample of "
+              f"{args.seq_len}", file=sys.stderr)
+        return 2
+    n = min(args.samples, windows)
+    picks = [i * windows // n for i in range(n)]
+    samples = [ids[p * args.seq_len:(p + 1) * args.seq_len] for p in picks]
+    dataset = Dataset.from_dict({"input_ids": samples, "attention_mask": [[1] * args.seq_len for _ in samples]})
+    print(f"llmc_quantize: {n} calibration samples of {args.seq_len} tokens from {len(ids)} tokens "
+          f"({windows} windows)", file=sys.stderr, flush=True)
+
+    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": args.group_size,
+               "symmetric": args.scheme == "gptq"}
+    groups = {"group_0": {"targets": ["Linear"], "weights": weights}}
+    if args.scheme == "gptq":
+        from llmcompressor.modifiers.gptq import GPTQModifier
+        recipe = [GPTQModifier(ignore=["lm_head"], config_groups=groups)]
+    else:
+        from llmcompressor.modifiers.quantization import QuantizationModifier
+        from llmcompressor.modifiers.transform.awq import AWQModifier
+        recipe = [AWQModifier(), QuantizationModifier(ignore=["lm_head"], config_groups=groups)]
+
+    oneshot(model=model, tokenizer=tokenizer, dataset=dataset, recipe=recipe,
+            max_seq_length=args.seq_len, num_calibration_samples=n,
+            shuffle_calibration_samples=False, output_dir=args.out)
+
+    with open(os.path.join(args.out, "config.json"), encoding="utf-8") as f:
+        qc = json.load(f).get("quantization_config")
+    if not qc or qc.get("quant_method") != "compressed-tensors":
+        print("llmc_quantize: oneshot saved no compressed-tensors quantization_config", file=sys.stderr)
+        return 1
+
+    print(json.dumps({
+        "scheme": args.scheme, "group_size": args.group_size, "samples": n, "seq_len": args.seq_len,
+        "calibration_tokens": len(ids), "quantized_linears": len(linears),
+        "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),
+        "versions": {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,
+                     "transformers": transformers.__version__, "torch": torch.__version__},
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Quantize an ONNX model's MatMul weights to 4 bits with ONNX Runtime's MatMulNBits quantizer.
+
+    python onnx_quantize.py --in DIR/model.onnx --out DIR [--block-size 32] [--asymmetric]
+
+Weight-only, round-to-nearest (onnxruntime.quantization.matmul_nbits_quantizer,
+DefaultWeightOnlyQuantConfig): every MatMul whose B input is a constant becomes a
+com.microsoft MatMulNBits node holding 4-bit weights with one scale (and, asymmetric, one
+zero point) per block of --block-size along K. Activations stay fp32. The block size must be
+a power of two of at least 16 (the MatMulNBits kernels' rule); a K that the block does not
+divide is zero-padded, so pick a block that divides the model's widths (SmolLM2: 576 = 18 x 32).
+
+The other files of the export's folder (config, tokenizer) are copied beside the result.
+
+Prints one JSON line: {"model", "block_size", "symmetric", "matmulnbits", "matmul_float",
+"padded_k", "bytes"}.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--in", dest="src", required=True, help="fp32 ONNX model")
+    ap.add_argument("--out", required=True, help="output directory (created)")
+    ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--asymmetric", action="store_true", help="store a zero point per block")
+    args = ap.parse_args()
+    bs = args.block_size
+    if bs < 16 or bs & (bs - 1):
+        print(f"onnx_quantize: --block-size {bs} is not a power of two of at least 16, which MatMulNBits needs",
+              file=sys.stderr)
+        return 2
+
+    import onnx
+    from onnx import numpy_helper
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    src_dir = os.path.dirname(os.path.abspath(args.src))
+    os.makedirs(args.out, exist_ok=True)
+    model = onnx.load(args.src)
+    inits = {i.name: i for i in model.graph.initializer}
+    padded = sorted({int(inits[n.input[1]].dims[0]) for n in model.graph.node
+                     if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
+                     and inits[n.input[1]].dims[0] % bs})
+
+    config = DefaultWeightOnlyQuantConfig(block_size=bs, is_symmetric=not args.asymmetric,
+                                          quant_format=QuantFormat.QOperator, op_types_to_quantize=("MatMul",))
+    quantizer = MatMulNBitsQuantizer(model, block_size=bs, is_symmetric=not args.asymmetric, algo_config=config)
+    quantizer.process()
+    qmodel = quantizer.model.model
+
+    name = os.path.basename(args.src)
+    out_path = os.path.join(args.out, name)
+    external = qmodel.ByteSize() > 1_800_000_000 if hasattr(qmodel, "ByteSize") else False
+    quantizer.model.save_model_to_file(out_path, use_external_data_format=external)
+    for f in sorted(os.listdir(src_dir)):
+        p = os.path.join(src_dir, f)
+        if os.path.isfile(p) and not f.startswith(name) and not f.endswith((".onnx", ".onnx_data", ".onnx.data")):
+            shutil.copy2(p, os.path.join(args.out, f))
+
+    qinits = {i.name for i in qmodel.graph.initializer}
+    nbits = sum(1 for n in qmodel.graph.node if n.op_type == "MatMulNBits")
+    left = sum(1 for n in qmodel.graph.node if n.op_type == "MatMul" and n.input[1] in qinits)
+    if nbits == 0:
+        print("onnx_quantize: the quantizer produced no MatMulNBits node: the graph has no MatMul with constant weights",
+              file=sys.stderr)
+        return 1
+    size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
+    print(json.dumps({"model": name, "block_size": bs, "symmetric": not args.asymmetric, "matmulnbits": nbits,
+                      "matmul_float": left, "padded_k": padded, "bytes": size}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Quantize an fp32 ONNX LLM graph to a QDQ model for Qualcomm's QNN HTP (Hexagon), with ONNX Runtime's QNN flow.
+
+    python qnn_qdq.py --onnx model.onnx --tokenizer DIR --calibration text.txt --out DIR
+                      --seq-len 256 [--samples 4] [--weight-type uint8|int4|uint4] [--activation-type uint16]
+
+Steps (onnxruntime.quantization.execution_providers.qnn):
+  1. fix every symbolic input dimension (onnxruntime.tools.onnx_model_utils, what
+     `python -m onnxruntime.tools.make_dynamic_shape_fixed` does): batch -> 1, every other
+     dimension -> --seq-len; HTP graphs have static shapes;
+  2. qnn_preprocess_model (fuses LayerNorm/Gelu patterns QNN has ops for);
+  3. calibration: --samples windows of --seq-len tokens from the calibration text, BOS first
+     like the evaluation chunks;
+  4. get_qnn_qdq_config(activation_type, weight_type, MinMax) and quantize(): QuantizeLinear /
+     DequantizeLinear pairs around every op, 16-bit activations and 8- or 4-bit weights
+     (per-tensor for MatMul, which QNN does not support per-channel; opsets below 21 get the
+     com.microsoft Q/DQ ops for the 16- and 4-bit types).
+The QDQ model runs on ONNX Runtime's CPU provider (onnx_validate.py scores it there) and is
+what QNN EP, qnn-onnx-converter or Qualcomm AI Hub take to build a Hexagon context binary.
+
+Prints one JSON line: {"model", "seq_len", "samples", "weight_type", "activation_type",
+"quantize_linear", "dequantize_linear", "preprocessed", "bytes"}.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt16", "int4": "QInt4", "uint4": "QUInt4"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--onnx", required=True, help="fp32 ONNX model without KV cache inputs (onnx_export.py --no-past)")
+    ap.add_argument("--tokenizer", required=True, help="folder with the tokenizer (the Hugging Face checkpoint)")
+    ap.add_argument("--calibration", required=True, help="UTF-8 calibration text")
+    ap.add_argument("--out", required=True, help="output directory (created)")
+    ap.add_argument("--seq-len", type=int, required=True, help="the static sequence length")
+    ap.add_argument("--samples", type=int, default=4, help="calibration windows of --seq-len tokens")
+    ap.add_argument("--weight-type", choices=sorted(TYPES), default="uint8")
+    ap.add_argument("--activation-type", choices=sorted(TYPES), default="uint16")
+    args = ap.parse_args()
+    if args.seq_len < 2 or args.samples < 1:
+        print("qnn_qdq: --seq-len must be at least 2 and --samples at least 1", file=sys.stderr)
+        return 2
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
+    from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    with open(args.calibration, encoding="utf-8") as f:
+        text = f.read()
+    bos = tokenizer.bos_token_id
+    probe = tokenizer("a").input_ids
+    add_bos = bos is not None and len(probe) > 1 and probe[0] == bos
+    tokens = tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
+    n = args.seq_len
+    if len(tokens) < args.samples * n:
+        print(f"qnn_qdq: the calibration text has {len(tokens)} tokens, fewer than --samples {args.samples} x "
+              f"--seq-len {n}", file=sys.stderr)
+        return 2
+
+    model = onnx.load(args.onnx)
+    names = set()
+    for inp in model.graph.input:
+        for i, d in enumerate(inp.type.tensor_type.shape.dim):
+            if d.dim_param:
+                names.add((d.dim_param, i))
+    for name, axis in sorted(names):
+        make_dim_param_fixed(model.graph, name, 1 if axis == 0 or "batch" in name else n)
+    fix_output_shapes(model)
+    past = [i.name for i in model.graph.input if i.name.startswith("past_key_values.")]
+    if past:
+        print("qnn_qdq: the graph has KV-cache inputs; export it without them (onnx_export.py --no-past)", file=sys.stderr)
+        return 2
+
+    work = tempfile.mkdtemp(prefix="qnn_qdq-")
+    try:
+        fixed = os.path.join(work, "fixed.onnx")
+        onnx.save_model(model, fixed)
+        del model
+        prep = os.path.join(work, "preprocessed.onnx")
+        preprocessed = qnn_preprocess_model(fixed, prep, fuse_layernorm=True)
+        src = prep if preprocessed else fixed
+
+        input_names = [i.name for i in onnx.load(src, load_external_data=False).graph.input]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.i = 0
+
+            def get_next(self):
+                if self.i >= args.samples:
+                    return None
+                window = list(tokens[self.i * n:(self.i + 1) * n])
+                if add_bos:
+                    window[0] = bos
+                self.i += 1
+                feeds = {"input_ids": np.array([window], dtype=np.int64),
+                         "attention_mask": np.ones((1, n), dtype=np.int64),
+                         "position_ids": np.arange(n, dtype=np.int64)[None, :]}
+                return {k: v for k, v in feeds.items() if k in input_names}
+
+        config = get_qnn_qdq_config(src, Reader(), activation_type=getattr(QuantType, TYPES[args.activation_type]),
+                                    weight_type=getattr(QuantType, TYPES[args.weight_type]))
+        os.makedirs(args.out, exist_ok=True)
+        out_model = os.path.join(args.out, "model.onnx")
+        quantize(src, out_model, config)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    src_dir = os.path.dirname(os.path.abspath(args.tokenizer))
+    for f in sorted(os.listdir(args.tokenizer)):
+        p = os.path.join(args.tokenizer, f)
+        if os.path.isfile(p) and (f.startswith("tokenizer") or f in ("config.json", "generation_config.json",
+                                                                     "special_tokens_map.json", "vocab.json",
+                                                                     "merges.txt", "chat_template.jinja")):
+            shutil.copy2(p, os.path.join(args.out, f))
+    q = onnx.load(out_model, load_external_data=False)
+    ops = [node.op_type for node in q.graph.node]
+    size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
+    print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
+                      "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
+                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed),
+                      "bytes": size}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
