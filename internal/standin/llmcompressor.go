@@ -1,0 +1,233 @@
+package standin
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+func init() {
+	Tools["llmc_quantize.py"] = llmcQuantize
+	Tools["llmc_perplexity.py"] = llmcPerplexity
+}
+
+// llmcQuantize: llmc_quantize.py --model DIR --calibration TEXT --out DIR
+// --scheme gptq|awq --group-size N [--samples N] [--seq-len N]. It writes
+// the layout llmcompressor saves: config.json with a compressed-tensors
+// quantization_config, and a safetensors file whose linears are int32
+// weight_packed [out, in/8] with weight_scale [out, in/group] (layer 0 only,
+// to stay small), filled with bytes derived from the model, the text and the
+// options. Like the real script it refuses a group size that does not
+// divide every linear layer's input width.
+func llmcQuantize(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llmc_quantize", flag.ContinueOnError)
+	model := fs.String("model", "", "")
+	calib := fs.String("calibration", "", "")
+	out := fs.String("out", "", "")
+	scheme := fs.String("scheme", "", "")
+	group := fs.Int("group-size", 0, "")
+	samples := fs.Int("samples", 32, "")
+	seqLen := fs.Int("seq-len", 512, "")
+	fs.Int("threads", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *model == "" || *calib == "" || *out == "" || (*scheme != "gptq" && *scheme != "awq") || *group <= 0 {
+		return errors.New("usage: llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq --group-size N")
+	}
+	cfgBytes, err := os.ReadFile(filepath.Join(*model, "config.json"))
+	if err != nil {
+		return fmt.Errorf("no config.json in %s: not a Hugging Face checkpoint", *model)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(cfgBytes, &cfg); err != nil {
+		return fmt.Errorf("config.json: %w", err)
+	}
+	hidden, inter := intField(cfg, "hidden_size"), intField(cfg, "intermediate_size")
+	if hidden <= 0 || inter <= 0 {
+		return errors.New("config.json needs hidden_size and intermediate_size")
+	}
+	for _, w := range []int{hidden, inter} {
+		if w%*group != 0 {
+			return fmt.Errorf("group size %d does not divide the input width %d of every Linear layer", *group, w)
+		}
+	}
+	text, err := os.ReadFile(*calib)
+	if err != nil {
+		return err
+	}
+	_, words := textPerplexity(text)
+	if words < *seqLen {
+		return fmt.Errorf("the calibration text has %d tokens, fewer than one sample of %d", words, *seqLen)
+	}
+	n := min(*samples, words / *seqLen)
+	digest, err := checkpointDigest(*model)
+	if err != nil {
+		return err
+	}
+	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen))
+
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	weights := map[string]any{"num_bits": 4, "type": "int", "strategy": "group", "group_size": *group, "symmetric": *scheme == "gptq"}
+	cfg["quantization_config"] = map[string]any{
+		"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": weights}},
+		"ignore":        []string{"lm_head"},
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(filepath.Join(*out, "config.json"), b, 0o644); err != nil {
+		return err
+	}
+	heads := max(intField(cfg, "num_attention_heads"), 1)
+	kv := max(intField(cfg, "num_key_value_heads"), 1)
+	hd := hidden / heads
+	linears := []struct {
+		name    string
+		out, in int
+	}{
+		{"self_attn.q_proj", heads * hd, hidden}, {"self_attn.k_proj", kv * hd, hidden}, {"self_attn.v_proj", kv * hd, hidden},
+		{"self_attn.o_proj", hidden, heads * hd}, {"mlp.gate_proj", inter, hidden}, {"mlp.up_proj", inter, hidden},
+		{"mlp.down_proj", hidden, inter},
+	}
+	var tensors []stTensor
+	for _, l := range linears {
+		base := "model.layers.0." + l.name
+		zeroShape := []int{l.out / 8, l.in / *group}
+		tensors = append(tensors,
+			stTensor{base + ".weight_packed", "I32", []int{l.out, l.in / 8}},
+			stTensor{base + ".weight_scale", "F32", []int{l.out, l.in / *group}},
+			stTensor{base + ".weight_shape", "I64", []int{2}})
+		if *scheme == "awq" {
+			tensors = append(tensors, stTensor{base + ".weight_zero_point", "I32", zeroShape})
+		}
+	}
+	if err := writeSafetensors(filepath.Join(*out, "model.safetensors"), tensors, seed[:]); err != nil {
+		return err
+	}
+	for _, tok := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"} {
+		if b, err := os.ReadFile(filepath.Join(*model, tok)); err == nil {
+			if err := os.WriteFile(filepath.Join(*out, tok), b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "llmc_quantize: %d calibration samples of %d tokens\n", n, *seqLen)
+	return json.NewEncoder(stdout).Encode(map[string]any{
+		"scheme": *scheme, "group_size": *group, "samples": n, "seq_len": *seqLen, "calibration_tokens": words,
+		"quantized_linears": len(linears), "format": "pack-quantized",
+		"versions": map[string]string{"llmcompressor": "stand-in"},
+	})
+}
+
+// llmcPerplexity: llmc_perplexity.py --model DIR --text FILE --ctx N
+// [--chunks K], scored like the hf_perplexity.py stand-in (same tokens and
+// chunks), plus a drift that grows as the group size (and with it the
+// rounding error) grows: 8 / 2^(4 + 64/group), AWQ 10% below GPTQ.
+func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llmc_perplexity", flag.ContinueOnError)
+	model := fs.String("model", "", "")
+	textFile := fs.String("text", "", "")
+	nctx := fs.Int("ctx", 512, "")
+	chunks := fs.Int("chunks", -1, "")
+	fs.String("add-bos", "auto", "")
+	fs.Int("threads", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfgBytes, err := os.ReadFile(filepath.Join(*model, "config.json"))
+	if err != nil {
+		return fmt.Errorf("no config.json in %s", *model)
+	}
+	var cfg struct {
+		QC struct {
+			Groups map[string]struct {
+				Weights struct {
+					GroupSize int  `json:"group_size"`
+					Symmetric bool `json:"symmetric"`
+				} `json:"weights"`
+			} `json:"config_groups"`
+		} `json:"quantization_config"`
+	}
+	if err := json.Unmarshal(cfgBytes, &cfg); err != nil {
+		return fmt.Errorf("config.json: %w", err)
+	}
+	g, ok := cfg.QC.Groups["group_0"]
+	if !ok || g.Weights.GroupSize <= 0 {
+		return fmt.Errorf("%s is not a compressed-tensors checkpoint", *model)
+	}
+	if _, err := checkpointDigest(*model); err != nil {
+		return err
+	}
+	text, err := os.ReadFile(*textFile)
+	if err != nil {
+		return err
+	}
+	ppl, tokens := textPerplexity(text)
+	if tokens < 2**nctx {
+		return fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2**nctx, *nctx, tokens)
+	}
+	n := tokens / *nctx
+	if *chunks > 0 && *chunks < n {
+		n = *chunks
+	}
+	d := drift(4 + 64/float64(g.Weights.GroupSize))
+	if !g.Weights.Symmetric {
+		d *= 0.9
+	}
+	ppl += d
+	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)
+	return json.NewEncoder(stdout).Encode(map[string]any{"ppl": ppl, "tokens": tokens, "chunks": n,
+		"ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2), "add_bos": false})
+}
+
+func intField(m map[string]any, k string) int {
+	f, _ := m[k].(float64)
+	return int(f)
+}
+
+type stTensor struct {
+	name  string
+	dtype string
+	shape []int
+}
+
+var dtypeSize = map[string]int{"I32": 4, "F32": 4, "I64": 8, "F16": 2, "BF16": 2}
+
+// writeSafetensors writes a valid safetensors file whose tensor bytes are
+// a keyed stream derived from seed.
+func writeSafetensors(path string, tensors []stTensor, seed []byte) error {
+	sort.Slice(tensors, func(i, j int) bool { return tensors[i].name < tensors[j].name })
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	off := 0
+	for _, t := range tensors {
+		n := dtypeSize[t.dtype]
+		for _, d := range t.shape {
+			n *= d
+		}
+		header[t.name] = map[string]any{"dtype": t.dtype, "shape": t.shape, "data_offsets": []int{off, off + n}}
+		off += n
+	}
+	h, err := json.Marshal(header)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	binary.Write(&buf, binary.LittleEndian, uint64(len(h)))
+	buf.Write(h)
+	block := sha256.Sum256(seed)
+	for written := 0; written < off; written += len(block) {
+		buf.Write(block[:min(len(block), off-written)])
+		block = sha256.Sum256(block[:])
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
