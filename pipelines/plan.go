@@ -45,6 +45,10 @@ const (
 	SourceStepID   = "source"
 	F16StepID      = "gguf-convert:f16"
 	BaselineStepID = "perplexity:baseline"
+	// HFBaselineStepID scores the unconverted checkpoint through
+	// transformers; every pipeline that is not scored by llama.cpp compares
+	// against it, and the GGUF pipeline checks its F16 model against it.
+	HFBaselineStepID = "hf-perplexity:baseline"
 )
 
 // PublishStepID is the id of a target's final step; a user step that needs
@@ -211,13 +215,22 @@ func expandGGUF(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []s
 		}
 		model = add(&Step{ID: qid, Kind: "gguf-quantize", Needs: needs, Params: params}, t.Name)
 	}
+	// The F16 GGUF must score like the checkpoint it came from (same tokens,
+	// same chunks, through transformers), or every type made from it
+	// inherits a conversion or tokenizer bug.
+	hfBase := add(&Step{ID: HFBaselineStepID, Kind: "hf-perplexity", Needs: []string{SourceStepID},
+		Params: steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks},
+		Data:   map[string]string{"eval": r.Data.Eval}}, t.Name)
+	consistent := add(&Step{ID: "compare-perplexity:f16", Kind: "compare-perplexity",
+		Needs: []string{baseline.ID, hfBase.ID}, Params: steps.Params{"max_rel_diff": steps.DefaultMaxRelDiff}}, t.Name)
+
 	pid := "perplexity:" + model.ID[strings.Index(model.ID, ":")+1:]
 	if baseline.ID != BaselineStepID {
 		pid += fmt.Sprintf("@c%d", ppl.Context)
 	}
 	conv := add(&Step{ID: pid, Kind: "perplexity", Needs: []string{model.ID, baseline.ID},
 		Params: pplParams(ppl, "converted"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
-	return model, []string{conv.ID}
+	return model, []string{conv.ID, consistent.ID}
 }
 
 func pplParams(g PerplexityGate, role string) steps.Params {
