@@ -3,6 +3,7 @@ package hf
 import (
 	"context"
 	"encoding/json"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,10 +29,29 @@ print(json.dumps({"model": model, "sha256": digest, "notes": text, "snapshot": s
 // $EDGEPIPE_TEST_PYTHON, else python3.
 func TestPythonHuggingFaceHubReadsOurCache(t *testing.T) {
 	python := os.Getenv("EDGEPIPE_TEST_PYTHON")
+	real := os.Getenv("EDGEPIPE_REAL") == "1"
+	if python == "" && real {
+		// The real tier has the llama toolchain, whose transformers brings
+		// huggingface_hub: the Python tools edgepipe runs are the readers
+		// that matter.
+		cache := os.Getenv("EDGEPIPE_CACHE")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "edgepipe")
+		}
+		in, err := toolchain.Resolve(cache, toolchain.Llama)
+		if err != nil {
+			t.Fatalf("real tier: %v", err)
+		}
+		python = in.Python
+	}
 	if python == "" {
 		python = "python3"
 	}
 	if err := exec.Command(python, "-c", "import huggingface_hub").Run(); err != nil {
+		if real {
+			t.Fatalf("real tier: %s cannot import huggingface_hub: %v", python, err)
+		}
 		t.Skipf("%s cannot import huggingface_hub (%v): pip install huggingface_hub, or point EDGEPIPE_TEST_PYTHON at a Python that has it", python, err)
 	}
 

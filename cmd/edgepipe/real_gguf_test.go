@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+// realTier skips a test unless EDGEPIPE_REAL=1: those tests run the real
+// toolchains (installed by `edgepipe toolchain install`) on the built-in
+// model, which takes minutes.
+func realTier(t *testing.T) {
+	t.Helper()
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install` (go tool task test does both)")
+	}
+}
+
+// realRun runs edgepipe with the real toolchains (no stand-ins on the tool
+// path) from the repository root, publishing into a temporary folder.
+func realRun(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := binDir(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := edgepipe(bin, root, args...)
+	env := cmd.Env[:0]
+	for _, kv := range cmd.Env {
+		// The real tools only: drop the stand-in tool path and keep the
+		// caller's cache, where the toolchains are installed.
+		if strings.HasPrefix(kv, "EDGEPIPE_TOOL_PATH=") || strings.HasPrefix(kv, "EDGEPIPE_CACHE=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if c := os.Getenv("EDGEPIPE_CACHE"); c != "" {
+		env = append(env, "EDGEPIPE_CACHE="+c)
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestRealDemo converts the built-in SmolLM2-135M to GGUF Q4_K_M and Q8_0
+// with the real llama.cpp tools, gates both on measured perplexity, and
+// checks the published folders and manifests.
+func TestRealDemo(t *testing.T) {
+	realTier(t)
+	out := t.TempDir()
+	log, err := realRun(t, "run", "-j", "2", "--out", out, "recipes/demo.yaml")
+	t.Logf("edgepipe run recipes/demo.yaml:\n%s", log)
+	if err != nil {
+		t.Fatalf("demo run failed: %v", err)
+	}
+	for _, target := range []string{"laptop-q4km", "laptop-q8"} {
+		dir := filepath.Join(out, target)
+		if log, err := realRun(t, "verify", dir); err != nil {
+			t.Fatalf("verify %s: %v\n%s", target, err, log)
+		}
+		m, err := manifest.Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range m.Steps {
+			if s.StandIn {
+				t.Errorf("%s: step %s ran a stand-in tool in the real tier", target, s.ID)
+			}
+		}
+		p := m.Metrics.Perplexity
+		if p == nil || p.Backend != "llama.cpp" || p.Verdict == manifest.VerdictFail || !(p.Baseline > 1) || !(p.Converted > 1) {
+			t.Fatalf("%s: perplexity gate %+v", target, p)
+		}
+		if m.Metrics.KLDivergence == nil || m.Metrics.Top1Agreement == nil {
+			t.Errorf("%s: KL divergence or top-1 agreement missing", target)
+		}
+		consistent := false
+		for _, c := range m.Metrics.Checks {
+			if strings.Contains(c.Name, "compare-perplexity:f16") && c.Passed {
+				consistent = true
+			}
+		}
+		if !consistent {
+			t.Errorf("%s: no passed F16-vs-checkpoint agreement check in %+v", target, m.Metrics.Checks)
+		}
+		t.Logf("%s: size %d, ppl %.4f vs %.4f (delta %+.4f, %s), KL %.5f, top-1 %.3f",
+			target, *m.Metrics.SizeBytes, p.Converted, p.Baseline, p.Delta, p.Verdict, *m.Metrics.KLDivergence, *m.Metrics.Top1Agreement)
+	}
+	// A second run is all cache hits.
+	log, err = realRun(t, "run", "--out", out, "recipes/demo.yaml")
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, log)
+	}
+	if strings.Contains(log, " done ") || strings.Contains(log, " start ") {
+		t.Errorf("rerun ran steps:\n%s", log)
+	}
+}
