@@ -37,8 +37,10 @@ func expandNvidia(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, [
 	if f.Family == "trtllm" {
 		kind = "trtllm-build"
 	}
-	engine := add(&Step{ID: fmt.Sprintf("%s:%s@c%d", kind, quant.ID[len("modelopt-quantize:"):], n), Kind: kind,
-		Needs: []string{quant.ID}, Params: steps.Params{"context": n, "needs": "nvidia-gpu"}}, t.Name)
+	// An engine is built for the GPU it is built on, so each device gets
+	// its own; the checkpoint is portable and shared.
+	engine := add(&Step{ID: fmt.Sprintf("%s:%s@c%d/%s", kind, quant.ID[len("modelopt-quantize:"):], n, t.Device), Kind: kind,
+		Needs: []string{quant.ID}, Params: steps.Params{"context": n, "device": t.Device, "needs": "nvidia-gpu"}}, t.Name)
 	return engine, []string{quant.ID}
 }
 
