@@ -101,7 +101,7 @@ func expandONNX(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []s
 	model := onnxExportStep(t, true, add)
 	if f.Name == "onnx-int4" {
 		params := steps.Params{"block_size": steps.DefaultONNXBlockSize}
-		suffix := withSuffix(t, []string{"block_size", "symmetric"}, params)
+		suffix := withSuffix(t, []string{"block_size", "symmetric", "keep_lm_head"}, params)
 		model = add(&Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}

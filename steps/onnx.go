@@ -131,14 +131,18 @@ func (onnxQuantize) Run(ctx context.Context, sc *Context) error {
 	if !sc.Params.Bool("symmetric", true) {
 		args = append(args, "--asymmetric")
 	}
+	if sc.Params.Bool("keep_lm_head", false) {
+		args = append(args, "--keep-lm-head")
+	}
 	if err := sc.RunTool(ctx, ToolONNXQuantize, args...); err != nil {
 		return err
 	}
 	var res struct {
-		Model       string `json:"model"`
-		MatMulNBits int    `json:"matmulnbits"`
-		MatMulFloat int    `json:"matmul_float"`
-		PaddedK     []int  `json:"padded_k"`
+		Model       string   `json:"model"`
+		MatMulNBits int      `json:"matmulnbits"`
+		MatMulFloat int      `json:"matmul_float"`
+		PaddedK     []int    `json:"padded_k"`
+		KeptFP32    []string `json:"kept_fp32"`
 	}
 	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolONNXQuantize, err)
@@ -153,6 +157,9 @@ func (onnxQuantize) Run(ctx context.Context, sc *Context) error {
 	sc.Result.SetMetric("block_size", float64(bs))
 	sc.Result.SetMetric("matmulnbits", float64(res.MatMulNBits))
 	sc.Result.SetMetric("matmul_float", float64(res.MatMulFloat))
+	if len(res.KeptFP32) > 0 {
+		sc.Result.SetFact("kept_fp32", strings.Join(res.KeptFP32, ","))
+	}
 	if len(res.PaddedK) > 0 {
 		sc.Result.SetFact("padded", fmt.Sprintf("block %d does not divide K in %v: those blocks are zero-padded", bs, res.PaddedK))
 	}

@@ -167,6 +167,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "")
 	bs := fs.Int("block-size", 32, "")
 	asym := fs.Bool("asymmetric", false, "")
+	keepHead := fs.Bool("keep-lm-head", false, "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -191,6 +192,13 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	if *asym {
 		h.Bits += 4.0 / float64(*bs)
 	}
+	// The output projection is about a tenth of a small model's weights.
+	var kept []string
+	nbits := 7*max(h.KVLayers, 1) + 1
+	if *keepHead {
+		h.Bits += 0.1 * (32 - h.Bits)
+		kept, nbits = []string{"/lm_head/MatMul"}, nbits-1
+	}
 	if err := writeONNX(filepath.Join(*out, "model.onnx"), h, resample(payload, h.Bits/32)); err != nil {
 		return err
 	}
@@ -198,7 +206,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return printJSON(stdout, map[string]any{"model": "model.onnx", "block_size": *bs, "symmetric": !*asym,
-		"matmulnbits": 7*max(h.KVLayers, 1) + 1, "matmul_float": 0, "padded_k": padded})
+		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded})
 }
 
 // logitDiff is the stand-in's max |logit difference| against PyTorch:

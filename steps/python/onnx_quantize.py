@@ -12,7 +12,7 @@ divide is zero-padded, so pick a block that divides the model's widths (SmolLM2:
 The other files of the export's folder (config, tokenizer) are copied beside the result.
 
 Prints one JSON line: {"model", "block_size", "symmetric", "matmulnbits", "matmul_float",
-"padded_k", "bytes"}.
+"kept_fp32", "padded_k", "bytes"}.
 """
 
 import argparse
@@ -28,6 +28,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="output directory (created)")
     ap.add_argument("--block-size", type=int, default=32)
     ap.add_argument("--asymmetric", action="store_true", help="store a zero point per block")
+    ap.add_argument("--keep-lm-head", action="store_true",
+                    help="leave the output projection (lm_head) in fp32: small models lose most of their accuracy there")
     args = ap.parse_args()
     bs = args.block_size
     if bs < 16 or bs & (bs - 1):
@@ -48,9 +50,10 @@ def main() -> int:
                      if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
                      and inits[n.input[1]].dims[0] % bs})
 
+    exclude = [n.name for n in model.graph.node if n.op_type == "MatMul" and "lm_head" in n.name] if args.keep_lm_head else []
     config = DefaultWeightOnlyQuantConfig(block_size=bs, is_symmetric=not args.asymmetric,
                                           quant_format=QuantFormat.QOperator, op_types_to_quantize=("MatMul",))
-    quantizer = MatMulNBitsQuantizer(model, block_size=bs, is_symmetric=not args.asymmetric, algo_config=config)
+    quantizer = MatMulNBitsQuantizer(model, block_size=bs, is_symmetric=not args.asymmetric, nodes_to_exclude=exclude, algo_config=config)
     quantizer.process()
     qmodel = quantizer.model.model
 
@@ -72,7 +75,7 @@ def main() -> int:
         return 1
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     print(json.dumps({"model": name, "block_size": bs, "symmetric": not args.asymmetric, "matmulnbits": nbits,
-                      "matmul_float": left, "padded_k": padded, "bytes": size}))
+                      "matmul_float": left, "kept_fp32": exclude, "padded_k": padded, "bytes": size}))
     return 0
 
 

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRealONNXAndQNN runs recipes/onnx.yaml and recipes/android.yaml on
+// the built-in model with the real onnx and llama toolchains: optimum-onnx
+// export, MatMulNBits int4, the QNN QDQ flow, ONNX Runtime validation and
+// the transformers baseline; then verifies every artifact and reads the
+// measured numbers from the manifests. Opt in with EDGEPIPE_REAL=1; the
+// toolchains go to EDGEPIPE_CACHE (default: the user cache folder), so
+// later runs reuse them.
+func TestRealONNXAndQNN(t *testing.T) {
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skip("real tier: set EDGEPIPE_REAL=1 (installs torch, optimum-onnx and ONNX Runtime)")
+	}
+	cache := os.Getenv("EDGEPIPE_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(base, "edgepipe")
+	}
+	bin := binDir(t)
+	work := t.TempDir()
+	run := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
+		cmd.Dir = work
+		// No tool path: the real toolchains, never the stand-ins.
+		cmd.Env = append(os.Environ(), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	run("toolchain", "install", "llama", "onnx", "builtin:smollm2-135m")
+
+	type want struct {
+		recipe, target, format string
+	}
+	for _, w := range []want{
+		{"onnx.yaml", "laptop-onnx-fp32", "onnx-fp32"},
+		{"onnx.yaml", "laptop-onnx-int4", "onnx-int4"},
+		{"android.yaml", "phone-qnn-w8a16", "qnn-w8a16"},
+	} {
+		recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", w.recipe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(work, "artifacts", w.recipe)
+		run("run", "-out", out, recipe)
+		dir := filepath.Join(out, w.target)
+		run("verify", dir)
+
+		var m struct {
+			Target struct {
+				Format string `json:"format"`
+			} `json:"target"`
+			Steps []struct {
+				Kind    string `json:"kind"`
+				StandIn bool   `json:"stand_in"`
+			} `json:"steps"`
+			Metrics struct {
+				Perplexity *struct {
+					Baseline  float64 `json:"baseline"`
+					Converted float64 `json:"converted"`
+					Verdict   string  `json:"verdict"`
+				} `json:"perplexity"`
+				Checks []struct {
+					Name   string `json:"name"`
+					Passed bool   `json:"passed"`
+				} `json:"checks"`
+			} `json:"metrics"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Target.Format != w.format {
+			t.Errorf("%s: format %q, want %q", w.target, m.Target.Format, w.format)
+		}
+		for _, s := range m.Steps {
+			if s.StandIn {
+				t.Errorf("%s: step kind %s ran a stand-in in the real tier", w.target, s.Kind)
+			}
+		}
+		p := m.Metrics.Perplexity
+		if p == nil || !(p.Baseline > 1) || !(p.Converted > 1) || p.Verdict == "" || p.Verdict == "fail" {
+			t.Errorf("%s: perplexity gate %+v: want measured numbers and a passing verdict", w.target, p)
+		}
+		logits := false
+		for _, c := range m.Metrics.Checks {
+			if c.Passed && strings.Contains(c.Name, "logits-vs-pytorch") {
+				logits = true
+			}
+		}
+		if !logits {
+			t.Errorf("%s: no passed logits-vs-pytorch check in the manifest: %+v", w.target, m.Metrics.Checks)
+		}
+		t.Logf("%s: ppl %.4f vs baseline %.4f (%s)", w.target, p.Converted, p.Baseline, p.Verdict)
+	}
+}
