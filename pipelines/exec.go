@@ -53,6 +53,9 @@ type Engine struct {
 	outputs map[string]*Output
 	keys    map[string]string
 	events  sync.Mutex
+
+	fitsOnce sync.Once
+	fits     []TargetFit
 }
 
 // Output is where a finished step's output lives and what it is.

@@ -337,6 +337,10 @@ func (e *Engine) manifestFor(s *Step, model *Output, checks []*Output, gate *Gat
 		c := catalog.DecodeCeiling(dev.MemoryBandwidthGBs, float64(size)/1e9)
 		m.Metrics.DecodeCeilingTokS = &c
 	}
+	if fit := e.fitFor(s.Target); fit != nil {
+		m.Metrics.MemoryFit = fit.ManifestMemoryFit()
+		m.Budgets = fit.ManifestBudgets()
+	}
 	if gate != nil {
 		var chk *Output
 		for _, c := range checks {
@@ -363,6 +367,18 @@ func (e *Engine) manifestFor(s *Step, model *Output, checks []*Output, gate *Gat
 	}
 	sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	return m
+}
+
+// fitFor returns the plan-time memory pre-flight and budget predictions of
+// a target, computed once per run.
+func (e *Engine) fitFor(target string) *TargetFit {
+	e.fitsOnce.Do(func() { _, e.fits = Preflight(e.plan) })
+	for i := range e.fits {
+		if e.fits[i].Target == target {
+			return &e.fits[i]
+		}
+	}
+	return nil
 }
 
 // stepNote keeps what a step observed (the fallbacks llama-quantize really
