@@ -22,7 +22,7 @@ const llmcBaselineID = "hf-perplexity:baseline"
 // llmcWith are the target options llmc-quantize takes from `with:`, and
 // the short tag each adds to the step id (gptq-w4a16+g64+n16).
 var llmcWith = []struct{ key, tag string }{
-	{"group_size", "g"}, {"num_calibration_samples", "n"}, {"max_seq_length", "s"},
+	{"group_size", "g"}, {"num_calibration_samples", "n"}, {"max_seq_length", "s"}, {"n_grid", "grid"},
 }
 
 // expandLLMCompressor: source -> llmc-quantize (GPTQ or AWQ W4A16 on the

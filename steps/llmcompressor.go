@@ -40,6 +40,9 @@ const (
 const (
 	DefaultCalibrationSamples = 32
 	DefaultCalibrationSeqLen  = 512
+	// DefaultAWQGrid is AWQModifier's own default number of candidate
+	// scales per layer; the grid search dominates AWQ's time on a CPU.
+	DefaultAWQGrid = 20
 )
 
 // groupSizeCandidates are tried largest first when a recipe sets none:
@@ -88,13 +91,23 @@ func (llmcQuantize) Run(ctx context.Context, sc *Context) error {
 	if samples <= 0 || seqLen < 8 {
 		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", samples, seqLen)
 	}
+	grid, err := wholeParam(sc.Params, "n_grid", DefaultAWQGrid)
+	if err != nil {
+		return err
+	}
+	if _, set := sc.Params["n_grid"]; set && scheme != "awq" {
+		return fmt.Errorf("with: n_grid is AWQ's number of candidate scales; %s has none: remove it from this target", scheme)
+	}
+	if grid < 1 {
+		return fmt.Errorf("with: n_grid must be at least 1, not %d", grid)
+	}
 	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
 	if err != nil {
 		return err
 	}
 	if err := sc.RunTool(ctx, ToolLLMCQuantize, "--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
-		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen)); err != nil {
+		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid)); err != nil {
 		return err
 	}
 	var res struct {
@@ -125,6 +138,9 @@ func (llmcQuantize) Run(ctx context.Context, sc *Context) error {
 		sc.Result.SetFact("group_size", fmt.Sprintf("%d, from the recipe", group))
 	}
 	sc.Result.SetFact("calibration", fmt.Sprintf("%d samples of %d tokens from a %d-token text", res.Samples, seqLen, res.Tokens))
+	if scheme == "awq" {
+		sc.Result.SetFact("awq_grid", fmt.Sprintf("%d candidate scales per layer", grid))
+	}
 	for name, v := range res.Versions {
 		sc.Result.SetFact("version:"+name, v)
 	}

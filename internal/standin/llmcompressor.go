@@ -36,6 +36,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	group := fs.Int("group-size", 0, "")
 	samples := fs.Int("samples", 32, "")
 	seqLen := fs.Int("seq-len", 512, "")
+	grid := fs.Int("n-grid", 20, "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,7 +74,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen))
+	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid))
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

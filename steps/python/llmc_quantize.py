@@ -1,7 +1,7 @@
 """INT4 weight quantization (W4A16) of a Hugging Face causal LM with llmcompressor's oneshot.
 
     python llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq
-                            --group-size N [--samples 32] [--seq-len 512] [--threads 1]
+                            --group-size N [--samples 32] [--seq-len 512] [--n-grid 20] [--threads 1]
 
 Calibration data is built here from the text, with no hub access: the whole text is
 tokenized once (no special tokens), cut into consecutive windows of --seq-len tokens,
@@ -11,7 +11,8 @@ Schemes (every Linear but lm_head, 4-bit integer weights, one scale per group of
 --group-size input columns, activations left at 16 bits):
   gptq  GPTQModifier, symmetric weights (the W4A16 preset's arguments), static
         activation ordering;
-  awq   AWQModifier (activation-aware scaling) followed by QuantizationModifier,
+  awq   AWQModifier (activation-aware scaling, --n-grid candidate scales per layer)
+        followed by QuantizationModifier,
         asymmetric weights with zero points (the W4A16_ASYM preset's arguments).
 The group size is not a preset's 128 because a group must divide every layer's input
 width (SmolLM2-135M: 576); the caller passes one that does, and this script refuses
@@ -39,6 +40,7 @@ def main() -> int:
     ap.add_argument("--group-size", type=int, required=True, help="input columns per scale")
     ap.add_argument("--samples", type=int, default=32, help="calibration samples")
     ap.add_argument("--seq-len", type=int, default=512, help="tokens per calibration sample")
+    ap.add_argument("--n-grid", type=int, default=20, help="AWQ: scales tried per layer (AWQModifier's n_grid)")
     # GPTQ walks the columns one at a time with small tensor ops; with more than one
     # thread each op pays OpenMP synchronisation, and on a loaded 2-core machine a
     # 1536x576 layer took 34 s with 2 threads against 1.9 s with 1.
@@ -111,7 +113,7 @@ def main() -> int:
     else:
         from llmcompressor.modifiers.quantization import QuantizationModifier
         from llmcompressor.modifiers.transform.awq import AWQModifier
-        recipe = [AWQModifier(), QuantizationModifier(ignore=["lm_head"], config_groups=groups)]
+        recipe = [AWQModifier(n_grid=args.n_grid), QuantizationModifier(ignore=["lm_head"], config_groups=groups)]
 
     oneshot(model=model, tokenizer=tokenizer, dataset=dataset, recipe=recipe,
             max_seq_length=args.seq_len, num_calibration_samples=n,
@@ -125,6 +127,7 @@ def main() -> int:
 
     print(json.dumps({
         "scheme": args.scheme, "group_size": args.group_size, "samples": n, "seq_len": args.seq_len,
+        "n_grid": args.n_grid if args.scheme == "awq" else None,
         "calibration_tokens": len(ids), "quantized_linears": len(linears),
         "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),
         "versions": {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+// TestRealGPUServerRecipe runs recipes/gpu-server.yaml for real: the
+// built-in SmolLM2-135M quantized to GPTQ and AWQ W4A16 by llmcompressor on
+// the CPU, scored through transformers against the unconverted model, and
+// published. It needs the installed toolchains (EDGEPIPE_CACHE, default
+// ~/.cache/edgepipe):
+//
+//	edgepipe toolchain install llama llmcompressor builtin:smollm2-135m
+func TestRealGPUServerRecipe(t *testing.T) {
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install llama llmcompressor builtin:smollm2-135m`")
+	}
+	recipe, err := os.ReadFile(filepath.Join("..", "..", "recipes", "gpu-server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, dir := binDir(t), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gpu-server.yaml"), recipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// About 10 minutes on an idle 2-core machine, most of it AWQ's grid
+	// search; the bound is for a loaded one.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "edgepipe"), args...)
+		cmd.Dir = dir
+		// The real toolchains, never the stand-ins binDir also holds.
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "EDGEPIPE_TOOL_PATH=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("edgepipe %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("run", "gpu-server.yaml")
+	out := run("verify", filepath.Join("artifacts", "gpu-server", "a100-gptq"), filepath.Join("artifacts", "gpu-server", "h100-awq"))
+	t.Log(out)
+
+	for _, target := range []string{"a100-gptq", "h100-awq"} {
+		art := filepath.Join(dir, "artifacts", "gpu-server", target)
+		m, err := manifest.Read(art)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range m.Steps {
+			if s.StandIn {
+				t.Errorf("%s: step %s ran a stand-in", target, s.ID)
+			}
+		}
+		p := m.Metrics.Perplexity
+		if p == nil {
+			t.Fatalf("%s: no perplexity in the manifest", target)
+		}
+		t.Logf("%s: perplexity %.4f vs baseline %.4f (delta %+.4f, %s) over %d tokens, size %d bytes",
+			target, p.Converted, p.Baseline, p.Delta, p.Verdict, p.EvalTokens, *m.Metrics.SizeBytes)
+		// Real numbers for a trained model: finite, above 1, far below the
+		// vocabulary size (49152) a broken model would approach, and INT4
+		// does not beat the model it came from by more than noise.
+		for name, v := range map[string]float64{"baseline": p.Baseline, "converted": p.Converted} {
+			if math.IsNaN(v) || v <= 1 || v > 1000 {
+				t.Errorf("%s: %s perplexity %v is not a trained model's", target, name, v)
+			}
+		}
+		if p.Delta < -0.05*p.Baseline {
+			t.Errorf("%s: INT4 perplexity %.4f is far below the baseline %.4f: the two were not scored alike", target, p.Converted, p.Baseline)
+		}
+		if p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 16 || p.Context != 512 {
+			t.Errorf("%s: perplexity record %+v", target, p)
+		}
+		var layout, tokens bool
+		for _, c := range m.Metrics.Checks {
+			layout = layout || (strings.HasSuffix(c.Name, "compressed-tensors layout") && c.Passed)
+			tokens = tokens || (strings.HasSuffix(c.Name, "same evaluation tokens as the baseline") && c.Passed)
+		}
+		if !layout || !tokens {
+			t.Errorf("%s: checks %+v", target, m.Metrics.Checks)
+		}
+
+		// The checkpoint vLLM loads: 4-bit groups of 64 (576 is not a
+		// multiple of 128), every linear but lm_head quantized.
+		b, err := os.ReadFile(filepath.Join(art, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			QC struct {
+				QuantMethod string `json:"quant_method"`
+				Format      string `json:"format"`
+				Groups      map[string]struct {
+					Weights struct {
+						NumBits   int  `json:"num_bits"`
+						GroupSize int  `json:"group_size"`
+						Symmetric bool `json:"symmetric"`
+					} `json:"weights"`
+				} `json:"config_groups"`
+			} `json:"quantization_config"`
+		}
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		w := cfg.QC.Groups["group_0"].Weights
+		if cfg.QC.QuantMethod != "compressed-tensors" || cfg.QC.Format != "pack-quantized" || w.NumBits != 4 || w.GroupSize != 64 {
+			t.Errorf("%s: quantization_config %+v", target, cfg.QC)
+		}
+		if want := target == "a100-gptq"; w.Symmetric != want {
+			t.Errorf("%s: symmetric = %v, want %v (GPTQ symmetric, AWQ with zero points)", target, w.Symmetric, want)
+		}
+	}
+}
