@@ -33,6 +33,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	var c common
 	fs := flagSet(env, "run", "run [flags] RECIPE")
 	c.register(fs, env, true)
+	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -50,13 +51,15 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	}
 	_ = ca
 	rep := newReporter(env, c.json, len(plan.Steps))
-	eng.SetOnEvent(rep.event)
+	ci := newCIReport(plan)
+	eng.SetOnEvent(func(ev pipelines.Event) { rep.event(ev); ci.event(ev) })
 	res, runErr := eng.Run(ctx)
 	rep.done()
 	if !c.json {
 		printSummary(env, plan, res, out)
 	}
-	return runError(res, runErr)
+	// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
+	return ci.finish(env, *junit, c.json, res, runError(res, runErr))
 }
 
 // runError picks the exit status: interrupted beats everything, then a

@@ -1,0 +1,502 @@
+package cli
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/pipelines"
+)
+
+// ciReport is what a run tells CI: the Markdown job summary appended to
+// $GITHUB_STEP_SUMMARY, the JUnit report of --junit, and the closing
+// run-finished line of --json. It watches the run's events for what
+// RunResult does not keep: which step failed, when, and its log.
+type ciReport struct {
+	plan    *pipelines.Plan
+	started time.Time
+
+	mu    sync.Mutex
+	steps map[string]*stepRecord
+}
+
+type stepRecord struct {
+	kind    string
+	status  string // an event type: step-finished, step-failed, ...
+	seconds float64
+	message string
+	log     string
+}
+
+func newCIReport(plan *pipelines.Plan) *ciReport {
+	return &ciReport{plan: plan, started: time.Now(), steps: map[string]*stepRecord{}}
+}
+
+func (c *ciReport) event(ev pipelines.Event) {
+	if ev.Step == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.steps[ev.Step]
+	if r == nil {
+		r = &stepRecord{}
+		c.steps[ev.Step] = r
+	}
+	switch ev.Type {
+	case pipelines.EvStarted:
+		r.kind, r.log = ev.Kind, ev.Path
+	case pipelines.EvGate:
+		return // a verdict, not the step's end
+	}
+	r.status = ev.Type
+	if ev.Seconds > 0 {
+		r.seconds = ev.Seconds
+	}
+	if ev.Type == pipelines.EvFailed {
+		r.message = ev.Message
+		if ev.Path != "" {
+			r.log = ev.Path
+		}
+	}
+}
+
+// failedSteps lists the steps that failed (not their skipped dependents),
+// in plan order.
+func (c *ciReport) failedSteps() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.plan.Steps {
+		if r := c.steps[s.ID]; r != nil && r.status == pipelines.EvFailed {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// Target outcomes.
+const (
+	outcomePublished  = "published"
+	outcomeGateFailed = "gate-failed"
+	outcomeBlocked    = "blocked" // an upstream step failed
+	outcomeNotRun     = "not-run" // interrupted, or stopped by a failure elsewhere
+)
+
+// targetOutcome is one target's row in every CI report.
+type targetOutcome struct {
+	Target    string                `json:"target"`
+	Device    string                `json:"device"`
+	Format    string                `json:"format"`
+	Outcome   string                `json:"outcome"`
+	Verdict   string                `json:"verdict,omitempty"`
+	Gate      *pipelines.GateResult `json:"gate,omitempty"`
+	SizeBytes int64                 `json:"size_bytes,omitempty"`
+	Artifact  string                `json:"artifact,omitempty"`
+	// Error is the gate's sentence, or which upstream steps failed.
+	Error       string   `json:"error,omitempty"`
+	FailedSteps []string `json:"failed_steps,omitempty"`
+}
+
+func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
+	failed := c.failedSteps()
+	isFailed := map[string]bool{}
+	for _, id := range failed {
+		isFailed[id] = true
+	}
+	var out []targetOutcome
+	for _, t := range c.plan.Recipe.Targets {
+		o := targetOutcome{Target: t.Name, Device: t.Device, Format: t.Format, Outcome: outcomeNotRun}
+		if res == nil {
+			out = append(out, o)
+			continue
+		}
+		if g := res.Gates[t.Name]; g != nil {
+			o.Gate, o.Verdict = g, g.Verdict
+		}
+		if dir, ok := res.Published[t.Name]; ok {
+			o.Outcome, o.Artifact = outcomePublished, relPath(dir)
+			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
+				o.SizeBytes = *m.Metrics.SizeBytes
+			}
+		} else if ge := gateErrorFor(res, t.Name); ge != nil {
+			o.Outcome, o.Error = outcomeGateFailed, ge.Error()
+			if o.Verdict == "" {
+				o.Verdict = manifest.VerdictFail
+			}
+		} else if up := c.upstream(pipelines.PublishStepID(t.Name), isFailed); len(up) > 0 {
+			o.Outcome, o.FailedSteps = outcomeBlocked, up
+			o.Error = fmt.Sprintf("not built: step %s failed", strings.Join(up, ", "))
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func gateErrorFor(res *pipelines.RunResult, target string) *pipelines.GateError {
+	for _, err := range res.Failed {
+		var ge *pipelines.GateError
+		if errors.As(err, &ge) && ge.Target == target {
+			return ge
+		}
+	}
+	return nil
+}
+
+// upstream lists the failed steps that id depends on, in plan order.
+func (c *ciReport) upstream(id string, failed map[string]bool) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(id string) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		if s, ok := c.plan.Step(id); ok {
+			for _, n := range s.Needs {
+				walk(n)
+			}
+		}
+	}
+	walk(id)
+	var out []string
+	for _, s := range c.plan.Steps {
+		if seen[s.ID] && failed[s.ID] {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// finish writes the reports a run was asked for and returns err, the
+// run's own error. A report that cannot be written fails a run that
+// otherwise succeeded: CI would lose its record of it.
+func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *pipelines.RunResult, err error) error {
+	outcomes := c.outcomes(res)
+	code := runExitCode(err)
+	var problems []error
+	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		if werr := appendFile(path, c.markdown(outcomes, res, code)); werr != nil {
+			problems = append(problems, fmt.Errorf("append the job summary to $GITHUB_STEP_SUMMARY (%s): %w", path, werr))
+		}
+	}
+	if junitPath != "" {
+		if werr := writeFileAtomic(junitPath, c.junit(outcomes)); werr != nil {
+			problems = append(problems, fmt.Errorf("write the JUnit report %s: %w", junitPath, werr))
+		}
+	}
+	if asJSON {
+		b, _ := json.Marshal(runFinished{Time: time.Now(), Type: "run-finished", Recipe: c.plan.Recipe.Name,
+			ExitCode: code, Seconds: time.Since(c.started).Seconds(), Targets: outcomes})
+		fmt.Fprintln(env.Stdout, string(b))
+	}
+	if len(problems) == 0 {
+		return err
+	}
+	if err == nil {
+		return &ExitError{Code: ExitStepFailed, Err: errors.Join(problems...)}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", p)
+	}
+	return err
+}
+
+// runFinished is the last line of `run --json`: every target's outcome and
+// the exit code, so a CI script needs no other parsing.
+type runFinished struct {
+	Time     time.Time       `json:"time"`
+	Type     string          `json:"event"`
+	Recipe   string          `json:"recipe"`
+	ExitCode int             `json:"exit_code"`
+	Seconds  float64         `json:"seconds"`
+	Targets  []targetOutcome `json:"targets"`
+}
+
+// runExitCode is the exit code Main will give a run's error (runError's
+// result): the README's table.
+func runExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case pipelines.IsInterrupted(err):
+		return ExitInterrupted
+	case pipelines.IsGateFailure(err):
+		return ExitGateFailed
+	}
+	return ExitStepFailed
+}
+
+var exitMeaning = map[int]string{
+	ExitOK:          "ok",
+	ExitStepFailed:  "a step failed",
+	ExitUsage:       "invalid recipe or usage",
+	ExitGateFailed:  "a quality gate failed",
+	ExitInterrupted: "interrupted",
+}
+
+// markdown is the run's summary for a GitHub job page: the per-target
+// table and each failure's root cause.
+func (c *ciReport) markdown(outcomes []targetOutcome, res *pipelines.RunResult, code int) []byte {
+	var b strings.Builder
+	published := 0
+	for _, o := range outcomes {
+		if o.Outcome == outcomePublished {
+			published++
+		}
+	}
+	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", mdText(c.plan.Recipe.Name))
+	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", published, len(outcomes), code, exitMeaning[code])
+	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
+	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
+	for _, o := range outcomes {
+		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
+		if o.SizeBytes > 0 {
+			size = humanBytes(o.SizeBytes)
+		}
+		if o.Gate != nil {
+			ppl = fmt.Sprintf("%.3f", o.Gate.Converted)
+			delta = fmt.Sprintf("%+.3f", o.Gate.Delta)
+		}
+		if o.Verdict != "" {
+			verdict = o.Verdict
+		}
+		switch o.Outcome {
+		case outcomePublished:
+			where = "`" + mdCode(o.Artifact) + "`"
+			if o.Verdict == "" {
+				verdict = "published (no gate)"
+			}
+		case outcomeGateFailed:
+			verdict, where = "**"+verdict+"**", "not published (gate failed)"
+		case outcomeBlocked:
+			where = "not published (upstream failed)"
+		default:
+			where = "not published"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
+			mdText(o.Target), mdCode(o.Format), mdText(o.Device), size, ppl, delta, verdict, where)
+	}
+	if res != nil && len(res.Failed) > 0 {
+		b.WriteString("\n### Failures\n\n")
+		for _, err := range res.Failed {
+			var ge *pipelines.GateError
+			var se *pipelines.StepError
+			switch {
+			case errors.As(err, &ge):
+				fmt.Fprintf(&b, "- **%s**: %s\n", mdText(ge.Target), mdText(err.Error()))
+			case errors.As(err, &se):
+				// The first line says what failed; the log's tail follows,
+				// folded, as a block the page can show line by line.
+				first, _, _ := strings.Cut(err.Error(), "\n")
+				fmt.Fprintf(&b, "- **step %s**: %s\n", mdText(se.Step), mdText(first))
+				if tail := proc.Tail(se.LogPath, 20); len(tail) > 0 {
+					fmt.Fprintf(&b, "  <details><summary>last lines of %s</summary>\n\n  ```text\n", mdText(relPath(se.LogPath)))
+					for _, l := range tail {
+						fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(xmlText(l), "```", "'''"))
+					}
+					b.WriteString("  ```\n  </details>\n")
+				}
+			default:
+				fmt.Fprintf(&b, "- %s\n", mdText(err.Error()))
+			}
+		}
+	}
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// mdText makes text safe inside a Markdown table cell or list item.
+func mdText(s string) string {
+	s = strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+	return s
+}
+
+// mdCode makes text safe inside `code` in a table cell.
+func mdCode(s string) string {
+	return strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(s)
+}
+
+// JUnit report types: the common Jenkins/Ant schema that GitHub test
+// reporters, GitLab and Jenkins read.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr"`
+	Properties []junitProperty `xml:"properties>property,omitempty"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut *junitText    `xml:"system-out,omitempty"`
+}
+
+// junitText is multi-line text kept readable: CDATA, not &#xA; escapes.
+type junitText struct {
+	Text string `xml:",cdata"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",cdata"`
+}
+
+func seconds(s float64) string { return fmt.Sprintf("%.3f", s) }
+
+// junit is one test suite for the recipe: a test case per target for its
+// quality gate (failed when the gate failed, skipped when the target was
+// never built) and one per failed step.
+func (c *ciReport) junit(outcomes []targetOutcome) []byte {
+	recipe := c.plan.Recipe.Name
+	suite := junitSuite{Name: recipe, Time: seconds(time.Since(c.started).Seconds()),
+		Timestamp:  c.started.UTC().Format("2006-01-02T15:04:05"),
+		Properties: []junitProperty{{Name: "recipe", Value: c.plan.Recipe.Path}, {Name: "edgepipe", Value: Version}}}
+	record := func(id string) stepRecord {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r := c.steps[id]; r != nil {
+			return *r
+		}
+		return stepRecord{}
+	}
+	for _, o := range outcomes {
+		tc := junitCase{Name: o.Target, Classname: recipe + ".gate",
+			Time: seconds(record(pipelines.PublishStepID(o.Target)).seconds)}
+		var out []string
+		out = append(out, fmt.Sprintf("format %s on %s", o.Format, o.Device))
+		if g := o.Gate; g != nil {
+			out = append(out, fmt.Sprintf("perplexity %.4f, baseline %.4f, delta %+.4f (warn over %.2f, fail over %.2f): %s",
+				g.Converted, g.Baseline, g.Delta, g.WarnDelta, g.MaxDelta, g.Verdict))
+		}
+		switch o.Outcome {
+		case outcomePublished:
+			if o.Gate == nil {
+				out = append(out, "published; the format has no perplexity gate")
+			}
+			out = append(out, "artifact: "+o.Artifact)
+		case outcomeGateFailed:
+			tc.Failure = &junitMessage{Message: xmlText(o.Error), Type: "quality-gate", Text: xmlText(strings.Join(out, "\n"))}
+			suite.Failures++
+		case outcomeBlocked:
+			tc.Skipped = &junitMessage{Message: xmlText(o.Error)}
+			suite.Skipped++
+		default:
+			tc.Skipped = &junitMessage{Message: "not built: the run stopped before this target"}
+			suite.Skipped++
+		}
+		tc.SystemOut = &junitText{xmlText(strings.Join(out, "\n"))}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	for _, id := range c.failedSteps() {
+		r := record(id)
+		// The message's first line says what failed; the body holds the
+		// rest, with the log's tail unless the message already quotes it.
+		first, _, _ := strings.Cut(r.message, "\n")
+		text := r.message
+		if r.log != "" && !strings.Contains(r.message, r.log) {
+			if tail := proc.Tail(r.log, 40); len(tail) > 0 {
+				text += "\n\nlast lines of " + r.log + ":\n" + strings.Join(tail, "\n")
+			}
+		}
+		suite.Cases = append(suite.Cases, junitCase{Name: id, Classname: recipe + ".step", Time: seconds(r.seconds),
+			Error: &junitMessage{Message: xmlText(first), Type: "step-failed", Text: xmlText(text)}})
+		suite.Errors++
+	}
+	suite.Tests = len(suite.Cases)
+	all := junitSuites{Name: "edgepipe", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
+		Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
+	b, _ := xml.MarshalIndent(all, "", "  ")
+	return append([]byte(xml.Header), append(b, '\n')...)
+}
+
+// xmlText drops what XML 1.0 cannot hold (control characters from tool
+// logs): a report that does not parse is worse than a missing byte. The
+// Markdown summary drops them too.
+func xmlText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF || r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func appendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces path whole, so a report reader never sees half
+// of one.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/pipelines"
+)
+
+func testPlan(t *testing.T, recipe string) *pipelines.Plan {
+	t.Helper()
+	r, err := pipelines.Parse("recipe.yaml", []byte(recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipelines.Expand(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A step that fails upstream of targets: they are skipped test cases that
+// name it, and the step itself is an error case carrying its log.
+func TestReportsOfAFailedSharedStep(t *testing.T) {
+	plan := testPlan(t, `edgepipe: 1
+name: shared
+model: {source: ./model}
+targets:
+  a: {device: x86-laptop, format: gguf-q4_k_m}
+  b: {device: x86-laptop, format: gguf-q8_0}
+`)
+	log := filepath.Join(t.TempDir(), "convert.log")
+	if err := os.WriteFile(log, []byte("loading\nerror: tensor\x01 blk.0 | has no data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCIReport(plan)
+	c.event(pipelines.Event{Type: pipelines.EvCached, Step: pipelines.SourceStepID})
+	c.event(pipelines.Event{Type: pipelines.EvStarted, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
+	c.event(pipelines.Event{Type: pipelines.EvFailed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
+	stepErr := &pipelines.StepError{Step: "gguf-convert:f16", LogPath: log, Err: errors.New("convert_hf_to_gguf.py exited with code 1")}
+	res := &pipelines.RunResult{Published: map[string]string{}, Gates: map[string]*pipelines.GateResult{},
+		Failed: []error{stepErr}, Skipped: []string{"publish:a", "publish:b"}}
+
+	outcomes := c.outcomes(res)
+	for _, o := range outcomes {
+		if o.Outcome != outcomeBlocked || len(o.FailedSteps) != 1 || o.FailedSteps[0] != "gguf-convert:f16" {
+			t.Errorf("target %s: outcome %s, failed steps %v; want blocked by gguf-convert:f16", o.Target, o.Outcome, o.FailedSteps)
+		}
+	}
+
+	var doc struct {
+		Tests   int `xml:"tests,attr"`
+		Skipped int `xml:"skipped,attr"`
+		Errors  int `xml:"errors,attr"`
+		Suites  []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+				Skipped   *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+				Error *struct {
+					Message string `xml:"message,attr"`
+					Type    string `xml:"type,attr"`
+					Text    string `xml:",chardata"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	report := c.junit(outcomes)
+	if err := xml.Unmarshal(report, &doc); err != nil {
+		t.Fatalf("the JUnit report does not parse: %v\n%s", err, report)
+	}
+	if doc.Tests != 3 || doc.Skipped != 2 || doc.Errors != 1 || len(doc.Suites) != 1 || doc.Suites[0].Name != "shared" {
+		t.Fatalf("want one suite \"shared\" with 3 tests, 2 skipped, 1 error:\n%s", report)
+	}
+	cases := doc.Suites[0].Cases
+	for _, tc := range cases[:2] {
+		if tc.Classname != "shared.gate" || tc.Skipped == nil || tc.Skipped.Message != "not built: step gguf-convert:f16 failed" {
+			t.Errorf("gate case %s: want a skipped shared.gate case naming the failed step:\n%s", tc.Name, report)
+		}
+	}
+	step := cases[2]
+	if step.Name != "gguf-convert:f16" || step.Classname != "shared.step" || step.Error == nil ||
+		step.Error.Message != "convert_hf_to_gguf.py exited with code 1" || step.Error.Type != "step-failed" {
+		t.Fatalf("want an error case for the failed step:\n%s", report)
+	}
+	// The log's tail is in the body, less the control character XML
+	// cannot hold.
+	if !strings.Contains(step.Error.Text, "error: tensor blk.0 | has no data") {
+		t.Errorf("the step's case should carry its log's last lines, got %q", step.Error.Text)
+	}
+
+	md := string(c.markdown(outcomes, res, runExitCode(runError(res, stepErr))))
+	for _, want := range []string{
+		"0 of 2 targets published; exit code 1 (a step failed).",
+		"| a | `gguf-q4_k_m` | x86-laptop | - | - | - | - | not published (upstream failed) |",
+		"- **step gguf-convert:f16**: step gguf-convert:f16 failed: convert_hf_to_gguf.py exited with code 1",
+		"  error: tensor blk.0 | has no data", // inside a code block: no escapes
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// Without a run result (the run never started) every target is "not run",
+// and every report still renders.
+func TestReportsWithoutAResult(t *testing.T) {
+	plan := testPlan(t, `edgepipe: 1
+name: x
+model: {source: ./model}
+targets:
+  a: {device: x86-laptop, format: gguf-q8_0}
+`)
+	c := newCIReport(plan)
+	var stdout, stderr bytes.Buffer
+	summary := filepath.Join(t.TempDir(), "summary.md")
+	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {
+		if k == "GITHUB_STEP_SUMMARY" {
+			return summary
+		}
+		return ""
+	}}
+	interrupted := &ExitError{Code: ExitInterrupted, Err: errors.New("interrupted")}
+	if err := c.finish(env, filepath.Join(t.TempDir(), "j.xml"), true, nil, interrupted); err != interrupted {
+		t.Fatalf("finish returned %v, want the run's own error", err)
+	}
+	md, _ := os.ReadFile(summary)
+	if !strings.Contains(string(md), "exit code 130 (interrupted)") || !strings.Contains(string(md), "| not published |") {
+		t.Errorf("summary:\n%s", md)
+	}
+	if !strings.Contains(stdout.String(), `"event":"run-finished","recipe":"x","exit_code":130`) ||
+		!strings.Contains(stdout.String(), `"outcome":"not-run"`) {
+		t.Errorf("--json closing line: %s", stdout.String())
+	}
+}
+
+func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
+	if got := mdText("a|b\nc <d>"); got != `a\|b c &lt;d&gt;` {
+		t.Errorf("mdText: %q", got)
+	}
+	if got := mdCode("x`|y"); got != `x'\|y` {
+		t.Errorf("mdCode: %q", got)
+	}
+}

@@ -1,0 +1,126 @@
+package schema
+
+import "github.com/edgepipe/edgepipe/pipelines"
+
+// fieldDoc is what the schema says about one recipe key beyond its Go type.
+// The bounds mirror what pipelines/parse.go enforces for that key.
+type fieldDoc struct {
+	Desc     string
+	Required bool
+	// Nullable keys may be left empty (key: with no value): the parser
+	// then keeps the defaults.
+	Nullable bool
+	// Key marks the field that is written as its entry's mapping key
+	// (targets: NAME: ...), not as a key inside the entry.
+	Key      bool
+	Min      *float64
+	Default  any
+	Examples []any
+	// Schema replaces the schema reflection would give; Shape adjusts it.
+	Schema func() *Schema
+	Shape  func(s *Schema)
+}
+
+var (
+	zero = ptr(0.0)
+	one  = ptr(1.0)
+)
+
+// typeDocs describes each struct of the recipe, keyed by Go type name.
+var typeDocs = map[string]string{
+	"Recipe":            "A recipe: which model to convert, into which formats for which devices, and the quality gate each artifact must pass before it is published.",
+	"Model":             "The weights to convert, and what they are allowed to contain.",
+	"Data":              "The calibration and evaluation texts: builtin:NAME, or a text file path relative to the recipe.",
+	"Quality":           "The quality gate every target must pass before it is published.",
+	"PerplexityGate":    "Perplexity of the converted model against the unconverted baseline, on the same tokens: delta = converted - baseline.",
+	"Resources":         "Caps on what the executor uses at once; unset means the machine's.",
+	"Target":            "One published artifact: the model in one format for one device. Its name (the key) names the artifact folder.",
+	"StepSpec":          "A step of your own (uses, needs, with), or, under a generated step's id (gguf-quantize:q4_k_m, ...), an override of that step's with: options.",
+	"ToolchainOverride": "Tools you already have, used instead of the toolchain edgepipe installs.",
+}
+
+// fieldDocs describes each recipe key, keyed by Go type and field name.
+var fieldDocs = map[string]fieldDoc{
+	"Recipe.Edgepipe": {Desc: "Recipe format version; this edgepipe reads version 1.", Required: true,
+		Schema: func() *Schema { return &Schema{Type: "integer", Const: pipelines.FormatVersion} }},
+	"Recipe.Name": {Desc: "Names the recipe and its artifact folder (artifacts/NAME): lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.",
+		Required: true, Schema: func() *Schema { return nameSchema() }},
+	"Recipe.Description": {Desc: "What the recipe is for, in words.", Nullable: true},
+	"Recipe.Model":       {Desc: "The weights to convert.", Required: true},
+	"Recipe.Data":        {Desc: "The calibration and evaluation texts; both default to the built-in ones.", Nullable: true},
+	"Recipe.Quality":     {Desc: "The quality gate defaults every target starts from.", Nullable: true},
+	"Recipe.Resources":   {Desc: "Caps on memory and parallel steps; unset means the machine's.", Nullable: true},
+	"Recipe.Targets": {Desc: "The artifacts to build, by name. Each name becomes a folder under the artifact folder.",
+		Required: true, Shape: func(s *Schema) {
+			s.PropertyNames = nameSchema()
+			s.MinProperties = ptr(1)
+		}},
+	"Recipe.Steps": {Desc: "Extra steps of your own, by name, or overrides of generated steps by id (`edgepipe plan RECIPE` lists the ids).",
+		Nullable: true, Shape: func(s *Schema) {
+			// A new step needs uses:; an override keeps the generated kind.
+			ref := s.AdditionalProperties.(*Schema)
+			s.AdditionalProperties = false
+			s.PatternProperties = map[string]*Schema{
+				NamePattern:       {AllOf: []*Schema{ref}, Required: []string{"uses"}},
+				OverrideIDPattern: {AllOf: []*Schema{ref}},
+			}
+			s.PropertyNames = &Schema{AnyOf: []*Schema{nameSchema(),
+				{Pattern: OverrideIDPattern, MaxLength: ptr(2 * pipelines.MaxNameLen)}}}
+		}},
+	"Recipe.Toolchains": {Desc: "Use your own tools instead of the pinned toolchains, by toolchain name (`edgepipe doctor` lists them).", Nullable: true},
+
+	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME, https://..., s3::https://..., git::https://..., or a local folder relative to the recipe.",
+		Required: true, Examples: []any{"builtin:smollm2-135m", "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main", "./weights"}},
+	"Model.AllowPickle":     {Desc: "Accept pickled weights (.bin, .pt, .pth, .ckpt, .pkl), which can run code when loaded. Default: refuse them.", Default: false},
+	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},
+
+	"Data.Calibration": {Desc: "Text for calibration (imatrix, GPTQ, AWQ, ...): builtin:NAME or a file path relative to the recipe.",
+		Default: pipelines.DefaultCalibration, Examples: []any{pipelines.DefaultCalibration, "data/calibration.txt"}},
+	"Data.Eval": {Desc: "Text the perplexity gate is measured on: builtin:NAME or a file path relative to the recipe.",
+		Default: pipelines.DefaultEval, Examples: []any{pipelines.DefaultEval, "data/eval.txt"}},
+
+	"Quality.Perplexity": {Desc: "The perplexity gate.", Nullable: true},
+
+	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: pipelines.DefaultPPLContext},
+	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: pipelines.DefaultWarnDelta},
+	"PerplexityGate.MaxDelta":  {Desc: "A delta over this fails the gate: the target is not published and the run exits 3.", Min: zero, Default: pipelines.DefaultMaxDelta},
+	"PerplexityGate.MaxChunks": {Desc: "Evaluate at most this many chunks, bounding the gate's cost; 0 evaluates the whole text.", Min: zero, Default: 0},
+
+	"Resources.MaxMemoryGB": {Desc: "Memory budget in GiB for the steps running at once; 0 means the machine's.", Min: zero},
+	"Resources.Jobs":        {Desc: "Steps run at once; 0 means one per core.", Min: zero},
+
+	"Target.Name": {Key: true},
+	"Target.Device": {Desc: "The device the artifact is for: an id (or alias) from `edgepipe devices`.", Required: true,
+		Schema: func() *Schema { return deviceSchema() }},
+	"Target.Format": {Desc: "The format to convert to; the device's runtime must load it.", Required: true,
+		Schema: func() *Schema { return formatSchema() }},
+	"Target.Context": {Desc: "Context length the artifact is built and checked for (memory pre-flight, runtime config).", Min: one},
+	"Target.KVDtype": {Desc: "KV-cache element type the runtime will use.", Default: pipelines.DefaultKVDtype,
+		Schema: func() *Schema { return kvDtypeSchema() }},
+	"Target.Quality": {Desc: "This target's quality gate: it may override only perplexity.max_delta.", Nullable: true,
+		Schema: targetQuality},
+	"Target.With":            {Desc: "Format options, passed to the format's pipeline (imatrix, group_size, block_size, backend, conv_template, ...).", Nullable: true},
+	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
+	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
+	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds, recorded in the manifest; 0 means unset.", Min: zero},
+
+	"StepSpec.ID":       {Key: true},
+	"StepSpec.Uses":     {Desc: "The kind of step to run, for example run (a command by argv, never through a shell)."},
+	"StepSpec.Needs":    {Desc: "Targets or steps that must finish first; a target name means its published folder.", Nullable: true},
+	"StepSpec.With":     {Desc: "The step's options; for run: argv, a list whose items may use ${NAME.outputs.OUTPUT}.", Nullable: true},
+	"StepSpec.TimeoutS": {Desc: "Kill the step after this many seconds; 0 means the kind's default.", Min: zero},
+
+	"ToolchainOverride.Python": {Desc: "A Python interpreter that has the toolchain's packages."},
+	"ToolchainOverride.Tools":  {Desc: "Executable paths by tool name, for example llama-quantize: /opt/llama.cpp/bin/llama-quantize.", Nullable: true},
+}
+
+// targetQuality is a target's quality section: a target may tighten or
+// loosen only max_delta, so every target is scored the same way.
+func targetQuality() *Schema {
+	maxDelta := &Schema{Description: "A delta over this fails this target's gate; defaults to the recipe's quality.perplexity.max_delta.",
+		Type: "number", Minimum: zero}
+	return &Schema{Type: "object", AdditionalProperties: false, Properties: map[string]*Schema{
+		"perplexity": nullable(&Schema{Description: "The perplexity gate of this target.", Type: "object", AdditionalProperties: false,
+			Properties: map[string]*Schema{"max_delta": maxDelta}}),
+	}}
+}
