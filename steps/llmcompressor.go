@@ -54,9 +54,11 @@ func (llmcQuantize) Name() string          { return "llmc-quantize" }
 func (llmcQuantize) Version() int          { return 1 }
 func (llmcQuantize) Tools(Params) []string { return []string{ToolLLMCQuantize} }
 func (llmcQuantize) Resources(Params) Resources {
-	// An fp32 copy of the model, calibration activations and per-layer
+	// One core: llmc_quantize.py runs torch single-threaded (see its
+	// --threads), so a GPTQ and an AWQ target quantize side by side. An
+	// fp32 copy of the model, calibration activations and per-layer
 	// Hessians, plus torch itself: about 3 GB for 135M parameters.
-	return Resources{Cores: 2, MemoryMB: 4096}
+	return Resources{Cores: 1, MemoryMB: 4096}
 }
 
 func (llmcQuantize) Run(ctx context.Context, sc *Context) error {

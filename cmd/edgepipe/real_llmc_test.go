@@ -85,7 +85,7 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		if p.Delta < -0.05*p.Baseline {
 			t.Errorf("%s: INT4 perplexity %.4f is far below the baseline %.4f: the two were not scored alike", target, p.Converted, p.Baseline)
 		}
-		if p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 16 || p.Context != 512 {
+		if p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 8 || p.Context != 512 {
 			t.Errorf("%s: perplexity record %+v", target, p)
 		}
 		var layout, tokens bool
