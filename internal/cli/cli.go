@@ -48,6 +48,9 @@ type Env struct {
 	Getenv         func(string) string
 	// IsTerminal reports whether Stderr is a terminal (progress bars).
 	IsTerminal bool
+	// onFlagSet sees every command's flag set; completion uses it to list
+	// each command's flags.
+	onFlagSet func(*flag.FlagSet)
 }
 
 type command struct {
@@ -73,6 +76,7 @@ func init() {
 		{"ceiling", "decode ceiling (bandwidth / model size) per device, against observed speeds", cmdCeiling},
 		{"pick", "choose device, format and pipeline for a platform, model and budget", cmdPick},
 		{"init", "write a recipe from pick's choice: init --platform P --model M -o FILE", cmdInit},
+		{"completion", "print a shell completion script: completion bash|zsh|fish", cmdCompletion},
 		{"version", "print edgepipe's version", cmdVersion},
 	}
 }
@@ -159,6 +163,9 @@ func flagSet(env *Env, name, usageLine string) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(env.Stderr, "Usage: edgepipe %s\n\nFlags:\n", usageLine)
 		fs.PrintDefaults()
+	}
+	if env.onFlagSet != nil {
+		env.onFlagSet(fs)
 	}
 	return fs
 }
