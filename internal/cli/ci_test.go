@@ -158,7 +158,7 @@ func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
 
 // pendingFlags are flags the example workflow uses before this build has
 // them, with the work that adds them.
-var pendingFlags = map[string]string{"run --locked": "issue 7, item 1 (lock files)"}
+var pendingFlags = map[string]string{}
 
 // The example workflow's edgepipe commands use flags edgepipe has, and it
 // caches and uploads what docs/ci.md says it does.
