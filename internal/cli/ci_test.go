@@ -230,8 +230,8 @@ func TestExampleWorkflow(t *testing.T) {
 	if p := uses["actions/cache/restore"]["path"]; p != "~/.cache/edgepipe" {
 		t.Errorf("the workflow restores %v, want the edgepipe cache ~/.cache/edgepipe", p)
 	}
-	if key, _ := uses["actions/cache/restore"]["key"].(string); !strings.Contains(key, "hashFiles(env.RECIPE, format('{0}.lock', env.RECIPE))") {
-		t.Errorf("the cache key %q should hash the recipe and its lock file", key)
+	if key, _ := uses["actions/cache/restore"]["key"].(string); !strings.Contains(key, "hashFiles(env.RECIPE)") {
+		t.Errorf("the cache key %q should hash the recipe", key)
 	}
 	if !slices.Contains(uploads, any("artifacts/")) {
 		t.Errorf("the workflow uploads %v, not the artifacts/ folder", uploads)
