@@ -50,6 +50,11 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	_ = ca
+	if !c.json {
+		for _, d := range pipelines.NvidiaGPUCheck(plan) {
+			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
+		}
+	}
 	rep := newReporter(env, c.json, len(plan.Steps))
 	ci := newCIReport(plan)
 	eng.SetOnEvent(func(ev pipelines.Event) { rep.event(ev); ci.event(ev) })
@@ -214,7 +219,23 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
 	}
+	printPlanNotes(env, plan)
 	return nil
+}
+
+// printPlanNotes says up front what the run will not be able to do on
+// this host (formats that need an NVIDIA GPU) and what the pre-flight
+// could only warn about or assume.
+func printPlanNotes(env *Env, plan *pipelines.Plan) {
+	for _, d := range pipelines.NvidiaGPUCheck(plan) {
+		fmt.Fprintf(env.Stdout, "note: %s\n  %s\n", d.Msg, d.Hint)
+	}
+	_, fits := pipelines.Preflight(plan)
+	for _, f := range fits {
+		for _, w := range f.Warnings {
+			fmt.Fprintf(env.Stdout, "warning: target %s: %s\n", f.Target, w)
+		}
+	}
 }
 
 func cmdGraph(ctx context.Context, env *Env, args []string) error {
