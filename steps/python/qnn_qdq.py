@@ -7,10 +7,14 @@ Steps (onnxruntime.quantization.execution_providers.qnn):
   1. fix every symbolic input dimension (onnxruntime.tools.onnx_model_utils, what
      `python -m onnxruntime.tools.make_dynamic_shape_fixed` does): batch -> 1, every other
      dimension -> --seq-len; HTP graphs have static shapes;
-  2. qnn_preprocess_model (fuses LayerNorm/Gelu patterns QNN has ops for);
-  3. calibration: --samples windows of --seq-len tokens from the calibration text, BOS first
+  2. the attention masks' -inf (or float-min) constants become --mask-value (-1000): a tensor
+     holding -inf cannot be quantized (its scale is inf, its zero point NaN) and one holding
+     -3.4e38 leaves 16 bits no resolution for the real scores; exp(-1000) is still exactly 0,
+     so the fp32 graph computes the same;
+  3. qnn_preprocess_model (fuses LayerNorm/Gelu patterns QNN has ops for);
+  4. calibration: --samples windows of --seq-len tokens from the calibration text, BOS first
      like the evaluation chunks;
-  4. get_qnn_qdq_config(activation_type, weight_type, MinMax) and quantize(): QuantizeLinear /
+  5. get_qnn_qdq_config(activation_type, weight_type, MinMax) and quantize(): QuantizeLinear /
      DequantizeLinear pairs around every op, 16-bit activations and 8- or 4-bit weights
      (per-tensor for MatMul, which QNN does not support per-channel; opsets below 21 get the
      com.microsoft Q/DQ ops for the 16- and 4-bit types).
@@ -18,7 +22,7 @@ The QDQ model runs on ONNX Runtime's CPU provider (onnx_validate.py scores it th
 what QNN EP, qnn-onnx-converter or Qualcomm AI Hub take to build a Hexagon context binary.
 
 Prints one JSON line: {"model", "seq_len", "samples", "weight_type", "activation_type",
-"quantize_linear", "dequantize_linear", "preprocessed", "bytes"}.
+"quantize_linear", "dequantize_linear", "preprocessed", "mask_constants", "bytes"}.
 """
 
 import argparse
@@ -31,6 +35,27 @@ import tempfile
 TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt16", "int4": "QInt4", "uint4": "QUInt4"}
 
 
+def clamp_mask_constants(model, floor):
+    """Replace -inf and values below floor in float Constant / ConstantOfShape tensors."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    count = 0
+    for node in model.graph.node:
+        if node.op_type not in ("Constant", "ConstantOfShape"):
+            continue
+        for attr in node.attribute:
+            if attr.name != "value" or attr.t.data_type != 1:
+                continue
+            v = numpy_helper.to_array(attr.t)
+            low = v < floor
+            if v.size and low.any():
+                v = np.where(low, np.float32(floor), v).astype(np.float32)
+                attr.t.CopyFrom(numpy_helper.from_array(v, attr.t.name))
+                count += 1
+    return count
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--onnx", required=True, help="fp32 ONNX model without KV cache inputs (onnx_export.py --no-past)")
@@ -41,6 +66,8 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=4, help="calibration windows of --seq-len tokens")
     ap.add_argument("--weight-type", choices=sorted(TYPES), default="uint8")
     ap.add_argument("--activation-type", choices=sorted(TYPES), default="uint16")
+    ap.add_argument("--mask-value", type=float, default=-1000.0,
+                    help="replaces -inf and values below it in constant tensors (attention masks)")
     args = ap.parse_args()
     if args.seq_len < 2 or args.samples < 1:
         print("qnn_qdq: --seq-len must be at least 2 and --samples at least 1", file=sys.stderr)
@@ -78,6 +105,7 @@ def main() -> int:
     for name, axis in sorted(names):
         make_dim_param_fixed(model.graph, name, 1 if axis == 0 or "batch" in name else n)
     fix_output_shapes(model)
+    masked = clamp_mask_constants(model, args.mask_value)
     past = [i.name for i in model.graph.input if i.name.startswith("past_key_values.")]
     if past:
         print("qnn_qdq: the graph has KV-cache inputs; export it without them (onnx_export.py --no-past)", file=sys.stderr)
@@ -130,7 +158,7 @@ def main() -> int:
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
                       "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
-                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed),
+                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked,
                       "bytes": size}))
     return 0
 
