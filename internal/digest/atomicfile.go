@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data so that readers, concurrent
+// WriteFileAtomic replaces path with data so that readers, concurrent
 // writers and a crash at any moment see either the old or the new content.
 // The temp name carries our pid so a cleaner can tell a dead writer's
 // leftovers from a live one's.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
@@ -38,11 +38,11 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes a rename or create inside dir durable.
-func syncDir(dir string) error {
+// SyncDir makes a rename, create or remove inside dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

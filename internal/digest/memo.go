@@ -339,7 +339,7 @@ func (m *Memo) Save() error {
 	if err != nil {
 		return fmt.Errorf("save digest memo %s: %w", m.path, err)
 	}
-	if err := writeFileAtomic(m.path, data, 0o644); err != nil {
+	if err := WriteFileAtomic(m.path, data, 0o644); err != nil {
 		return fmt.Errorf("save digest memo: %w", err)
 	}
 	m.mu.Lock()
