@@ -135,6 +135,10 @@ func Install(ctx context.Context, cacheDir, name string, progress io.Writer) (*I
 // finish writes the marker into the finished temporary folder and renames
 // it into place, replacing an unmarked (broken) folder of the same name.
 func finish(tmp, final string, m marker) error {
+	// os.MkdirTemp made it private; installs are read by whoever shares the cache.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err

@@ -127,6 +127,9 @@ func fakeInstall(t *testing.T, cache string, spec Spec, files map[string]string,
 	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("temporary folder %s still there after finish", tmp)
 	}
+	if st, err := os.Stat(final); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("install folder mode %v (%v), want 0755", st.Mode(), err)
+	}
 	return final
 }
 
@@ -506,5 +509,18 @@ func TestBuiltinModelNeedsLlama(t *testing.T) {
 	}
 	if _, err := BuiltinModel(context.Background(), t.TempDir(), "builtin:gpt-5"); err == nil || !strings.Contains(err.Error(), "builtin:smollm2-135m") {
 		t.Fatalf("unknown model: %v", err)
+	}
+}
+
+func TestExternalPrerequisiteIsExplainedNotInstalled(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Install(context.Background(), t.TempDir(), "cmake", nil2())
+	if err == nil || !strings.Contains(err.Error(), "apt-get install cmake") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, st := range Doctor(t.TempDir()) {
+		if st.Name == "cmake" && (st.Found || st.InstallCommand != "" || !strings.Contains(st.Note, "cmake")) {
+			t.Fatalf("doctor: %+v", st)
+		}
 	}
 }
