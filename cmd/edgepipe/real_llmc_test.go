@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,11 +34,12 @@ func TestRealGPUServerRecipe(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "gpu-server.yaml"), recipe, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// About 10 minutes on an idle 2-core machine, most of it AWQ's grid
-	// search; the bound is for a loaded one.
+	// Cold, it took about 40 minutes on a 2-core machine shared with
+	// other jobs (load average near 18), most of it GPTQ's column solve and
+	// AWQ's grid search running side by side; cached, seconds.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	run := func(args ...string) string {
+	run := func(args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "edgepipe"), args...)
 		cmd.Dir = dir
@@ -48,17 +50,41 @@ func TestRealGPUServerRecipe(t *testing.T) {
 			}
 		}
 		out, err := cmd.CombinedOutput()
-		if err != nil {
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
 			t.Fatalf("edgepipe %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return string(out), code
 	}
-	run("run", "gpu-server.yaml")
-	out := run("verify", filepath.Join("artifacts", "gpu-server", "a100-gptq"), filepath.Join("artifacts", "gpu-server", "h100-awq"))
+	// Exit 3 is a target that failed its quality gate on a measured number
+	// (the recipe's AWQ target at CPU-sized calibration can); anything else
+	// but 0 is a broken pipeline.
+	out, code := run("run", "--keep-going", "gpu-server.yaml")
 	t.Log(out)
+	if code != 0 && code != 3 {
+		t.Fatalf("edgepipe run exited %d", code)
+	}
+	gateLine := regexp.MustCompile(`gate +(\S+): perplexity ([0-9.]+) vs baseline ([0-9.]+): delta \S+ -> (\w+)`)
+	verdicts := map[string]string{}
+	for _, m := range gateLine.FindAllStringSubmatch(out, -1) {
+		verdicts[m[1]] = m[4]
+	}
 
+	published := 0
 	for _, target := range []string{"a100-gptq", "h100-awq"} {
 		art := filepath.Join(dir, "artifacts", "gpu-server", target)
+		if _, err := os.Stat(art); err != nil {
+			if verdicts[target] != manifest.VerdictFail || !strings.Contains(out, "target "+target+" failed its quality gate") {
+				t.Errorf("%s was neither published nor failed its quality gate (verdict %q)", target, verdicts[target])
+			}
+			continue
+		}
+		published++
+		if vout, code := run("verify", art); code != 0 {
+			t.Errorf("verify %s: exit %d\n%s", target, code, vout)
+		}
 		m, err := manifest.Read(art)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +111,7 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		if p.Delta < -0.05*p.Baseline {
 			t.Errorf("%s: INT4 perplexity %.4f is far below the baseline %.4f: the two were not scored alike", target, p.Converted, p.Baseline)
 		}
-		if p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 8 || p.Context != 512 {
+		if p.Verdict != verdicts[target] || p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 8 || p.Context != 512 {
 			t.Errorf("%s: perplexity record %+v", target, p)
 		}
 		var layout, tokens bool
@@ -126,5 +152,8 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		if want := target == "a100-gptq"; w.Symmetric != want {
 			t.Errorf("%s: symmetric = %v, want %v (GPTQ symmetric, AWQ with zero points)", target, w.Symmetric, want)
 		}
+	}
+	if published == 0 {
+		t.Fatal("no target was published")
 	}
 }
