@@ -426,7 +426,9 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 			e.opt.Cache.Abort(tmp)
 		}
 	}()
-	logPath := filepath.Join(e.opt.Cache.Root(), "logs", safeName(s.ID)+".log")
+	// Keyed by step and cache key: two runs sharing the cache may run the
+	// same step id with different inputs at once.
+	logPath := filepath.Join(e.opt.Cache.Root(), "logs", safeName(s.ID)+"-"+short(key)+".log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return err
 	}
