@@ -89,6 +89,7 @@ func (qnnQDQ) Run(ctx context.Context, sc *Context) error {
 		Dequantize  int    `json:"dequantize_linear"`
 		Preprocesed bool   `json:"preprocessed"`
 		Masks       int    `json:"mask_constants"`
+		FloatNodes  int    `json:"float_nodes"`
 	}
 	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQNNQDQ, err)
@@ -105,6 +106,9 @@ func (qnnQDQ) Run(ctx context.Context, sc *Context) error {
 	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
 	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
 	sc.Result.SetFact("quantization", fmt.Sprintf("weights %s, activations %s, MinMax calibration, static shape [1, %d]", wt, at, seq))
+	if res.FloatNodes > 0 {
+		sc.Result.SetFact("float_nodes", fmt.Sprintf("%d RMSNorm statistics nodes (Pow, ReduceMean, Add, Sqrt, Div) left unquantized", res.FloatNodes))
+	}
 	if res.Masks > 0 {
 		sc.Result.SetFact("mask_constants", fmt.Sprintf("%d -inf attention-mask constants set to -1000 so 16-bit activations can hold them", res.Masks))
 	}

@@ -308,7 +308,7 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return printJSON(stdout, map[string]any{"model": "model.onnx", "seq_len": *seq, "samples": *samples,
-		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true, "mask_constants": max(h.KVLayers, 1)})
+		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true, "mask_constants": max(h.KVLayers, 1), "float_nodes": 5})
 }
 
 // qnnAIHub: qnn_ai_hub.py --onnx F --device NAME --seq-len N --out FILE [--timeout S]

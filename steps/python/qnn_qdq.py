@@ -11,7 +11,8 @@ Steps (onnxruntime.quantization.execution_providers.qnn):
      holding -inf cannot be quantized (its scale is inf, its zero point NaN) and one holding
      -3.4e38 leaves 16 bits no resolution for the real scores; exp(-1000) is still exactly 0,
      so the fp32 graph computes the same;
-  3. qnn_preprocess_model (fuses LayerNorm/Gelu patterns QNN has ops for);
+  3. qnn_preprocess_model; the RMSNorm statistics chains (Pow, ReduceMean, Add, Sqrt, Div)
+     are left unquantized (see rms_norm_nodes); (fuses LayerNorm/Gelu patterns QNN has ops for);
   4. calibration: --samples windows of --seq-len tokens from the calibration text, BOS first
      like the evaluation chunks;
   5. get_qnn_qdq_config(activation_type, weight_type, MinMax) and quantize(): QuantizeLinear /
@@ -22,7 +23,7 @@ The QDQ model runs on ONNX Runtime's CPU provider (onnx_validate.py scores it th
 what QNN EP, qnn-onnx-converter or Qualcomm AI Hub take to build a Hexagon context binary.
 
 Prints one JSON line: {"model", "seq_len", "samples", "weight_type", "activation_type",
-"quantize_linear", "dequantize_linear", "preprocessed", "mask_constants", "bytes"}.
+"quantize_linear", "dequantize_linear", "preprocessed", "mask_constants", "float_nodes", "bytes"}.
 """
 
 import argparse
@@ -54,6 +55,34 @@ def clamp_mask_constants(model, floor):
                 attr.t.CopyFrom(numpy_helper.from_array(v, attr.t.name))
                 count += 1
     return count
+
+
+def rms_norm_nodes(model):
+    """Names of the nodes of each RMSNorm's statistics chain: Pow(x, 2) -> ReduceMean -> Add(eps)
+    -> Sqrt -> Div/Reciprocal. A mean of squares spans many orders of magnitude across tokens
+    (the model's activation outliers square to 1e5 and more), so one 16-bit scale per tensor
+    rounds every small token's statistic to 0 or one step and its normalization blows up;
+    these nodes stay in float (QNN runs RMSNorm as one op, SimplifiedLayerNormalization,
+    when a runtime fuses it)."""
+    consumers = {}
+    for node in model.graph.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    producers = {o: node for node in model.graph.node for o in node.output}
+    chain = set()
+    for node in model.graph.node:
+        if node.op_type != "ReduceMean":
+            continue
+        pw = producers.get(node.input[0])
+        if pw is None or pw.op_type != "Pow":
+            continue
+        chain.update([pw.name, node.name])
+        frontier = [node]
+        for want in (("Add",), ("Sqrt",), ("Div", "Reciprocal")):
+            nxt = [c for n in frontier for o in n.output for c in consumers.get(o, []) if c.op_type in want]
+            chain.update(c.name for c in nxt)
+            frontier = nxt
+    return sorted(chain)
 
 
 def main() -> int:
@@ -138,8 +167,10 @@ def main() -> int:
                          "position_ids": np.arange(n, dtype=np.int64)[None, :]}
                 return {k: v for k, v in feeds.items() if k in input_names}
 
+        float_nodes = rms_norm_nodes(onnx.load(src, load_external_data=False))
         config = get_qnn_qdq_config(src, Reader(), activation_type=getattr(QuantType, TYPES[args.activation_type]),
-                                    weight_type=getattr(QuantType, TYPES[args.weight_type]))
+                                    weight_type=getattr(QuantType, TYPES[args.weight_type]),
+                                    nodes_to_exclude=float_nodes)
         os.makedirs(args.out, exist_ok=True)
         out_model = os.path.join(args.out, "model.onnx")
         quantize(src, out_model, config)
@@ -158,7 +189,7 @@ def main() -> int:
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
                       "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
-                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked,
+                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked, "float_nodes": len(float_nodes),
                       "bytes": size}))
     return 0
 
