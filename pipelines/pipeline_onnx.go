@@ -24,15 +24,18 @@ const onnxBaselineID = "hf-perplexity:baseline"
 //     graph: a broken mask or a missing layer moves logits by whole units.
 //   - int4 (MatMulNBits RTN, block 32): 15.4, mean 2.15, same top-1 70%
 //     (block 16: 14.0). 25 passes that with margin and fails a model
-//     whose logits are garbage (a broken QDQ graph measured 53).
-//   - QNN QDQ: see qnnLogitLimits' measurements in pipeline_qnn.go.
+//     whose logits are garbage (a broken QDQ graph measured 46-53).
+//   - QNN W8A16 QDQ: 8.2, mean 0.74, same top-1 81%. The same graph
+//     quantized without keeping the RMSNorm statistics in float measured
+//     46 (ppl 112199): 20 separates the two. W4A16 was not measured here;
+//     its limit is a guess between the two and should be revisited.
 //
 // Perplexity, gated separately, is what grades the quantized formats.
 var onnxLogitLimits = map[string]float64{
 	"onnx-fp32": 1e-2,
 	"onnx-int4": 25,
-	"qnn-w8a16": 25,
-	"qnn-w4a16": 40,
+	"qnn-w8a16": 20,
+	"qnn-w4a16": 30,
 }
 
 // onnxBaseline adds (or shares) the hf-perplexity baseline for the
