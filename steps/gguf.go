@@ -68,7 +68,7 @@ func (ggufConvert) Run(ctx context.Context, sc *Context) error {
 }
 
 func (ggufQuantize) Name() string          { return "gguf-quantize" }
-func (ggufQuantize) Version() int          { return 1 }
+func (ggufQuantize) Version() int          { return 2 }
 func (ggufQuantize) Tools(Params) []string { return []string{ToolQuantize} }
 func (ggufQuantize) Resources(Params) Resources {
 	return Resources{Cores: 2, MemoryMB: 2048}
@@ -113,12 +113,17 @@ func (ggufQuantize) Run(ctx context.Context, sc *Context) error {
 	return nil
 }
 
-// fallbackLine matches llama-quantize's note when a tensor's row size does
-// not divide the K-quant block (256) and it falls back to another type.
-var fallbackLine = regexp.MustCompile(`(?i)(\d+) of (\d+) tensor\(s\) required fallback quantization|tensor cols (\d+) x (\d+) are not divisible by (\d+), required for (\S+) - using fallback quantization (\S+)|using fallback quantization (\S+)`)
+// fallbackLine matches llama-quantize's notes on tensors whose row size
+// does not divide the type's block (256 for K-quants), and its summary.
+var (
+	fallbackLine    = regexp.MustCompile(`required for type\s+(\S+)\)\s*->\s*falling back to\s+(\S+)`)
+	fallbackSummary = regexp.MustCompile(`(\d+) of (\d+) tensor\(s\) required fallback quantization`)
+)
 
 // quantizeFallbacks summarises what llama-quantize really did with tensors
-// whose width does not fit the chosen type's block, from its log.
+// whose width does not fit the chosen type's block, from its log: e.g.
+// "180 of 272 tensors required fallback quantization; 150 x q4_K->q5_0;
+// 30 x q6_K->q8_0".
 func quantizeFallbacks(logPath string) string {
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -130,15 +135,11 @@ func quantizeFallbacks(logPath string) string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		m := fallbackLine.FindStringSubmatch(sc.Text())
-		switch {
-		case m == nil:
-		case m[1] != "":
+		line := sc.Text()
+		if m := fallbackLine.FindStringSubmatch(line); m != nil {
+			counts[m[1]+"->"+m[2]]++
+		} else if m := fallbackSummary.FindStringSubmatch(line); m != nil {
 			summary = fmt.Sprintf("%s of %s tensors required fallback quantization", m[1], m[2])
-		case m[6] != "":
-			counts[m[6]+"->"+m[7]]++
-		case m[8] != "":
-			counts["->"+m[8]]++
 		}
 	}
 	var parts []string

@@ -19,7 +19,7 @@ type perplexity struct{}
 func init() { Register(perplexity{}) }
 
 func (perplexity) Name() string          { return "perplexity" }
-func (perplexity) Version() int          { return 1 }
+func (perplexity) Version() int          { return 2 }
 func (perplexity) Tools(Params) []string { return []string{ToolPerplexity} }
 func (perplexity) Resources(Params) Resources {
 	return Resources{Cores: 2, MemoryMB: 2048}
@@ -72,6 +72,14 @@ func (perplexity) Run(ctx context.Context, sc *Context) error {
 	sc.Result.SetMetric("ppl", m.PPL)
 	if m.PPLErr > 0 {
 		sc.Result.SetMetric("ppl_stderr", m.PPLErr)
+	}
+	if m.Chunks == 0 && role == "converted" {
+		// In --kl-divergence mode llama-perplexity reads the baseline's
+		// tokens and does not announce the chunk count: it is the baseline's.
+		m.Chunks = int(base.Result.Metrics["chunks"])
+	}
+	if m.Chunks == 0 {
+		return fmt.Errorf("llama-perplexity did not say how many chunks it scored (see %s)", sc.LogPath)
 	}
 	sc.Result.SetMetric("chunks", float64(m.Chunks))
 	sc.Result.SetMetric("context", float64(ctxLen))

@@ -207,7 +207,7 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	fallbacks := 0
 	if strings.Contains(typ, "_K") && h.HiddenSize%256 != 0 {
 		for i := 0; i < 3; i++ {
-			fmt.Fprintf(stdout, "llama_tensor_get_type : tensor cols %d x %d are not divisible by 256, required for q4_K - using fallback quantization q5_0\n", h.HiddenSize, h.HiddenSize)
+			fmt.Fprintf(stdout, "warning: blk.%d.attn_q.weight - ncols %6d not divisible by 256 (required for type    q4_K) -> falling back to    q5_0\n", i, h.HiddenSize)
 			fallbacks++
 		}
 		fmt.Fprintf(stdout, "llama_model_quantize_impl: WARNING: %d of %d tensor(s) required fallback quantization\n", fallbacks, 10)
