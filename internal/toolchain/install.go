@@ -415,7 +415,8 @@ func extractTarGz(archive, prefix, dst string) error {
 			return fmt.Errorf("%s: %w", archive, err)
 		}
 		rel, ok := strings.CutPrefix(h.Name, prefix)
-		if !ok || rel == "" {
+		if !ok || rel == "" || rel == ".git" {
+			// .git is a submodule pointer to a repository the sdist lacks.
 			continue
 		}
 		target, err := safeJoin(dst, rel)

@@ -104,7 +104,11 @@ func llamaCppCMakeFlags(goarch string) []string {
 		"-DLLAMA_BUILD_EXAMPLES=OFF",
 		"-DLLAMA_BUILD_SERVER=OFF",
 		"-DLLAMA_BUILD_APP=OFF",
+		// The sdist has no git history: name the commit, and fix the build
+		// number so that a cache inside some git checkout does not lend
+		// llama.cpp that checkout's commit count.
 		"-DLLAMA_BUILD_COMMIT=" + llamaCppCommit,
+		"-DLLAMA_BUILD_NUMBER=0",
 	}
 	if goarch == "amd64" {
 		// Listed explicitly: they default on with GGML_NATIVE=OFF only in a

@@ -396,6 +396,7 @@ func TestExtractTarGz(t *testing.T) {
 	pre := "pkg-1/vendor/llama.cpp/"
 	ok := tarGz(t, []tar.Header{
 		{Name: "pkg-1/setup.py", Typeflag: tar.TypeReg},
+		{Name: pre + ".git", Typeflag: tar.TypeReg},
 		{Name: pre + "convert_hf_to_gguf.py", Typeflag: tar.TypeReg, Mode: 0o755},
 		{Name: pre + "gguf-py/gguf/__init__.py", Typeflag: tar.TypeReg},
 	}, map[string]string{pre + "convert_hf_to_gguf.py": "print(1)", pre + "gguf-py/gguf/__init__.py": "x", "pkg-1/setup.py": "no"})
@@ -406,8 +407,10 @@ func TestExtractTarGz(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "gguf-py/gguf/__init__.py")); string(b) != "x" {
 		t.Fatalf("got %q", b)
 	}
-	if _, err := os.Stat(filepath.Join(dst, "setup.py")); err == nil {
-		t.Fatal("extracted a file outside the prefix")
+	for _, n := range []string{"setup.py", ".git"} {
+		if _, err := os.Stat(filepath.Join(dst, n)); err == nil {
+			t.Fatalf("extracted %s", n)
+		}
 	}
 	if st, _ := os.Stat(filepath.Join(dst, "convert_hf_to_gguf.py")); st.Mode()&0o100 == 0 {
 		t.Fatal("lost the executable bit")
@@ -522,5 +525,19 @@ func TestExternalPrerequisiteIsExplainedNotInstalled(t *testing.T) {
 		if st.Name == "cmake" && (st.Found || st.InstallCommand != "" || !strings.Contains(st.Note, "cmake")) {
 			t.Fatalf("doctor: %+v", st)
 		}
+	}
+}
+
+func TestBuiltinKeyIgnoresOtherHelpers(t *testing.T) {
+	root, _, err := builtinRoot("/c", "smollm2-135m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _ := fs.ReadFile(python.Scripts, ToolGGUFToHF)
+	llama, _ := Lookup(Llama)
+	m := builtinModels["smollm2-135m"]
+	want := sha([]byte(m.pin.SHA256 + "\n" + m.ggufSHA256 + "\n" + sha(script) + "\n" + llama.Digest()))[:16]
+	if filepath.Base(root) != "smollm2-135m-"+want {
+		t.Fatalf("builtin folder %s, want key %s (wheel, GGUF, gguf_to_hf.py, llama lock)", root, want)
 	}
 }
