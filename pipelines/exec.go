@@ -37,6 +37,8 @@ type Options struct {
 	Tools   *ToolResolver
 	Data    func(ref string) (string, error)
 	OnEvent func(Event)
+	// OnProgress receives byte progress of long transfers, by step.
+	OnProgress func(step, label string, done, total int64)
 	// Verbose copies child output here as well as to the step logs.
 	Verbose io.Writer
 	Version string
@@ -470,6 +472,11 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 		Data:      e.opt.Data,
 		RecipeDir: e.plan.Recipe.Dir(),
 		CacheDir:  e.opt.Cache.Root(),
+		Progress: func(label string, done, total int64) {
+			if e.opt.OnProgress != nil {
+				e.opt.OnProgress(s.ID, label, done, total)
+			}
+		},
 	}
 	sc.Exec = func(ctx context.Context, argv []string, env []string) error {
 		dir := scratch
@@ -655,3 +662,6 @@ func IsInterrupted(err error) bool {
 
 // SetOnEvent sets the event callback (progress output, --json).
 func (e *Engine) SetOnEvent(f func(Event)) { e.opt.OnEvent = f }
+
+// SetOnProgress sets the byte-progress callback (download bars).
+func (e *Engine) SetOnProgress(f func(step, label string, done, total int64)) { e.opt.OnProgress = f }

@@ -147,6 +147,9 @@ type Context struct {
 	Result *Result
 	// LogPath is the step's log file (child output is appended there).
 	LogPath string
+	// Progress reports bytes moved by long transfers (downloads), for
+	// progress bars; never nil.
+	Progress func(label string, done, total int64)
 	// CacheDir is edgepipe's cache folder (toolchains, built-in models).
 	CacheDir string
 	// ExecDir, when set, is the working folder of the children Exec starts

@@ -50,6 +50,7 @@ func fetchHF(ctx context.Context, sc *Context, src string) error {
 	}
 	client := hf.FromEnv()
 	client.Logf = func(format string, args ...any) { fmt.Fprintf(sc.Log, format+"\n", args...) }
+	client.Progress = func(file string, done, total int64) { sc.Progress("download "+file, done, total) }
 	snap, err := client.Snapshot(ctx, repo, hf.SnapshotOptions{
 		AllowPickle:     sc.Params.Bool("allow_pickle", false),
 		TrustRemoteCode: sc.Params.Bool("trust_remote_code", false),
@@ -68,7 +69,8 @@ func fetchHF(ctx context.Context, sc *Context, src string) error {
 }
 
 func fetchGetter(ctx context.Context, sc *Context, src string) error {
-	res, err := getter.Fetch(ctx, src, sc.Out, getter.Options{Pwd: sc.RecipeDir})
+	res, err := getter.Fetch(ctx, src, sc.Out, getter.Options{Pwd: sc.RecipeDir,
+		Progress: func(file string, done, total int64) { sc.Progress("download "+file, done, total) }})
 	if err != nil {
 		return err
 	}

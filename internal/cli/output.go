@@ -26,6 +26,49 @@ type reporter struct {
 	bar   *progressbar.ProgressBar
 	mu    sync.Mutex
 	total int
+
+	// One byte bar at a time for the transfer in progress (progressbar
+	// draws a single line); off a terminal, a plain line each quarter.
+	xferLabel string
+	xferBar   *progressbar.ProgressBar
+	xferShown int64
+}
+
+// progress shows byte progress of downloads.
+func (r *reporter) progress(step, label string, done, total int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.json {
+		return
+	}
+	if r.env.IsTerminal {
+		if r.xferLabel != label || r.xferBar == nil {
+			if r.bar != nil {
+				r.bar.Clear()
+			}
+			r.xferLabel = label
+			r.xferBar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(r.env.Stderr),
+				progressbar.OptionSetDescription(step+": "+label), progressbar.OptionShowBytes(true),
+				progressbar.OptionClearOnFinish())
+		}
+		r.xferBar.Set64(done)
+		if total > 0 && done >= total {
+			r.xferBar.Finish()
+			r.xferBar = nil
+		}
+		return
+	}
+	if total <= 0 {
+		return
+	}
+	quarter := done * 4 / total
+	if r.xferLabel != label {
+		r.xferLabel, r.xferShown = label, -1
+	}
+	if quarter > r.xferShown {
+		r.xferShown = quarter
+		fmt.Fprintf(r.env.Stderr, "%s %s: %d%% of %s\n", step, label, quarter*25, humanBytes(total))
+	}
 }
 
 func newReporter(env *Env, asJSON bool, total int) *reporter {
