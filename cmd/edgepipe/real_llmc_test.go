@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,8 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		return string(out), code
 	}
 	// Exit 3 is a target that failed its quality gate on a measured number
-	// (the recipe's AWQ target at CPU-sized calibration can); anything else
-	// but 0 is a broken pipeline.
+	// (on the built-in model both of the recipe's targets do: see the
+	// recipe); anything else but 0 is a broken pipeline.
 	out, code := run("run", "--keep-going", "gpu-server.yaml")
 	t.Log(out)
 	if code != 0 && code != 3 {
@@ -70,13 +71,17 @@ func TestRealGPUServerRecipe(t *testing.T) {
 	verdicts := map[string]string{}
 	for _, m := range gateLine.FindAllStringSubmatch(out, -1) {
 		verdicts[m[1]] = m[4]
+		conv, _ := strconv.ParseFloat(m[2], 64)
+		base, _ := strconv.ParseFloat(m[3], 64)
+		plausiblePPL(t, m[1], conv, base)
 	}
 
 	published := 0
 	for _, target := range []string{"a100-gptq", "h100-awq"} {
 		art := filepath.Join(dir, "artifacts", "gpu-server", target)
 		if _, err := os.Stat(art); err != nil {
-			if verdicts[target] != manifest.VerdictFail || !strings.Contains(out, "target "+target+" failed its quality gate") {
+			row := regexp.MustCompile(`(?m)^\s*` + target + ` .* fail +not published \(gate failed\)`)
+			if verdicts[target] != manifest.VerdictFail || !row.MatchString(out) {
 				t.Errorf("%s was neither published nor failed its quality gate (verdict %q)", target, verdicts[target])
 			}
 			continue
@@ -100,17 +105,6 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		}
 		t.Logf("%s: perplexity %.4f vs baseline %.4f (delta %+.4f, %s) over %d tokens, size %d bytes",
 			target, p.Converted, p.Baseline, p.Delta, p.Verdict, p.EvalTokens, *m.Metrics.SizeBytes)
-		// Real numbers for a trained model: finite, above 1, far below the
-		// vocabulary size (49152) a broken model would approach, and INT4
-		// does not beat the model it came from by more than noise.
-		for name, v := range map[string]float64{"baseline": p.Baseline, "converted": p.Converted} {
-			if math.IsNaN(v) || v <= 1 || v > 1000 {
-				t.Errorf("%s: %s perplexity %v is not a trained model's", target, name, v)
-			}
-		}
-		if p.Delta < -0.05*p.Baseline {
-			t.Errorf("%s: INT4 perplexity %.4f is far below the baseline %.4f: the two were not scored alike", target, p.Converted, p.Baseline)
-		}
 		if p.Verdict != verdicts[target] || p.Verdict == manifest.VerdictFail || p.Backend != "transformers+compressed-tensors" || p.Chunks != 8 || p.Context != 512 {
 			t.Errorf("%s: perplexity record %+v", target, p)
 		}
@@ -153,7 +147,22 @@ func TestRealGPUServerRecipe(t *testing.T) {
 			t.Errorf("%s: symmetric = %v, want %v (GPTQ symmetric, AWQ with zero points)", target, w.Symmetric, want)
 		}
 	}
-	if published == 0 {
-		t.Fatal("no target was published")
+	// With the built-in model both targets can fail their gate: its weights
+	// are already 4-bit (Q4_1), and a second 4-bit grid adds its own error.
+	t.Logf("%d of 2 targets published", published)
+}
+
+// plausiblePPL checks that a gate judged real numbers of a trained model:
+// finite, above 1, far below the vocabulary size (49152) a broken model
+// approaches, and INT4 not beating its source by more than noise.
+func plausiblePPL(t *testing.T, target string, converted, baseline float64) {
+	t.Helper()
+	for name, v := range map[string]float64{"baseline": baseline, "converted": converted} {
+		if math.IsNaN(v) || v <= 1 || v > 1000 {
+			t.Errorf("%s: %s perplexity %v is not a trained model's", target, name, v)
+		}
+	}
+	if converted < 0.95*baseline {
+		t.Errorf("%s: INT4 perplexity %.4f is far below the baseline %.4f: the two were not scored alike", target, converted, baseline)
 	}
 }
