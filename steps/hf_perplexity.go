@@ -36,36 +36,53 @@ func (hfPerplexity) Run(ctx context.Context, sc *Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	res, err := runTransformersPerplexity(ctx, sc, ToolHFPerplexity, src.Dir)
 	if err != nil {
 		return err
 	}
-	ctxLen := sc.Params.Int("context", 512)
-	args := []string{"--model", src.Dir, "--text", text, "--ctx", strconv.Itoa(ctxLen)}
+	res.record(sc.Result)
+	sc.Result.SetFact("backend", "transformers")
+	return nil
+}
+
+// transformersPPL is what the transformers perplexity scripts print.
+type transformersPPL struct {
+	PPL    float64 `json:"ppl"`
+	Chunks int     `json:"chunks"`
+	Ctx    int     `json:"ctx"`
+	Scored int     `json:"scored"`
+}
+
+func (r transformersPPL) record(res *Result) {
+	res.SetMetric("ppl", r.PPL)
+	res.SetMetric("eval_tokens", float64(r.Scored))
+	res.SetMetric("chunks", float64(r.Chunks))
+	res.SetMetric("context", float64(r.Ctx))
+}
+
+// runTransformersPerplexity runs a perplexity script (hf_perplexity.py or
+// one that wraps it in another toolchain) on modelDir with the step's
+// context, chunks and eval text, and reads its JSON result line.
+func runTransformersPerplexity(ctx context.Context, sc *Context, tool, modelDir string) (transformersPPL, error) {
+	var res transformersPPL
+	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	if err != nil {
+		return res, err
+	}
+	args := []string{"--model", modelDir, "--text", text, "--ctx", strconv.Itoa(sc.Params.Int("context", 512))}
 	if n := sc.Params.Int("max_chunks", 0); n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
-	if err := sc.RunTool(ctx, ToolHFPerplexity, args...); err != nil {
-		return err
-	}
-	var res struct {
-		PPL    float64 `json:"ppl"`
-		Chunks int     `json:"chunks"`
-		Ctx    int     `json:"ctx"`
-		Scored int     `json:"scored"`
+	if err := sc.RunTool(ctx, tool, args...); err != nil {
+		return res, err
 	}
 	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolHFPerplexity, err)
+		return res, fmt.Errorf("%s: %w", tool, err)
 	}
 	if !(res.PPL > 0) {
-		return fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", ToolHFPerplexity, res.PPL, sc.LogPath)
+		return res, fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", tool, res.PPL, sc.LogPath)
 	}
-	sc.Result.SetMetric("ppl", res.PPL)
-	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
-	sc.Result.SetMetric("chunks", float64(res.Chunks))
-	sc.Result.SetMetric("context", float64(res.Ctx))
-	sc.Result.SetFact("backend", "transformers")
-	return nil
+	return res, nil
 }
 
 // ReadJSONLine decodes the last line of a step log that is a JSON object:

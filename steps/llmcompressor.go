@@ -392,40 +392,17 @@ func (llmcPerplexity) Run(ctx context.Context, sc *Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	res, err := runTransformersPerplexity(ctx, sc, ToolLLMCPerplexity, model.Dir)
 	if err != nil {
 		return err
-	}
-	ctxLen := sc.Params.Int("context", 512)
-	args := []string{"--model", model.Dir, "--text", text, "--ctx", strconv.Itoa(ctxLen)}
-	if n := sc.Params.Int("max_chunks", 0); n > 0 {
-		args = append(args, "--chunks", strconv.Itoa(n))
-	}
-	if err := sc.RunTool(ctx, ToolLLMCPerplexity, args...); err != nil {
-		return err
-	}
-	var res struct {
-		PPL    float64 `json:"ppl"`
-		Chunks int     `json:"chunks"`
-		Ctx    int     `json:"ctx"`
-		Scored int     `json:"scored"`
-	}
-	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolLLMCPerplexity, err)
-	}
-	if !(res.PPL > 0) {
-		return fmt.Errorf("%s reported perplexity %v: the quantized model produces no usable probabilities (see %s)", ToolLLMCPerplexity, res.PPL, sc.LogPath)
 	}
 	bm := base.Result.Metrics
 	bp, ok := bm["ppl"]
 	if !ok {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
 	}
-	sc.Result.SetMetric("ppl", res.PPL)
+	res.record(sc.Result)
 	sc.Result.SetMetric("baseline_ppl", bp)
-	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
-	sc.Result.SetMetric("chunks", float64(res.Chunks))
-	sc.Result.SetMetric("context", float64(res.Ctx))
 	sc.Result.SetFact("backend", "transformers+compressed-tensors")
 	// The baseline ran in another toolchain (another transformers); the
 	// numbers only compare if both tokenized the text the same way and
