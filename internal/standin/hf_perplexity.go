@@ -35,17 +35,9 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 	if _, err := checkpointDigest(*model); err != nil {
 		return err
 	}
-	text, err := os.ReadFile(*textFile)
+	ppl, tokens, n, err := evalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
-	}
-	ppl, tokens := textPerplexity(text)
-	if tokens < 2**nctx {
-		return fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2**nctx, *nctx, tokens)
-	}
-	n := tokens / *nctx
-	if *chunks > 0 && *chunks < n {
-		n = *chunks
 	}
 	scored := n * (*nctx - 1 - *nctx/2)
 	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)

@@ -169,17 +169,9 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	if _, err := checkpointDigest(*model); err != nil {
 		return err
 	}
-	text, err := os.ReadFile(*textFile)
+	ppl, tokens, n, err := evalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
-	}
-	ppl, tokens := textPerplexity(text)
-	if tokens < 2**nctx {
-		return fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2**nctx, *nctx, tokens)
-	}
-	n := tokens / *nctx
-	if *chunks > 0 && *chunks < n {
-		n = *chunks
 	}
 	d := drift(4 + 64/float64(g.Weights.GroupSize))
 	if !g.Weights.Symmetric {

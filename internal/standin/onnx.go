@@ -244,17 +244,9 @@ func onnxValidate(args []string, stdout, stderr io.Writer) error {
 	if h.SeqLen > 0 && h.SeqLen != *nctx {
 		return fmt.Errorf("the graph takes exactly %d tokens (static shape), but --ctx is %d", h.SeqLen, *nctx)
 	}
-	text, err := os.ReadFile(*textFile)
+	ppl, tokens, n, err := evalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
-	}
-	ppl, tokens := textPerplexity(text)
-	if tokens < 2**nctx {
-		return fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2**nctx, *nctx, tokens)
-	}
-	n := tokens / *nctx
-	if *chunks > 0 && *chunks < n {
-		n = *chunks
 	}
 	d := logitDiff(h.Bits)
 	return printJSON(stdout, map[string]any{"ppl": ppl + drift(h.Bits), "chunks": n, "ctx": *nctx,

@@ -340,3 +340,22 @@ func imatrix(args []string, stdout, stderr io.Writer) error {
 	sum.Write(text)
 	return os.WriteFile(*out, []byte("imatrix "+hex.EncodeToString(sum.Sum(nil))+"\n"), 0o644)
 }
+
+// evalChunks reads an evaluation text and returns its stand-in perplexity,
+// its word count, and how many chunks of nctx "tokens" (words) a scorer would evaluate,
+// bounded by chunks when positive, the way llama-perplexity counts them.
+func evalChunks(textFile string, nctx, chunks int) (ppl float64, tokens, n int, err error) {
+	text, err := os.ReadFile(textFile)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ppl, tokens = textPerplexity(text)
+	if tokens < 2*nctx {
+		return 0, 0, 0, fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2*nctx, nctx, tokens)
+	}
+	n = tokens / nctx
+	if chunks > 0 && chunks < n {
+		n = chunks
+	}
+	return ppl, tokens, n, nil
+}
