@@ -217,6 +217,11 @@ func (in *Installed) Summary() string {
 		UV:       {"uv"},
 		Llama:    {"python", "torch", "transformers", "gguf"},
 		LlamaCpp: {"llama.cpp", "llama-cpp-python"},
+		// Registered per-format toolchains: the packages that do the work.
+		"onnx":          {"python", "onnxruntime", "onnx", "optimum-onnx", "torch", "transformers"},
+		"llmcompressor": {"python", "llmcompressor", "compressed-tensors", "torch", "transformers"},
+		"coreml":        {"python", "coremltools", "torch", "transformers"},
+		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {
