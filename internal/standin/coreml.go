@@ -125,17 +125,9 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Stat(filepath.Join(*model, "config.json")); err != nil {
 		return fmt.Errorf("no config.json in %s", *model)
 	}
-	text, err := os.ReadFile(*textFile)
+	base, _, n, err := evalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
-	}
-	base, tokens := textPerplexity(text)
-	n := tokens / *nctx
-	if *chunks > 0 && *chunks < n {
-		n = *chunks
-	}
-	if n == 0 {
-		return fmt.Errorf("need at least %d tokens for --ctx %d, the text has %d", 2**nctx, *nctx, tokens)
 	}
 	blockOK := m.StandIn.WeightDtype == "int4" && m.StandIn.BlockSize == *block
 	checks := []map[string]any{
