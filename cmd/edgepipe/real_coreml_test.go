@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,31 +15,7 @@ import (
 // checks ran and the measured perplexity. Opt in with EDGEPIPE_REAL=1; the
 // toolchains go to EDGEPIPE_CACHE (default: the user cache folder).
 func TestRealCoreML(t *testing.T) {
-	if os.Getenv("EDGEPIPE_REAL") != "1" {
-		t.Skip("real tier: set EDGEPIPE_REAL=1 (installs torch 2.7.0 and coremltools 9.0)")
-	}
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(base, "edgepipe")
-	}
-	bin := binDir(t)
-	work := t.TempDir()
-	run := func(args ...string) []byte {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
-		cmd.Dir = work
-		// No tool path: the real toolchains, never the stand-ins.
-		cmd.Env = append(os.Environ(), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, work := realEdgepipe(t, "installs torch 2.7.0 and coremltools 9.0")
 	run("toolchain", "install", "llama", "coreml", "builtin:smollm2-135m")
 	// The test checks the pipeline, not the format's quality on this model:
 	// INT4 symmetric per-block weights move SmolLM2-135M's perplexity by

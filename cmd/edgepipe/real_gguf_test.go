@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,4 +99,37 @@ func TestRealDemo(t *testing.T) {
 	if strings.Contains(log, " done ") || strings.Contains(log, " start ") {
 		t.Errorf("rerun ran steps:\n%s", log)
 	}
+}
+
+// realEdgepipe skips unless EDGEPIPE_REAL=1 and returns a runner for
+// edgepipe with the real toolchains (no stand-ins on the tool path) in a
+// fresh work folder, and that folder. The toolchains and step outputs live
+// in EDGEPIPE_CACHE, default the user cache folder, so later runs reuse
+// them. A failing command fails the test with its output.
+func realEdgepipe(t *testing.T, installs string) (run func(args ...string) []byte, work string) {
+	t.Helper()
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skipf("real tier: set EDGEPIPE_REAL=1 (%s)", installs)
+	}
+	cache := os.Getenv("EDGEPIPE_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(base, "edgepipe")
+	}
+	bin := binDir(t)
+	work = t.TempDir()
+	return func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
+		}
+		return out
+	}, work
 }

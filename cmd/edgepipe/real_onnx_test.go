@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,31 +16,7 @@ import (
 // toolchains go to EDGEPIPE_CACHE (default: the user cache folder), so
 // later runs reuse them.
 func TestRealONNXAndQNN(t *testing.T) {
-	if os.Getenv("EDGEPIPE_REAL") != "1" {
-		t.Skip("real tier: set EDGEPIPE_REAL=1 (installs torch, optimum-onnx and ONNX Runtime)")
-	}
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(base, "edgepipe")
-	}
-	bin := binDir(t)
-	work := t.TempDir()
-	run := func(args ...string) []byte {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
-		cmd.Dir = work
-		// No tool path: the real toolchains, never the stand-ins.
-		cmd.Env = append(os.Environ(), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, work := realEdgepipe(t, "installs torch, optimum-onnx and ONNX Runtime")
 	run("toolchain", "install", "llama", "onnx", "builtin:smollm2-135m")
 
 	type want struct {
