@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 func TestParseProcIO(t *testing.T) {
@@ -296,12 +297,7 @@ func testEnv(t *testing.T) *env {
 				return
 			}
 		}
-		for _, tool := range []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "convert_hf_to_gguf.py"} {
-			if err := os.Symlink("standin", filepath.Join(buildDir, "standins", tool)); err != nil {
-				buildErr = err
-				return
-			}
-		}
+		buildErr = standin.Link(filepath.Join(buildDir, "standins"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

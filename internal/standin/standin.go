@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,6 +37,13 @@ var Tools = map[string]func(args []string, stdout, stderr io.Writer) error{
 
 // Main runs the stand-in named name and returns its exit code.
 func Main(name string, args []string) int {
+	if name == "standin" && len(args) == 2 && args[0] == "link" {
+		if err := Link(args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "standin: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	f, ok := Tools[name]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "standin: no stand-in for %q\n", name)
@@ -358,4 +366,20 @@ func evalChunks(textFile string, nctx, chunks int) (ppl float64, tokens, n int, 
 		n = chunks
 	}
 	return ppl, tokens, n, nil
+}
+
+// Link makes dir hold a symlink named after every stand-in tool, pointing at
+// the standin binary beside them, so a hand-kept list of tool names cannot
+// fall behind Tools (it did once: hf_perplexity.py was missing).
+func Link(dir string) error {
+	for name := range Tools {
+		link := filepath.Join(dir, name)
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.Symlink("standin", link); err != nil {
+			return err
+		}
+	}
+	return nil
 }
