@@ -663,5 +663,17 @@ func IsInterrupted(err error) bool {
 // SetOnEvent sets the event callback (progress output, --json).
 func (e *Engine) SetOnEvent(f func(Event)) { e.opt.OnEvent = f }
 
-// SetOnProgress sets the byte-progress callback (download bars).
-func (e *Engine) SetOnProgress(f func(step, label string, done, total int64)) { e.opt.OnProgress = f }
+// SetOnProgress sets the byte-progress callback: download bars, and bars
+// for hashing big files (a multi-GB source is read once before its first
+// run, which otherwise looks like a hang).
+func (e *Engine) SetOnProgress(f func(step, label string, done, total int64)) {
+	e.opt.OnProgress = f
+	memo := e.opt.Cache.Memo()
+	if f == nil {
+		memo.SetProgress(nil)
+		return
+	}
+	memo.SetProgress(func(path string, done, total int64) {
+		f("hashing", filepath.Base(path), done, total)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -76,6 +77,48 @@ type Memo struct {
 	changes  int64                // bumped on every change to entries
 	saved    int64                // value of changes at the last Save
 	inflight map[string]*hashCall
+
+	progress atomic.Pointer[ProgressFunc]
+}
+
+// ProgressFunc receives the bytes read so far of one file being hashed.
+type ProgressFunc func(path string, done, total int64)
+
+// progressMinBytes keeps small files, which hash in a blink, from flashing
+// bars: only files at least this big report progress.
+const progressMinBytes = 64 << 20
+
+// progressEvery bounds how often a big file reports, so the callback
+// (terminal drawing) costs nothing next to the hashing.
+const progressEvery = 16 << 20
+
+// SetProgress makes the memo report the progress of every file of at
+// least 64 MiB that it has to read; nil turns reporting off.
+func (m *Memo) SetProgress(fn ProgressFunc) {
+	if fn == nil {
+		m.progress.Store(nil)
+		return
+	}
+	m.progress.Store(&fn)
+}
+
+// progressReader counts bytes through to a ProgressFunc.
+type progressReader struct {
+	r           io.Reader
+	path        string
+	done, total int64
+	reported    int64
+	fn          ProgressFunc
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	if p.done-p.reported >= progressEvery || (err == io.EOF && p.reported < p.done) {
+		p.reported = p.done
+		p.fn(p.path, p.done, p.total)
+	}
+	return n, err
 }
 
 type hashCall struct {
@@ -259,7 +302,11 @@ func (m *Memo) hashAndRemember(abs string) *hashCall {
 			f.Close()
 			return &hashCall{err: fmt.Errorf("hash %s: not a regular file", abs)}
 		}
-		sum, n, err := hashReader(f)
+		var r io.Reader = f
+		if fn := m.progress.Load(); fn != nil && before.Size() >= progressMinBytes {
+			r = &progressReader{r: f, path: abs, total: before.Size(), fn: *fn}
+		}
+		sum, n, err := hashReader(r)
 		m.bytesHashed.Add(n)
 		after, statErr := f.Stat()
 		f.Close()
