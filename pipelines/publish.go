@@ -51,6 +51,10 @@ func (e *GateError) Error() string {
 		g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
 }
 
+// Contained marks a gate failure as a verdict on its own target: under
+// fail-fast, other targets still convert and publish (the run exits 3).
+func (e *GateError) Contained() bool { return true }
+
 // Judge applies the domain brief's thresholds: under warn_delta is
 // excellent, over max_delta is a failure.
 func Judge(baseline, converted, warnDelta, maxDelta float64) (delta, ratio float64, verdict string) {

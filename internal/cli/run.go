@@ -51,7 +51,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	}
 	_ = ca
 	if !c.json {
-		for _, d := range pipelines.NvidiaGPUCheck(plan) {
+		for _, d := range pipelines.PlanNotes(plan) {
 			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
 		}
 	}
@@ -228,7 +228,7 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 // this host (formats that need an NVIDIA GPU) and what the pre-flight
 // could only warn about or assume.
 func printPlanNotes(env *Env, plan *pipelines.Plan) {
-	for _, d := range pipelines.NvidiaGPUCheck(plan) {
+	for _, d := range pipelines.PlanNotes(plan) {
 		fmt.Fprintf(env.Stdout, "note: %s\n  %s\n", d.Msg, d.Hint)
 	}
 	_, fits := pipelines.Preflight(plan)

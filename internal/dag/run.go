@@ -3,6 +3,7 @@ package dag
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -28,6 +29,20 @@ type Options struct {
 	// time, in the order things happened. It should not block for long:
 	// scheduling waits for it.
 	OnEvent func(Event)
+}
+
+// A ContainedError fails its node, and so skips what needs that node, but
+// does not stop the run under fail-fast: it is a verdict about one branch
+// (a quality gate that refused one target), not a sign that the run as a
+// whole is broken, so independent branches still finish.
+type ContainedError interface {
+	error
+	Contained() bool
+}
+
+func contained(err error) bool {
+	var c ContainedError
+	return errors.As(err, &c) && c.Contained()
 }
 
 // Status is where a node ended up (or is).
@@ -315,7 +330,7 @@ func (s *scheduler) finish(c completion, cancel context.CancelFunc) {
 		r.Status = Canceled
 	default:
 		r.Status = Failed
-		if !s.opt.KeepGoing && s.trigger < 0 {
+		if !s.opt.KeepGoing && s.trigger < 0 && !contained(c.err) {
 			s.trigger = n
 			cancel()
 		}
