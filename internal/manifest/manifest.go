@@ -268,6 +268,9 @@ func (m *Manifest) Validate() error {
 	if p := m.Metrics.Perplexity; p != nil {
 		errs = append(errs, p.validate()...)
 	}
+	if b := m.Metrics.Bench; b != nil {
+		errs = append(errs, b.validate()...)
+	}
 	for i, c := range m.Metrics.Checks {
 		if c.Name == "" {
 			add("metrics.checks[%d].name is empty", i)
