@@ -79,7 +79,7 @@ func TestRealBench(t *testing.T) {
 	if b.ModelBytes != *m.Metrics.SizeBytes {
 		t.Errorf("the ceiling divides by %d bytes, the artifact has %d", b.ModelBytes, *m.Metrics.SizeBytes)
 	}
-	if e := *b.Efficiency; !(e > 0) || math.Abs(e-b.DecodeTokS / *b.HostCeilingTokS) > 1e-9 {
+	if e := *b.Efficiency; !(e > 0) || math.Abs(e - b.DecodeTokS / *b.HostCeilingTokS) > 1e-9 {
 		t.Errorf("efficiency %v, decode %v, ceiling %v", e, b.DecodeTokS, *b.HostCeilingTokS)
 	}
 	if bu := m.Budgets; bu == nil || bu.MinTokensPerS == nil || bu.MinTokensPerS.Actual == nil || *bu.MinTokensPerS.Actual != b.DecodeTokS {
