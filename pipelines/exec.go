@@ -351,10 +351,15 @@ func (e *Engine) key(ctx context.Context, s *Step) (string, []*Tool, error) {
 		}
 		params[k] = v
 	}
-	key, err := digest.Key(map[string]any{
+	fields := map[string]any{
 		"kind": s.Kind, "kind_version": k.Version(), "params": params,
 		"inputs": inDigests, "data": data, "tools": toolIDs,
-	})
+	}
+	if hb, ok := k.(steps.HostBound); ok {
+		// A measurement is only true of the machine that took it.
+		fields["host"] = hb.HostIdentity()
+	}
+	key, err := digest.Key(fields)
 	if err != nil {
 		return "", nil, fmt.Errorf("step %s: cache key: %w", s.ID, err)
 	}

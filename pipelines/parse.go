@@ -975,6 +975,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 			{"min_tokens_per_s", func(_, v *yaml.Node) { t.MinTokensPerS, _ = p.nonNegative(v, path+".min_tokens_per_s") }},
 			{"max_memory_gb", func(_, v *yaml.Node) { t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb") }},
 			{"max_first_token_ms", func(_, v *yaml.Node) { t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms") }},
+			{"bench", func(k, v *yaml.Node) { t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k) }},
 		})
 		if got != nil {
 			if got["device"] == nil {
@@ -990,6 +991,37 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 		p.report(k, "add at least one: "+example, "targets is empty: a recipe needs at least one target")
 	}
 	return out
+}
+
+// bench reads a target's bench section; an empty one (bench: or
+// bench: {}) turns the bench on with the defaults.
+func (p *parser) bench(v *yaml.Node, path string) *BenchSpec {
+	b := &BenchSpec{Warmup: DefaultBenchWarmup, Runs: DefaultBenchRuns,
+		PromptTokens: DefaultBenchPromptTokens, ProbeMiB: DefaultBenchProbeMiB}
+	p.object(v, path, []field{
+		{"warmup", func(_, v *yaml.Node) {
+			if n, ok := p.nonNegativeInt(v, path+".warmup"); ok {
+				b.Warmup = n
+			}
+		}},
+		{"runs", func(_, v *yaml.Node) {
+			if n, ok := p.positiveInt(v, path+".runs"); ok {
+				b.Runs = n
+			}
+		}},
+		{"prompt_tokens", func(_, v *yaml.Node) {
+			if n, ok := p.positiveInt(v, path+".prompt_tokens"); ok {
+				b.PromptTokens = n
+			}
+		}},
+		{"threads", func(_, v *yaml.Node) { b.Threads, _ = p.nonNegativeInt(v, path+".threads") }},
+		{"probe_mib", func(_, v *yaml.Node) {
+			if n, ok := p.positiveInt(v, path+".probe_mib"); ok {
+				b.ProbeMiB = n
+			}
+		}},
+	})
+	return b
 }
 
 // overrideIDRE matches ids of generated steps (gguf-quantize:q4_k_m,

@@ -100,6 +100,9 @@ func Expand(r *Recipe) (*Plan, error) {
 			continue
 		}
 		model, checks := expander(r, t, f, add)
+		if t.Bench != nil {
+			checks = append(checks, addBench(t, model, add).ID)
+		}
 		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,
 			Needs: append([]string{model.ID}, checks...),
 			Params: steps.Params{
@@ -111,6 +114,15 @@ func Expand(r *Recipe) (*Plan, error) {
 				"warn_delta": t.Quality.Perplexity.WarnDelta,
 				"max_delta":  t.Quality.Perplexity.MaxDelta,
 			}}
+		// Budgets are judged and recorded at publish: a changed budget must
+		// change the publish key. Unset ones stay out, so targets without
+		// budgets keep their keys.
+		for k, v := range map[string]float64{"min_tokens_per_s": t.MinTokensPerS, "max_memory_gb": t.MaxMemoryGB,
+			"max_first_token_ms": t.MaxFirstTokenMS} {
+			if v > 0 {
+				pub.Params[k] = v
+			}
+		}
 		add(pub, t.Name)
 	}
 

@@ -109,6 +109,14 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 			return "", gate, &GateError{Target: s.Target, Gate: gate}
 		}
 	}
+	bench := benchOutput(ins[1:])
+	budgets := budgetChecks(e.plan.Recipe.target(s.Target), bench)
+	for _, c := range budgets {
+		if !c.Passed {
+			e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+			return "", gate, &GateError{Target: s.Target, Check: &c, Step: bench.StepID}
+		}
+	}
 
 	final := filepath.Join(e.opt.OutDir, s.Target)
 	pubKey, err := e.publishKey(s, ins)
@@ -146,6 +154,14 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		size += f.Size
 	}
 	m := e.manifestFor(s, model, ins[1:], gate, size)
+	if bench != nil {
+		m.Metrics.Bench = manifestBench(bench)
+		fillBudgetActuals(m.Budgets, m.Metrics.Bench)
+		for _, c := range budgets {
+			m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+		}
+		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	}
 	for _, st := range e.upstream(s) {
 		out := e.output(st.ID)
 		if out == nil || out.LogPath == "" {

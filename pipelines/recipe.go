@@ -89,10 +89,34 @@ type Target struct {
 	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
 	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
 	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
+	// Bench, when set, measures the artifact on this host (see BenchSpec).
+	Bench *BenchSpec `json:"bench,omitempty"`
 
 	Pos       Pos `json:"-"` // the target's key
 	DevicePos Pos `json:"-"`
 	FormatPos Pos `json:"-"`
+	BenchPos  Pos `json:"-"`
+}
+
+// BenchSpec is a target's on-host measurement: per-token decode latency at
+// a KV-cache depth of PromptTokens, time to first token for a prompt of
+// PromptTokens, and the host's memory bandwidth, with the artifact's
+// runtime (llama.cpp for GGUF, ONNX Runtime for ONNX).
+type BenchSpec struct {
+	// Warmup runs are timed but discarded: caches, page faults, thread
+	// pools.
+	Warmup int `json:"warmup"`
+	// Runs are the timed runs: each decodes one token (and, separately,
+	// processes one prompt).
+	Runs int `json:"runs"`
+	// PromptTokens is the fixed input shape: the prompt's length, and the
+	// KV-cache depth every decoded token is measured at.
+	PromptTokens int `json:"prompt_tokens"`
+	// Threads is the runtime's thread count; 0 means every core.
+	Threads int `json:"threads,omitempty"`
+	// ProbeMiB is the memory-bandwidth test's buffer, which must be well
+	// above the CPU's last-level cache.
+	ProbeMiB int `json:"probe_mib"`
 }
 
 // StepSpec is a user-written step ("steps:" section): either a new step
@@ -125,4 +149,13 @@ const (
 	DefaultWarnDelta  = 0.5
 	DefaultMaxDelta   = 2.0
 	DefaultKVDtype    = "f16"
+)
+
+// Bench defaults: 10 warm-up and 50 timed runs at a 128-token prompt, a
+// 1 GiB bandwidth probe.
+const (
+	DefaultBenchWarmup       = 10
+	DefaultBenchRuns         = 50
+	DefaultBenchPromptTokens = 128
+	DefaultBenchProbeMiB     = 1024
 )

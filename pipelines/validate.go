@@ -79,6 +79,11 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 				add(t.FormatPos, fix, "target %q: no runtime on %s loads %s", t.Name, t.Device, t.Format)
 			}
 		}
+		if formatOK {
+			if d := validateBench(t); d != nil {
+				diags = append(diags, *d)
+			}
+		}
 	}
 
 	for _, s := range r.Steps {

@@ -90,6 +90,22 @@ func TestRealDemo(t *testing.T) {
 		}
 		t.Logf("%s: size %d, ppl %.4f vs %.4f (delta %+.4f, %s), KL %.5f, top-1 %.3f",
 			target, *m.Metrics.SizeBytes, p.Converted, p.Baseline, p.Delta, p.Verdict, *m.Metrics.KLDivergence, *m.Metrics.Top1Agreement)
+		// The demo times its Q8_0 target on this host.
+		if b := m.Metrics.Bench; (b != nil) != (target == "laptop-q8") {
+			t.Errorf("%s: bench %+v", target, b)
+		} else if b != nil {
+			if b.Backend != "llama.cpp" || !(b.DecodeTokS > 0) || b.Efficiency == nil || !(*b.Efficiency > 0) {
+				t.Errorf("%s: bench %+v", target, b)
+			}
+			t.Logf("%s: decode %.2f tok/s (p50 %.2f, p95 %.2f, p99 %.2f ms), first token %.1f ms for %d tokens, host %.2f GB/s, ceiling %.2f tok/s, efficiency %.3f",
+				target, b.DecodeTokS, b.TokenP50MS, b.TokenP95MS, b.TokenP99MS, b.FirstTokenMS, b.PromptTokens,
+				*b.HostBandwidthGBs, *b.HostCeilingTokS, *b.Efficiency)
+		}
+	}
+	for _, name := range []string{"report.html", "report.md"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Errorf("the demo wrote no %s: %v", name, err)
+		}
 	}
 	// A second run is all cache hits.
 	log, err = realRun(t, "run", "--out", out, "recipes/demo.yaml")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -24,6 +25,8 @@ import (
 type ciReport struct {
 	plan    *pipelines.Plan
 	started time.Time
+	// outDir, when set, receives report.html and report.md.
+	outDir string
 
 	mu    sync.Mutex
 	steps map[string]*stepRecord
@@ -184,8 +187,14 @@ func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *pipeline
 	outcomes := c.outcomes(res)
 	code := runExitCode(err)
 	var problems []error
+	rep := c.report(outcomes, res, code)
+	if c.outDir != "" {
+		if werr := writeReports(c.outDir, rep); werr != nil {
+			problems = append(problems, fmt.Errorf("write the run's report in %s: %w", c.outDir, werr))
+		}
+	}
 	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-		if werr := appendFile(path, c.markdown(outcomes, res, code)); werr != nil {
+		if werr := appendFile(path, report.Markdown(rep)); werr != nil {
 			problems = append(problems, fmt.Errorf("append the job summary to $GITHUB_STEP_SUMMARY (%s): %w", path, werr))
 		}
 	}
@@ -247,86 +256,10 @@ var exitMeaning = map[int]string{
 	ExitInterrupted: "interrupted",
 }
 
-// markdown is the run's summary for a GitHub job page: the per-target
-// table and each failure's root cause.
+// markdown is the run's summary for a GitHub job page: report.md, the
+// Markdown twin of report.html.
 func (c *ciReport) markdown(outcomes []targetOutcome, res *pipelines.RunResult, code int) []byte {
-	var b strings.Builder
-	published := 0
-	for _, o := range outcomes {
-		if o.Outcome == outcomePublished {
-			published++
-		}
-	}
-	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", mdText(c.plan.Recipe.Name))
-	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", published, len(outcomes), code, exitMeaning[code])
-	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
-	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
-	for _, o := range outcomes {
-		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
-		if o.SizeBytes > 0 {
-			size = humanBytes(o.SizeBytes)
-		}
-		if o.Gate != nil {
-			ppl = fmt.Sprintf("%.3f", o.Gate.Converted)
-			delta = fmt.Sprintf("%+.3f", o.Gate.Delta)
-		}
-		if o.Verdict != "" {
-			verdict = o.Verdict
-		}
-		switch o.Outcome {
-		case outcomePublished:
-			where = "`" + mdCode(o.Artifact) + "`"
-			if o.Verdict == "" {
-				verdict = "published (no gate)"
-			}
-		case outcomeGateFailed:
-			verdict, where = "**"+verdict+"**", "not published (gate failed)"
-		case outcomeBlocked:
-			where = "not published (upstream failed)"
-		default:
-			where = "not published"
-		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
-			mdText(o.Target), mdCode(o.Format), mdText(o.Device), size, ppl, delta, verdict, where)
-	}
-	if res != nil && len(res.Failed) > 0 {
-		b.WriteString("\n### Failures\n\n")
-		for _, err := range res.Failed {
-			var ge *pipelines.GateError
-			var se *pipelines.StepError
-			switch {
-			case errors.As(err, &ge):
-				fmt.Fprintf(&b, "- **%s**: %s\n", mdText(ge.Target), mdText(err.Error()))
-			case errors.As(err, &se):
-				// The first line says what failed; the log's tail follows,
-				// folded, as a block the page can show line by line.
-				first, _, _ := strings.Cut(err.Error(), "\n")
-				fmt.Fprintf(&b, "- **step %s**: %s\n", mdText(se.Step), mdText(first))
-				if tail := proc.Tail(se.LogPath, 20); len(tail) > 0 {
-					fmt.Fprintf(&b, "  <details><summary>last lines of %s</summary>\n\n  ```text\n", mdText(relPath(se.LogPath)))
-					for _, l := range tail {
-						fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(xmlText(l), "```", "'''"))
-					}
-					b.WriteString("  ```\n  </details>\n")
-				}
-			default:
-				fmt.Fprintf(&b, "- %s\n", mdText(err.Error()))
-			}
-		}
-	}
-	b.WriteString("\n")
-	return []byte(b.String())
-}
-
-// mdText makes text safe inside a Markdown table cell or list item.
-func mdText(s string) string {
-	s = strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
-	return s
-}
-
-// mdCode makes text safe inside `code` in a table cell.
-func mdCode(s string) string {
-	return strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(s)
+	return report.Markdown(c.report(outcomes, res, code))
 }
 
 // JUnit report types: the common Jenkins/Ant schema that GitHub test

@@ -147,15 +147,6 @@ targets:
 	}
 }
 
-func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
-	if got := mdText("a|b\nc <d>"); got != `a\|b c &lt;d&gt;` {
-		t.Errorf("mdText: %q", got)
-	}
-	if got := mdCode("x`|y"); got != `x'\|y` {
-		t.Errorf("mdCode: %q", got)
-	}
-}
-
 // pendingFlags are flags the example workflow uses before this build has
 // them, with the work that adds them.
 var pendingFlags = map[string]string{}

@@ -192,6 +192,7 @@ func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outD
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
 	}
 	tw.Flush()
+	printBenches(env, plan, res)
 	for _, err := range res.Failed {
 		var se *pipelines.StepError
 		if errors.As(err, &se) {

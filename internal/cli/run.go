@@ -57,6 +57,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	}
 	rep := newReporter(env, c.json, len(plan.Steps))
 	ci := newCIReport(plan)
+	ci.outDir = out
 	eng.SetOnEvent(func(ev pipelines.Event) { rep.event(ev); ci.event(ev) })
 	eng.SetOnProgress(rep.progress)
 	res, runErr := eng.Run(ctx)

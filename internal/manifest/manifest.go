@@ -154,13 +154,21 @@ type MemoryFit struct {
 	Fits           bool   `json:"fits"`
 }
 
-// Bench is an on-host measurement of the artifact at a fixed input shape.
+// Bench is an on-host measurement of the artifact at a fixed input shape:
+// each timed run decodes one token with PromptTokens already in the KV
+// cache (DecodeTokens counts them), and, separately, processes one
+// PromptTokens prompt (FirstTokenMS is the median of those).
 type Bench struct {
-	Backend      string  `json:"backend"`
-	WarmupRuns   int     `json:"warmup_runs"`
-	TimedRuns    int     `json:"timed_runs"`
-	PromptTokens int     `json:"prompt_tokens"`
-	DecodeTokens int     `json:"decode_tokens"`
+	Backend string `json:"backend"`
+	// Host names the machine measured (OS/arch, CPU model, cores).
+	Host         string `json:"host,omitempty"`
+	WarmupRuns   int    `json:"warmup_runs"`
+	TimedRuns    int    `json:"timed_runs"`
+	PromptTokens int    `json:"prompt_tokens"`
+	DecodeTokens int    `json:"decode_tokens"`
+	Threads      int    `json:"threads,omitempty"`
+	// ModelBytes is what the host ceiling divides the bandwidth by.
+	ModelBytes   int64   `json:"model_bytes,omitempty"`
 	TokenP50MS   float64 `json:"token_p50_ms"`
 	TokenP95MS   float64 `json:"token_p95_ms"`
 	TokenP99MS   float64 `json:"token_p99_ms"`
@@ -171,6 +179,8 @@ type Bench struct {
 	// test did not run.
 	HostBandwidthGBs *float64 `json:"host_bandwidth_gb_s,omitempty"`
 	HostCeilingTokS  *float64 `json:"host_ceiling_tok_s,omitempty"`
+	// Efficiency is DecodeTokS / HostCeilingTokS.
+	Efficiency *float64 `json:"efficiency,omitempty"`
 }
 
 // Check is one validation that ran on the artifact.
@@ -257,6 +267,9 @@ func (m *Manifest) Validate() error {
 
 	if p := m.Metrics.Perplexity; p != nil {
 		errs = append(errs, p.validate()...)
+	}
+	if b := m.Metrics.Bench; b != nil {
+		errs = append(errs, b.validate()...)
 	}
 	for i, c := range m.Metrics.Checks {
 		if c.Name == "" {

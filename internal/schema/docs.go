@@ -37,6 +37,7 @@ var typeDocs = map[string]string{
 	"Target":            "One published artifact: the model in one format for one device. Its name (the key) names the artifact folder.",
 	"StepSpec":          "A step of your own (uses, needs, with), or, under a generated step's id (gguf-quantize:q4_k_m, ...), an override of that step's with: options.",
 	"ToolchainOverride": "Tools you already have, used instead of the toolchain edgepipe installs.",
+	"BenchSpec":         "The on-host measurement's settings.",
 }
 
 // fieldDocs describes each recipe key, keyed by Go type and field name.
@@ -102,7 +103,15 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.With":            {Desc: "Format options, passed to the format's pipeline (imatrix, group_size, block_size, backend, conv_template, ...).", Nullable: true},
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
 	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
-	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds, recorded in the manifest; 0 means unset.", Min: zero},
+	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds; with bench on, the measured time over it fails the target (exit 3); 0 means unset.", Min: zero},
+	"Target.Bench": {Desc: "Measure the artifact on this host (GGUF through llama.cpp's llama-bench, onnx-fp32/onnx-int4 through ONNX Runtime): per-token decode latency p50/p95/p99, time to first token, prompt and decode tok/s, and the host's memory bandwidth, so decode speed is reported against the host's own ceiling. An empty bench: uses the defaults. With bench on, min_tokens_per_s and max_first_token_ms are judged against the measurement.",
+		Nullable: true},
+
+	"BenchSpec.Warmup":       {Desc: "Runs timed and discarded before the timed ones (caches, page faults, thread pools).", Min: zero, Default: pipelines.DefaultBenchWarmup},
+	"BenchSpec.Runs":         {Desc: "Timed runs: each decodes one token, and separately processes one prompt.", Min: one, Default: pipelines.DefaultBenchRuns},
+	"BenchSpec.PromptTokens": {Desc: "The fixed input shape: the prompt's length, and the KV-cache depth every decoded token is timed at.", Min: one, Default: pipelines.DefaultBenchPromptTokens},
+	"BenchSpec.Threads":      {Desc: "Threads the runtime uses; 0 means every core.", Min: zero, Default: 0},
+	"BenchSpec.ProbeMiB":     {Desc: "Size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: pipelines.DefaultBenchProbeMiB},
 
 	"StepSpec.ID":       {Key: true},
 	"StepSpec.Uses":     {Desc: "The kind of step to run, for example run (a command by argv, never through a shell)."},

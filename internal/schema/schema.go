@@ -155,6 +155,9 @@ func (g *generator) object(t reflect.Type) *Schema {
 
 // field is the schema of one field's value.
 func (g *generator) field(t reflect.Type, fd fieldDoc) *Schema {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem() // an optional section: absent is the nil pointer
+	}
 	var s *Schema
 	switch {
 	case fd.Schema != nil:

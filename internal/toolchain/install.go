@@ -301,7 +301,7 @@ func venvPythonVersion(dir string) string {
 	return ""
 }
 
-// llamaCpp unpacks llama.cpp from the pinned sdist, builds the three tools
+// llamaCpp unpacks llama.cpp from the pinned sdist, builds the tools
 // and keeps them with the converter and its gguf-py.
 func (in *installer) llamaCpp() (map[string]string, error) {
 	cmake, err := exec.LookPath("cmake")

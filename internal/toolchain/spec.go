@@ -82,7 +82,7 @@ var uvPins = []Pin{
 
 var llamaCppSdist = Pin{"llama-cpp-python", "llama_cpp_python-0.3.36.tar.gz", "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e", "", ""}
 
-// llamaCppCMakeFlags configure llama.cpp for the three tools only. Static
+// llamaCppCMakeFlags configure llama.cpp for its command-line tools only. Static
 // libraries make the binaries independent of the build folder, so the
 // install can be renamed into place.
 //
@@ -121,14 +121,19 @@ func llamaCppCMakeFlags(goarch string) []string {
 
 // llamaCppBuildPin is the text whose digest names the llamacpp install.
 func llamaCppBuildPin(goarch string) string {
-	pin := pinText([]Pin{llamaCppSdist}) + "cmake " + strings.Join(llamaCppCMakeFlags(goarch), " ") + "\nrecipe " + llamaCppBuildRecipe + "\n"
+	// The targets are part of the pin: an install built without a tool the
+	// current build needs must not resolve as complete.
+	pin := pinText([]Pin{llamaCppSdist}) + "cmake " + strings.Join(llamaCppCMakeFlags(goarch), " ") +
+		"\ntargets " + strings.Join(llamaCppTargets, " ") + "\nrecipe " + llamaCppBuildRecipe + "\n"
 	if goarch == "amd64" {
 		return pin + "target " + runtime.GOOS + "/" + goarch + "\n"
 	}
 	return pin + "cpu " + cpuIdentity() + "\n"
 }
 
-var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix"}
+// llamaCppTargets are the tools built; llama-bench measures decode latency
+// for the bench step.
+var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "llama-bench"}
 
 // llamaCppKeep lists what stays of the llama.cpp tree after the build: the
 // converter, its model code and its own gguf-py (which must match it).
@@ -144,6 +149,7 @@ const (
 	ToolQuantize   = "llama-quantize"
 	ToolPerplexity = "llama-perplexity"
 	ToolImatrix    = "llama-imatrix"
+	ToolBench      = "llama-bench"
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"

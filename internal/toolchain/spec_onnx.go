@@ -11,6 +11,7 @@ const (
 	ToolONNXValidate = "onnx_validate.py"
 	ToolQNNQDQ       = "qnn_qdq.py"
 	ToolQNNAIHub     = "qnn_ai_hub.py"
+	ToolONNXBench    = "onnx_bench.py"
 )
 
 // The QNN SDK's tools, which only Qualcomm distributes.
@@ -22,7 +23,7 @@ const (
 )
 
 func init() {
-	RegisterPython(ONNX, []string{ToolONNXExport, ToolONNXQuantize, ToolONNXValidate, ToolQNNQDQ, ToolQNNAIHub},
+	RegisterPython(ONNX, []string{ToolONNXExport, ToolONNXQuantize, ToolONNXValidate, ToolQNNQDQ, ToolQNNAIHub, ToolONNXBench},
 		"optimum-onnx, ONNX Runtime (CPU) and its quantizers for ONNX and QNN QDQ; qai-hub's client is installed, "+
 			"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)")
 	RegisterExternal(QNNSDK, []string{ToolQNNONNXConverter, ToolQNNModelLibGenerator, ToolQNNContextBinaryGenerator},

@@ -1,0 +1,25 @@
+// Package host describes the machine edgepipe runs on, for measurements
+// that are only true of it: which machine it is (so a measurement taken on
+// one host is never reused as another's) and how fast it streams memory
+// (the bound on decode speed that the bench step compares against).
+package host
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+// Identity names this host for cache keys and manifests: operating
+// system, architecture, CPU model and logical core count, e.g.
+// "linux/amd64; Intel(R) Xeon(R) Processor; 2 cores". Two machines with
+// the same identity are assumed to measure alike; what it leaves out
+// (memory speed, load from other work) is why measurements carry the
+// bandwidth probed at the same time.
+func Identity() string {
+	model := cpuModel()
+	if model == "" {
+		model = "unknown CPU"
+	}
+	return fmt.Sprintf("%s/%s; %s; %d cores", runtime.GOOS, runtime.GOARCH, strings.Join(strings.Fields(model), " "), runtime.NumCPU())
+}

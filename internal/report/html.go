@@ -1,0 +1,165 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+)
+
+// HTML renders report.html: one self-contained page, styles and charts
+// inline, nothing fetched, so it opens offline and from a CI artifact.
+// html/template escapes every value (target names, tool messages, log
+// lines); the markup is also well-formed XML, which the tests check.
+func HTML(r Report) ([]byte, error) {
+	type targetView struct {
+		Target
+		Size     string
+		Tools    string
+		Chart    *chart
+		HostName string
+	}
+	view := struct {
+		Report
+		Targets []targetView
+	}{Report: r}
+	for _, t := range r.Targets {
+		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t)}
+		if t.SizeBytes > 0 {
+			tv.Size = HumanBytes(t.SizeBytes)
+		}
+		if t.Bench != nil {
+			tv.HostName = t.Bench.Host
+		}
+		view.Targets = append(view.Targets, tv)
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, view); err != nil {
+		return nil, fmt.Errorf("render report.html: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"f":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"f4":    func(v float64) string { return fmt.Sprintf("%.4f", v) },
+	"delta": func(v float64) string { return fmt.Sprintf("%+.3f", v) },
+	"ppl":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"toks":  tokS,
+	"pct":   percent,
+	"deref": func(p *float64) float64 { return *p },
+	"line":  printable,
+	"minus": func(a, b float64) float64 { return a - b },
+}).Parse(pageTemplate))
+
+const pageTemplate = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8"/>
+<meta name="viewport" content="width=device-width, initial-scale=1"/>
+<title>edgepipe run: {{.Recipe}}</title>
+<style>
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #1b1f24; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f6f8fa; }
+.fail { color: #b42318; font-weight: 600; } .excellent { color: #1a7f37; } .ok { color: #9a6700; }
+.standin { background: #fff8c5; padding: 0 0.3em; border-radius: 3px; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.92em; }
+pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
+.note { color: #57606a; }
+</style>
+</head>
+<body>
+<h1>edgepipe run: {{.Recipe}}</h1>
+<p>{{.Published}} of {{len .Targets}} targets published; exit code {{.ExitCode}} ({{.ExitText}}).</p>
+<table>
+<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th></tr></thead>
+<tbody>
+{{- range .Targets}}
+<tr>
+<td>{{.Name}}</td><td><code>{{.Format}}</code></td><td>{{.Device}}</td>
+<td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
+{{- if .Perplexity}}
+<td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}} (max {{f2 .Perplexity.MaxDelta}})</td>
+{{- else}}
+<td class="n">-</td><td class="n">-</td>
+{{- end}}
+<td>{{if .Verdict}}<span class="{{.Verdict}}">{{.Verdict}}</span>{{else if eq .Outcome "published"}}published (no gate){{else}}-{{end}}</td>
+<td class="n">{{if .KLDivergence}}{{f4 (deref .KLDivergence)}}{{else}}-{{end}}</td>
+<td class="n">{{if .Top1Agreement}}{{pct (deref .Top1Agreement)}}{{else}}-{{end}}</td>
+<td>{{if .StandIns}}<span class="standin">{{.Tools}}</span>{{else}}real{{end}}</td>
+<td>{{if eq .Outcome "published"}}<code>{{.Artifact}}</code>{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else}}not published{{end}}</td>
+</tr>
+{{- end}}
+</tbody>
+</table>
+{{- range .Targets}}
+{{- if or .Bench .Chart .Error}}
+<h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}</h2>
+{{- if .Error}}
+<p class="fail">{{.Error}}</p>
+{{- end}}
+{{- with .Bench}}
+<p>Measured on this host ({{.Host}}) with {{.Backend}}, {{.Threads}} threads: {{.WarmupRuns}} warm-up and {{.TimedRuns}} timed runs; each decodes one token with {{.PromptTokens}} tokens in the KV cache, and the first token is the median forward pass of a {{.PromptTokens}}-token prompt.</p>
+<table>
+<thead><tr><th>Decode tok/s</th><th>Token p50</th><th>p95</th><th>p99</th><th>First token</th><th>Prompt tok/s</th><th>Host bandwidth</th><th>Host ceiling</th><th>Efficiency</th></tr></thead>
+<tbody><tr>
+<td class="n">{{toks .DecodeTokS}}</td><td class="n">{{f2 .TokenP50MS}} ms</td><td class="n">{{f2 .TokenP95MS}} ms</td><td class="n">{{f2 .TokenP99MS}} ms</td>
+<td class="n">{{f .FirstTokenMS}} ms</td><td class="n">{{toks .PromptTokS}}</td>
+<td class="n">{{if .HostBandwidthGBs}}{{f2 (deref .HostBandwidthGBs)}} GB/s{{else}}-{{end}}</td>
+<td class="n">{{if .HostCeilingTokS}}{{toks (deref .HostCeilingTokS)}} tok/s{{else}}-{{end}}</td>
+<td class="n">{{if .Efficiency}}{{pct (deref .Efficiency)}}{{else}}-{{end}}</td>
+</tr></tbody>
+</table>
+{{- end}}
+{{- if .BenchStandIn}}
+<p><span class="standin">The bench ran with a stand-in tool: its timings are not measurements of this model.</span></p>
+{{- end}}
+{{- with .Chart}}
+<figure>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{f .Width}}" height="{{f .Height}}" viewBox="0 0 {{f .Width}} {{f .Height}}" role="img" aria-label="{{.Title}}" font-family="system-ui, sans-serif" font-size="11" fill="#1b1f24">
+<title>{{.Title}}</title>
+{{- $c := .}}
+{{- range .Ticks}}
+<line stroke="#d0d7de" x1="{{f .X}}" y1="{{f $c.PlotTop}}" x2="{{f .X}}" y2="{{f $c.PlotBottom}}"/>
+<text x="{{f .X}}" y="{{f $c.PlotBottom}}" dy="14" text-anchor="middle">{{.Label}}</text>
+{{- end}}
+{{- range .Rows}}
+<g>
+<title>{{.Tooltip}}: {{.Value}} tok/s</title>
+<text x="{{f (minus $c.BarX 6)}}" y="{{f .LabelY}}" text-anchor="end">{{.Label}}</text>
+<rect fill="{{.Fill}}" x="{{f $c.BarX}}" y="{{f .BarY}}" width="{{f .CeilW}}" height="{{f .BarH}}"/>
+{{- if .Measured}}
+<rect fill="#d63384" x="{{f $c.BarX}}" y="{{f .MeasY}}" width="{{f .MeasW}}" height="{{f .MeasH}}"/>
+{{- end}}
+<text x="{{f .ValueX}}" y="{{f .LabelY}}">{{.Value}}</text>
+</g>
+{{- end}}
+</svg>
+<figcaption class="note">Decode ceiling = memory bandwidth / artifact size (every token reads every weight once), tok/s on a log scale; darker: the target's device{{if $c.Rows}}{{if (index $c.Rows 0).Host}}; grey with a pink bar: this host's ceiling from its measured bandwidth and the decode rate the bench measured{{end}}{{end}}.</figcaption>
+</figure>
+{{- end}}
+{{- end}}
+{{- end}}
+{{- if .Failures}}
+<h2>Failures</h2>
+<ul>
+{{- range .Failures}}
+<li>{{if .Subject}}<strong>{{if .Step}}step {{end}}{{.Subject}}</strong>: {{end}}{{line .Message}}
+{{- if .LogTail}}
+<details><summary>last lines of {{.LogName}}</summary>
+<pre>{{range .LogTail}}{{line .}}
+{{end}}</pre>
+</details>
+{{- end}}
+</li>
+{{- end}}
+</ul>
+{{- end}}
+<p class="note">Written by edgepipe. Sizes in binary units; bandwidths in GB/s (10<sup>9</sup> bytes).</p>
+</body>
+</html>
+`

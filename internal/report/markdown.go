@@ -1,0 +1,235 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Markdown renders the report for a GitHub job summary
+// ($GITHUB_STEP_SUMMARY) and report.md: the per-target table, quality and
+// speed details, the decode ceilings, and each failure's root cause. Text
+// from recipes and tool logs is escaped so it cannot break the tables or
+// inject markup.
+func Markdown(r Report) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", mdText(r.Recipe))
+	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", r.Published, len(r.Targets), r.ExitCode, r.ExitText)
+	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
+	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
+	for _, t := range r.Targets {
+		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
+		if t.SizeBytes > 0 {
+			size = HumanBytes(t.SizeBytes)
+		}
+		if p := t.Perplexity; p != nil {
+			ppl = fmt.Sprintf("%.3f", p.Converted)
+			delta = fmt.Sprintf("%+.3f", p.Delta)
+		}
+		if t.Verdict != "" {
+			verdict = t.Verdict
+		}
+		switch t.Outcome {
+		case OutcomePublished:
+			where = "`" + mdCode(t.Artifact) + "`"
+			if t.Verdict == "" {
+				verdict = "published (no gate)"
+			}
+		case OutcomeGateFailed:
+			verdict, where = "**"+verdict+"**", "not published (gate failed)"
+		case OutcomeBlocked:
+			where = "not published (upstream failed)"
+		default:
+			where = "not published"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
+			mdText(t.Name), mdCode(t.Format), mdText(t.Device), size, ppl, delta, verdict, where)
+	}
+	quality(&b, r)
+	ceilings(&b, r)
+	if len(r.Failures) > 0 {
+		b.WriteString("\n### Failures\n\n")
+		for _, f := range r.Failures {
+			switch {
+			case f.Subject == "":
+				fmt.Fprintf(&b, "- %s\n", mdText(f.Message))
+			case f.Step:
+				fmt.Fprintf(&b, "- **step %s**: %s\n", mdText(f.Subject), mdText(f.Message))
+			default:
+				fmt.Fprintf(&b, "- **%s**: %s\n", mdText(f.Subject), mdText(f.Message))
+			}
+			if len(f.LogTail) > 0 {
+				// A block the page shows line by line, folded.
+				fmt.Fprintf(&b, "  <details><summary>last lines of %s</summary>\n\n  ```text\n", mdText(f.LogName))
+				for _, l := range f.LogTail {
+					fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(printable(l), "```", "'''"))
+				}
+				b.WriteString("  ```\n  </details>\n")
+			}
+		}
+	}
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// quality is the table of what the main one has no room for: KL
+// divergence and top-1 agreement, the bench, and stand-in markers. It is
+// left out when no target has any of them.
+func quality(b *strings.Builder, r Report) {
+	any := false
+	for _, t := range r.Targets {
+		if t.KLDivergence != nil || t.Top1Agreement != nil || t.Bench != nil || len(t.StandIns) > 0 {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	b.WriteString("\n### Quality and speed\n\n")
+	b.WriteString("Decode: one token at a time with the prompt already in the KV cache; first token: the prompt's forward pass (median); on this host.\n\n")
+	b.WriteString("| Target | KL divergence | Top-1 agreement | Decode tok/s | Token p50 / p95 / p99 ms | First token ms | Prompt tok/s | Host ceiling | Tools |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, t := range r.Targets {
+		kl, top1, dec, lat, ftt, pr, ceil := "-", "-", "-", "-", "-", "-", "-"
+		if t.KLDivergence != nil {
+			kl = fmt.Sprintf("%.4f", *t.KLDivergence)
+		}
+		if t.Top1Agreement != nil {
+			top1 = fmt.Sprintf("%.1f%%", 100**t.Top1Agreement)
+		}
+		if bn := t.Bench; bn != nil {
+			dec = tokS(bn.DecodeTokS)
+			lat = fmt.Sprintf("%.2f / %.2f / %.2f", bn.TokenP50MS, bn.TokenP95MS, bn.TokenP99MS)
+			ftt = fmt.Sprintf("%.1f (%d tokens)", bn.FirstTokenMS, bn.PromptTokens)
+			pr = tokS(bn.PromptTokS)
+			if bn.HostCeilingTokS != nil && bn.HostBandwidthGBs != nil {
+				ceil = fmt.Sprintf("%s tok/s at %.2f GB/s", tokS(*bn.HostCeilingTokS), *bn.HostBandwidthGBs)
+				if bn.Efficiency != nil {
+					ceil += fmt.Sprintf(" (efficiency %s)", percent(*bn.Efficiency))
+				}
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			mdText(t.Name), kl, top1, dec, lat, ftt, pr, ceil, mdText(tools(t)))
+	}
+}
+
+// tools says whether a target's numbers came from real tools.
+func tools(t Target) string {
+	if len(t.StandIns) == 0 {
+		if t.Outcome == OutcomeBlocked || t.Outcome == OutcomeNotRun {
+			return "-"
+		}
+		return "real"
+	}
+	return "stand-in: " + strings.Join(t.StandIns, ", ")
+}
+
+// ceilings is one table for every published target: rows are this host
+// and the catalog's devices, cells each target's ceiling there.
+func ceilings(b *strings.Builder, r Report) {
+	var ts []Target
+	var rows [][]Ceiling
+	for _, t := range r.Targets {
+		if c := t.Ceilings(); c != nil {
+			ts = append(ts, t)
+			rows = append(rows, c)
+		}
+	}
+	if len(ts) == 0 {
+		return
+	}
+	b.WriteString("\n### Decode ceilings (tok/s)\n\n")
+	b.WriteString("Memory bandwidth / artifact size: the bandwidth-bound upper limit on decode speed, since every token reads every weight once. On this host, beside what the bench measured.\n\n")
+	b.WriteString("| Device | GB/s |")
+	sep := "| --- | ---: |"
+	for _, t := range ts {
+		fmt.Fprintf(b, " %s (%s) |", mdText(t.Name), HumanBytes(t.SizeBytes))
+		sep += " ---: |"
+	}
+	b.WriteString("\n" + sep + "\n")
+
+	// The host row: each target's own bench (bandwidth is probed beside
+	// each), "-" where a target was not benched.
+	var hostCells []string
+	host, bw := "", []float64{}
+	for i, t := range ts {
+		cell := "-"
+		if c := rows[i][0]; c.Host {
+			cell = fmt.Sprintf("%s; measured %s (%s)", tokS(c.CeilingTokS), tokS(*c.MeasuredTokS), percent(c.efficiency()))
+			if t.BenchStandIn {
+				cell += " stand-in"
+			}
+			bw = append(bw, c.BandwidthGBs)
+			if host == "" {
+				host = c.Name
+			}
+		}
+		hostCells = append(hostCells, cell)
+	}
+	if host != "" {
+		fmt.Fprintf(b, "| %s | %s | %s |\n", mdText(host), bandwidthRange(bw), strings.Join(hostCells, " | "))
+	}
+	for _, dev := range catalogRows(rows[0]) {
+		cells := make([]string, len(ts))
+		for i := range ts {
+			cells[i] = "-"
+			for _, c := range rows[i] {
+				if c.Device == dev.Device {
+					cells[i] = tokS(c.CeilingTokS)
+					if c.Target {
+						cells[i] = "**" + cells[i] + "** (target)"
+					}
+				}
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", mdText(dev.Name), trimFloat(dev.BandwidthGBs), strings.Join(cells, " | "))
+	}
+}
+
+func catalogRows(rows []Ceiling) []Ceiling {
+	var out []Ceiling
+	for _, c := range rows {
+		if !c.Host {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func bandwidthRange(bw []float64) string {
+	lo, hi := bw[0], bw[0]
+	for _, v := range bw {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if fmt.Sprintf("%.2f", lo) == fmt.Sprintf("%.2f", hi) {
+		return fmt.Sprintf("%.2f", lo)
+	}
+	return fmt.Sprintf("%.2f-%.2f", lo, hi)
+}
+
+func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+// mdText makes text safe inside a Markdown table cell or list item.
+func mdText(s string) string {
+	return strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ", "<", "&lt;", ">", "&gt;").Replace(printable(s))
+}
+
+// mdCode makes text safe inside `code` in a table cell.
+func mdCode(s string) string {
+	return strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(printable(s))
+}
+
+// printable drops control characters (from tool logs) that no reader of
+// a report wants and XML-based viewers reject.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20 || r == 0x7f || r == 0xFFFE || r == 0xFFFF || r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,167 @@
+// Package report renders what a run produced for people: report.html, a
+// self-contained page (inline SVG, no external assets, readable offline),
+// and report.md, its Markdown twin for CI job summaries. Per target: the
+// format, device, size, the quality gate, stand-in markers, the on-host
+// bench, and the bandwidth-bound decode ceiling on every catalog device
+// against what was measured on this host.
+//
+// The package only renders: the caller (the run command) gathers a Report
+// from the run's results and manifests, so the renderings are pure
+// functions of it and testable against golden files.
+package report
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+// Report is one run.
+type Report struct {
+	Recipe    string
+	ExitCode  int
+	ExitText  string // what the exit code means
+	Published int
+	Targets   []Target
+	Failures  []Failure
+}
+
+// Target outcomes, as the CI reports name them.
+const (
+	OutcomePublished  = "published"
+	OutcomeGateFailed = "gate-failed"
+	OutcomeBlocked    = "blocked"
+	OutcomeNotRun     = "not-run"
+)
+
+// Target is one target's row and sections.
+type Target struct {
+	Name     string
+	Format   string
+	Device   string
+	Outcome  string
+	Verdict  string // excellent, ok, fail, or "" without a perplexity gate
+	Artifact string // the published folder, relative where possible
+	// SizeBytes is the published model's size; 0 when nothing was published.
+	SizeBytes int64
+	// Perplexity, KL divergence and top-1 agreement are nil when not measured.
+	Perplexity    *Perplexity
+	KLDivergence  *float64
+	Top1Agreement *float64
+	// StandIns lists the steps that ran with stand-in tools: their numbers
+	// are not measurements of the model.
+	StandIns []string
+	Bench    *manifest.Bench
+	// BenchStandIn marks a bench whose timings came from a stand-in.
+	BenchStandIn bool
+	// Error says why the target was not published.
+	Error string
+}
+
+// Perplexity is the gate's measurement.
+type Perplexity struct {
+	Baseline, Converted, Delta, WarnDelta, MaxDelta float64
+}
+
+// Failure is one root cause of a failed run.
+type Failure struct {
+	// Subject is the target or step that failed; Step marks a step.
+	Subject string
+	Step    bool
+	Message string
+	// LogName and LogTail are the failed step's log and its last lines.
+	LogName string
+	LogTail []string
+}
+
+// Ceiling is one row of a target's ceiling chart.
+type Ceiling struct {
+	Device string // catalog id, or "" for this host
+	Name   string
+	// BandwidthGBs is the device's (or the host's measured) bandwidth.
+	BandwidthGBs float64
+	CeilingTokS  float64
+	// MeasuredTokS is set on the host's row when a bench ran.
+	MeasuredTokS *float64
+	Host         bool
+	// Target marks the target's own device.
+	Target bool
+}
+
+// Ceilings is the target's decode ceiling on this host (when it was
+// benched) and on every catalog device: bandwidth / model size, with the
+// model's size in GB (1e9 bytes) as catalog bandwidths are in GB/s. Nil
+// when nothing was published (no size to divide by).
+func (t Target) Ceilings() []Ceiling {
+	if t.SizeBytes <= 0 {
+		return nil
+	}
+	gb := float64(t.SizeBytes) / 1e9
+	var rows []Ceiling
+	if b := t.Bench; b != nil && b.HostBandwidthGBs != nil && *b.HostBandwidthGBs > 0 {
+		bytes := b.ModelBytes
+		if bytes <= 0 {
+			bytes = t.SizeBytes
+		}
+		c := Ceiling{Name: "this host", BandwidthGBs: *b.HostBandwidthGBs, Host: true,
+			CeilingTokS: catalog.DecodeCeiling(*b.HostBandwidthGBs, float64(bytes)/1e9)}
+		if b.HostCeilingTokS != nil {
+			c.CeilingTokS = *b.HostCeilingTokS
+		}
+		if b.Host != "" {
+			c.Name = "this host (" + b.Host + ")"
+		}
+		m := b.DecodeTokS
+		c.MeasuredTokS = &m
+		rows = append(rows, c)
+	}
+	for _, d := range catalog.Devices() {
+		if d.MemoryBandwidthGBs <= 0 {
+			continue
+		}
+		rows = append(rows, Ceiling{Device: d.ID, Name: d.Name, BandwidthGBs: d.MemoryBandwidthGBs,
+			CeilingTokS: catalog.DecodeCeiling(d.MemoryBandwidthGBs, gb), Target: d.ID == t.Device})
+	}
+	return rows
+}
+
+// efficiency is measured / ceiling, or NaN without both.
+func (c Ceiling) efficiency() float64 {
+	if c.MeasuredTokS == nil || c.CeilingTokS <= 0 {
+		return math.NaN()
+	}
+	return *c.MeasuredTokS / c.CeilingTokS
+}
+
+// HumanBytes prints a size in binary units, as the run summary does.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// tokS prints a rate with three significant digits, without exponents
+// for the ranges decode speeds take.
+func tokS(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }

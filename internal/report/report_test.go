@@ -1,0 +1,192 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func f(v float64) *float64 { return &v }
+
+// sample is a run with one benched, published target, one whose gate
+// failed and a failed step whose log holds markup and a control byte.
+func sample() Report {
+	return Report{
+		Recipe: "demo", ExitCode: 3, ExitText: "a quality gate failed", Published: 1,
+		Targets: []Target{
+			{
+				Name: "laptop-q4km", Format: "gguf-q4_k_m", Device: "x86-laptop", Outcome: OutcomePublished,
+				Verdict: "ok", Artifact: "artifacts/demo/laptop-q4km", SizeBytes: 105_472_000,
+				Perplexity:   &Perplexity{Baseline: 24.3127, Converted: 25.334, Delta: 1.0213, WarnDelta: 0.5, MaxDelta: 2},
+				KLDivergence: f(0.0465), Top1Agreement: f(0.873),
+				Bench: &manifest.Bench{Backend: "llama.cpp", Host: "linux/amd64; Intel(R) Xeon(R) Processor; 2 cores",
+					WarmupRuns: 10, TimedRuns: 50, PromptTokens: 128, DecodeTokens: 50, Threads: 2, ModelBytes: 105_472_000,
+					TokenP50MS: 25.81, TokenP95MS: 28.2, TokenP99MS: 31.75, FirstTokenMS: 161.3, PromptTokS: 788, DecodeTokS: 38.1,
+					HostBandwidthGBs: f(6.5), HostCeilingTokS: f(61.63), Efficiency: f(38.1 / 61.63)},
+			},
+			{
+				Name: "laptop-q2k", Format: "gguf-q2_k", Device: "apple-a18", Outcome: OutcomeGateFailed, Verdict: "fail",
+				Perplexity: &Perplexity{Baseline: 24.3127, Converted: 31.5, Delta: 7.1873, WarnDelta: 0.5, MaxDelta: 2},
+				StandIns:   []string{"gguf-quantize:q2_k", "perplexity:q2_k"},
+				Error:      "target laptop-q2k failed its quality gate: perplexity 31.5000 against baseline 24.3127",
+			},
+			{Name: "browser", Format: "mlc-q4f16_1", Device: "webgpu-m3-max", Outcome: OutcomeBlocked,
+				Error: "not built: step mlc-convert-weight failed"},
+		},
+		Failures: []Failure{
+			{Subject: "laptop-q2k", Message: "target laptop-q2k failed its quality gate: perplexity 31.5000 against baseline 24.3127"},
+			{Subject: "mlc-convert-weight", Step: true, Message: "step mlc-convert-weight failed: mlc_llm exited with code 1",
+				LogName: "logs/mlc.log", LogTail: []string{"loading <weights> & shards", "error: \x01 shard | 3 ```missing```"}},
+		},
+	}
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	got := Markdown(sample())
+	golden := filepath.Join("testdata", "report.golden.md")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/report -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("report.md differs from %s (run go test ./internal/report -update after checking the change):\n%s", golden, got)
+	}
+}
+
+// report.html must be well-formed (strict XML with HTML's entities), with
+// one inline SVG chart per published target and nothing fetched.
+func TestHTMLIsWellFormedWithInlineSVG(t *testing.T) {
+	page, err := HTML(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(page))
+	dec.Strict = true
+	dec.Entity = xml.HTMLEntity
+	var svgs, rects, stack int
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("report.html is not well-formed: %v\n%s", err, page)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			stack++
+			switch e.Name.Local {
+			case "svg":
+				svgs++
+				if e.Name.Space != "http://www.w3.org/2000/svg" {
+					t.Errorf("svg in namespace %q", e.Name.Space)
+				}
+			case "rect":
+				rects++
+			case "script", "img", "link", "iframe":
+				t.Errorf("report.html has a <%s>: it must be self-contained and inert", e.Name.Local)
+			}
+			for _, a := range e.Attr {
+				if a.Name.Local == "href" || a.Name.Local == "src" {
+					t.Errorf("<%s %s=%q>: report.html must fetch nothing", e.Name.Local, a.Name.Local, a.Value)
+				}
+			}
+		case xml.EndElement:
+			stack--
+		case xml.CharData:
+			texts = append(texts, string(e))
+		}
+	}
+	if stack != 0 {
+		t.Errorf("unbalanced elements: %d left open", stack)
+	}
+	if svgs != 1 {
+		t.Errorf("want 1 chart (one published target), got %d", svgs)
+	}
+	// Host ceiling + measured + every catalog device with a bandwidth.
+	devices := 0
+	for _, d := range catalog.Devices() {
+		if d.MemoryBandwidthGBs > 0 {
+			devices++
+		}
+	}
+	if rects != devices+2 {
+		t.Errorf("want %d bars (host ceiling, host measured, %d devices), got %d", devices+2, devices, rects)
+	}
+	all := strings.Join(texts, "")
+	for _, want := range []string{"measured 38.10 / 61.63 (62%)", "x86-laptop", "apple-a18", "loading <weights> & shards",
+		"error:  shard | 3 ```missing```", "stand-in: gguf-quantize:q2_k, perplexity:q2_k"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("report.html's text lacks %q", want)
+		}
+	}
+}
+
+// Text from tool logs reaches the page as text, never as markup.
+func TestHTMLEscapesMessages(t *testing.T) {
+	r := sample()
+	r.Failures = append(r.Failures, Failure{Message: `<script>alert("x")</script>`})
+	page, err := HTML(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(page, []byte("<script>")) {
+		t.Errorf("a message's markup reached the page unescaped")
+	}
+	if !bytes.Contains(page, []byte("&lt;script&gt;")) {
+		t.Errorf("the message is missing from the page")
+	}
+	md := Markdown(r)
+	if bytes.Contains(md, []byte("<script>")) {
+		t.Errorf("a message's markup reached report.md unescaped")
+	}
+}
+
+// A ceiling is bandwidth / size in GB, and the host's row carries what the
+// bench measured.
+func TestCeilings(t *testing.T) {
+	rows := sample().Targets[0].Ceilings()
+	if !rows[0].Host || rows[0].CeilingTokS != 61.63 || *rows[0].MeasuredTokS != 38.1 {
+		t.Errorf("host row = %+v", rows[0])
+	}
+	a18, _ := catalog.Lookup("apple-a18")
+	for _, r := range rows[1:] {
+		if r.Device == "apple-a18" {
+			want := a18.MemoryBandwidthGBs / 0.105472
+			if d := r.CeilingTokS - want; d > 1e-9 || d < -1e-9 {
+				t.Errorf("apple-a18 ceiling %v, want %v", r.CeilingTokS, want)
+			}
+		}
+		if r.Target != (r.Device == "x86-laptop") {
+			t.Errorf("row %s: Target = %v", r.Device, r.Target)
+		}
+	}
+	if (Target{Name: "x"}).Ceilings() != nil {
+		t.Error("a target without a size has no ceilings")
+	}
+}
+
+func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
+	if got := mdText("a|b\nc <d>"); got != `a\|b c &lt;d&gt;` {
+		t.Errorf("mdText: %q", got)
+	}
+	if got := mdCode("x`|y"); got != `x'\|y` {
+		t.Errorf("mdCode: %q", got)
+	}
+}

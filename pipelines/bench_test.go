@@ -1,0 +1,145 @@
+package pipelines
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+func benchPlan(t *testing.T, targets string) *Plan {
+	t.Helper()
+	r, err := Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n"+targets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diags := Validate(r, catalog.Catalog{}, steps.Names()); len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	p, err := Expand(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBenchDefaultsAndEmptySections(t *testing.T) {
+	for _, section := range []string{"bench:", "bench: {}"} {
+		p := benchPlan(t, "  q8:\n    device: x86-laptop\n    format: gguf-q8_0\n    "+section+"\n")
+		b := p.Recipe.Targets[0].Bench
+		if b == nil || b.Warmup != 10 || b.Runs != 50 || b.PromptTokens != 128 || b.Threads != 0 || b.ProbeMiB != 1024 {
+			t.Errorf("%q: bench = %+v, want the defaults", section, b)
+		}
+		s, ok := p.Step("bench:gguf-quantize:q8_0")
+		if !ok {
+			t.Fatalf("%q: no bench step with the default id; steps: %v", section, ids(p))
+		}
+		if s.Kind != "bench" || s.Params.String("backend", "") != steps.BenchBackendLlamaCpp || s.Needs[0] != "gguf-quantize:q8_0" {
+			t.Errorf("bench step = %+v", s)
+		}
+		pub, _ := p.Step(PublishStepID("q8"))
+		if !contains(pub.Needs, s.ID) {
+			t.Errorf("publish:q8 needs %v, not the bench", pub.Needs)
+		}
+	}
+	p := benchPlan(t, "  q8:\n    device: x86-laptop\n    format: gguf-q8_0\n")
+	for _, s := range p.Steps {
+		if s.Kind == "bench" {
+			t.Errorf("a target without bench: got step %s", s.ID)
+		}
+	}
+}
+
+// Two targets of one model with the same settings share a measurement;
+// other settings make another step, named by what differs.
+func TestBenchStepsAreSharedBySettings(t *testing.T) {
+	p := benchPlan(t, `  a: {device: x86-laptop, format: onnx-fp32, bench: {runs: 5}}
+  b: {device: apple-m4, format: onnx-fp32, bench: {runs: 5}}
+  c: {device: x86-laptop, format: onnx-fp32, bench: {runs: 5, threads: 1}}
+`)
+	var benches []string
+	for _, s := range p.Steps {
+		if s.Kind == "bench" {
+			benches = append(benches, s.ID)
+			if s.Params.String("backend", "") != steps.BenchBackendONNX {
+				t.Errorf("%s: backend %v", s.ID, s.Params["backend"])
+			}
+		}
+	}
+	want := []string{"bench:onnx-export:fp32+runs=5", "bench:onnx-export:fp32+runs=5+threads=1"}
+	if strings.Join(benches, " ") != strings.Join(want, " ") {
+		t.Errorf("bench steps %v, want %v", benches, want)
+	}
+	s, _ := p.Step(want[0])
+	if strings.Join(s.Targets, ",") != "a,b" {
+		t.Errorf("%s serves %v, want a and b", s.ID, s.Targets)
+	}
+}
+
+// Budgets are part of the publish step's params (so a changed budget
+// republishes), but only when set, so targets without budgets keep their
+// keys.
+func TestBudgetsJoinThePublishParamsOnlyWhenSet(t *testing.T) {
+	p := benchPlan(t, `  a: {device: x86-laptop, format: gguf-q8_0, min_tokens_per_s: 5, max_first_token_ms: 200}
+  b: {device: x86-laptop, format: gguf-q8_0}
+`)
+	a, _ := p.Step(PublishStepID("a"))
+	if a.Params.Float("min_tokens_per_s", 0) != 5 || a.Params.Float("max_first_token_ms", 0) != 200 {
+		t.Errorf("publish:a params %v", a.Params)
+	}
+	if _, ok := a.Params["max_memory_gb"]; ok {
+		t.Errorf("publish:a has an unset budget: %v", a.Params)
+	}
+	b, _ := p.Step(PublishStepID("b"))
+	for _, k := range []string{"min_tokens_per_s", "max_memory_gb", "max_first_token_ms"} {
+		if _, ok := b.Params[k]; ok {
+			t.Errorf("publish:b has %s", k)
+		}
+	}
+}
+
+func TestBenchRefusesFormatsWithoutTokenByTokenDecode(t *testing.T) {
+	for format, ok := range map[string]bool{"gguf-q4_k_m": true, "gguf-f16": true, "onnx-fp32": true, "onnx-int4": true,
+		"qnn-w8a16": false, "coreml-int4": false, "mlc-q4f16_1": false, "gptq-w4a16": false, "nope": false} {
+		if _, got := BenchBackend(format); got != ok {
+			t.Errorf("BenchBackend(%s) = %v, want %v", format, got, ok)
+		}
+	}
+	r, err := Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n  p:\n    device: apple-a18\n    format: coreml-int4\n    bench: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diags := Validate(r, catalog.Catalog{}, nil)
+	if len(diags) != 1 || diags[0].Pos.Line != 8 || !strings.Contains(diags[0].Msg, "bench cannot measure coreml-int4") {
+		t.Errorf("diagnostics: %v", diags)
+	}
+}
+
+func TestBudgetChecks(t *testing.T) {
+	out := &Output{StepID: "bench:x", Kind: "bench", Result: &steps.Result{
+		Metrics: map[string]float64{"decode_tok_s": 40, "first_token_ms": 120, "prompt_tokens": 128},
+		Facts:   map[string]string{"host": "h"}}}
+	tgt := &Target{MinTokensPerS: 50, MaxFirstTokenMS: 150}
+	checks := budgetChecks(tgt, out)
+	if len(checks) != 2 || checks[0].Passed || !checks[1].Passed {
+		t.Fatalf("checks %+v: want min_tokens_per_s failed (40 < 50), max_first_token_ms passed (120 <= 150)", checks)
+	}
+	if !strings.Contains(checks[0].Detail, "measured decode 40 tok/s on this host (h) against min_tokens_per_s 50") {
+		t.Errorf("detail %q", checks[0].Detail)
+	}
+	if got := budgetChecks(&Target{}, out); len(got) != 0 {
+		t.Errorf("no budgets: checks %v", got)
+	}
+	if got := budgetChecks(tgt, nil); len(got) != 0 {
+		t.Errorf("no bench: checks %v", got)
+	}
+}
+
+func ids(p *Plan) []string {
+	var out []string
+	for _, s := range p.Steps {
+		out = append(out, s.ID)
+	}
+	return out
+}
