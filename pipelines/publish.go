@@ -111,7 +111,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	if err != nil {
 		return "", gate, err
 	}
-	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) {
+	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) && e.provenanceCurrent(final) {
 		e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model), CacheHit: true})
 		e.emit(Event{Type: EvCached, Step: s.ID, Target: s.Target, Path: final, Message: "already published"})
 		return final, gate, nil
@@ -157,6 +157,9 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	m.Steps = append(m.Steps, manifest.Step{ID: s.ID, Kind: "publish", KindVersion: 1, CacheKey: pubKey,
 		Started: started, Finished: time.Now(), DurationS: time.Since(started).Seconds()})
 	if err := manifest.WriteContext(ctx, staging, m); err != nil {
+		return "", gate, fmt.Errorf("publish %s: %w", s.Target, err)
+	}
+	if err := e.writeProvenance(s, staging, m); err != nil {
 		return "", gate, fmt.Errorf("publish %s: %w", s.Target, err)
 	}
 	if err := manifest.PublishContext(ctx, staging, final); err != nil {
@@ -223,7 +226,8 @@ func (e *Engine) publishStatus(ctx context.Context, s *Step) string {
 		return "miss"
 	}
 	key, err := e.publishKey(s, ins)
-	if err != nil || !alreadyPublished(filepath.Join(e.opt.OutDir, s.Target), s.ID, key) {
+	final := filepath.Join(e.opt.OutDir, s.Target)
+	if err != nil || !alreadyPublished(final, s.ID, key) || !e.provenanceCurrent(final) {
 		return "miss"
 	}
 	return "hit"
@@ -314,7 +318,7 @@ func (e *Engine) manifestFor(s *Step, model *Output, checks []*Output, gate *Gat
 			ms.Started, ms.Finished = out.Started, out.Finished
 			ms.DurationS = out.Finished.Sub(out.Started).Seconds()
 		}
-		for _, t := range out.Tools {
+		for _, t := range e.toolsOf(st) {
 			if name, ok := strings.CutPrefix(t.Origin, "toolchain "); ok {
 				ms.Toolchain = name
 				tc := m.Toolchains[name]

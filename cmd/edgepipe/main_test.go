@@ -49,7 +49,9 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": exitCode,
+			"exitcode":        exitCode,
+			"genkey":          genKey,
+			"sigstore-verify": sigstoreVerify,
 		},
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -205,6 +206,7 @@ type common struct {
 	maxMemGB  float64
 	force     bool
 	verify    bool
+	signKey   string
 }
 
 func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
@@ -221,4 +223,5 @@ func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
 	fs.BoolVar(&c.force, "force", false, "rerun every step, ignoring cache hits")
 	fs.BoolVar(&c.verify, "verify", false, "rehash every input and cached output instead of trusting file stats")
+	fs.StringVar(&c.signKey, "sign-key", "", "sign each target's provenance with this private key (`FILE`, PEM PKCS#8, ECDSA P-256 or ed25519; env "+provenance.SigningKeyEnv+": a path or the PEM itself)")
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -139,6 +140,10 @@ func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelin
 	if c.verbose {
 		opt.Verbose = env.Stderr
 	}
+	if opt.Signer, err = c.signer(env); err != nil {
+		return nil, "", "", err
+	}
+	opt.Run = provenance.RunFromEnv(env.Getenv)
 	return pipelines.NewEngine(plan, opt), ca.Root(), out, nil
 }
 

@@ -64,7 +64,11 @@ const SigningKeyEnv = "EDGEPIPE_SIGNING_KEY"
 // key's bytes.
 func LoadSigner(ref string) (*Signer, error) {
 	data := []byte(ref)
-	what := "the PEM text in " + SigningKeyEnv
+	what := "(PEM text)"
+	if !strings.Contains(ref, "\n") {
+		// A secret pasted as one line keeps its newlines as "\n".
+		data = []byte(strings.ReplaceAll(ref, `\n`, "\n"))
+	}
 	if !strings.HasPrefix(strings.TrimSpace(ref), "-----BEGIN") {
 		b, err := os.ReadFile(ref)
 		if err != nil {
@@ -74,7 +78,7 @@ func LoadSigner(ref string) (*Signer, error) {
 	}
 	block, _ := pem.Decode(data)
 	if block == nil {
-		return nil, fmt.Errorf("signing key %s is not PEM: write the private key as PEM (-----BEGIN PRIVATE KEY-----)", what)
+		return nil, fmt.Errorf("signing key %s is not PEM: give the private key as PEM (-----BEGIN PRIVATE KEY-----)", what)
 	}
 	var key any
 	var err error
@@ -89,7 +93,9 @@ func LoadSigner(ref string) (*Signer, error) {
 		return nil, fmt.Errorf("signing key %s holds a %q PEM block, not a private key (PRIVATE KEY or EC PRIVATE KEY)", what, block.Type)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("signing key %s: %w", what, err)
+		// The parser's message describes the DER it choked on; the key's
+		// bytes stay out of errors, so say only what it is not.
+		return nil, fmt.Errorf("signing key %s: the %s block is not a valid key of that type", what, block.Type)
 	}
 	return NewSigner(key)
 }

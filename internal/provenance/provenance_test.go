@@ -304,7 +304,8 @@ func TestLoadSigner(t *testing.T) {
 	must(t, os.WriteFile(path, []byte(pkcs8), 0o600))
 	want, err := KeyHint(&k.PublicKey)
 	must(t, err)
-	for name, ref := range map[string]string{"path": path, "inline pkcs8": pkcs8, "inline sec1": sec1} {
+	oneLine := strings.ReplaceAll(strings.TrimSpace(pkcs8), "\n", `\n`)
+	for name, ref := range map[string]string{"path": path, "inline pkcs8": pkcs8, "inline sec1": sec1, "one line": oneLine} {
 		s, err := LoadSigner(ref)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -266,3 +266,24 @@ func Tool(name, identity, version, origin string) ResourceDescriptor {
 	}
 	return d
 }
+
+// BuilderIDEnv overrides runDetails.builder.id, for a CI system that
+// vouches for its runs (its workflow's URI).
+const BuilderIDEnv = "EDGEPIPE_BUILDER_ID"
+
+// RunFromEnv describes the invocation from the environment: the builder id
+// override, and in GitHub Actions the run's URL as the invocation id (what
+// SLSA's GitHub build types use). Fields it cannot fill stay empty.
+func RunFromEnv(getenv func(string) string) Run {
+	r := Run{BuilderID: getenv(BuilderIDEnv)}
+	if getenv("GITHUB_ACTIONS") == "true" {
+		server, repo, id := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
+		if server != "" && repo != "" && id != "" {
+			r.InvocationID = server + "/" + repo + "/actions/runs/" + id
+			if a := getenv("GITHUB_RUN_ATTEMPT"); a != "" {
+				r.InvocationID += "/attempts/" + a
+			}
+		}
+	}
+	return r
+}
