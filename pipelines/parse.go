@@ -975,6 +975,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 			{"min_tokens_per_s", func(_, v *yaml.Node) { t.MinTokensPerS, _ = p.nonNegative(v, path+".min_tokens_per_s") }},
 			{"max_memory_gb", func(_, v *yaml.Node) { t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb") }},
 			{"max_first_token_ms", func(_, v *yaml.Node) { t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms") }},
+			{"publish", func(_, v *yaml.Node) { t.Publish = p.publishList(v, path+".publish") }},
 		})
 		if got != nil {
 			if got["device"] == nil {
@@ -989,6 +990,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 	if len(out) == 0 && (isNull(v) || deref(v).Kind == yaml.MappingNode) {
 		p.report(k, "add at least one: "+example, "targets is empty: a recipe needs at least one target")
 	}
+	p.checkPublishClashes(out)
 	return out
 }
 

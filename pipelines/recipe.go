@@ -89,10 +89,24 @@ type Target struct {
 	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
 	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
 	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
+	// Publish lists the remotes the target is pushed to once its local
+	// folder is published (OCI registries, S3-compatible storage).
+	Publish []PublishTo `json:"publish,omitempty"`
 
 	Pos       Pos `json:"-"` // the target's key
 	DevicePos Pos `json:"-"`
 	FormatPos Pos `json:"-"`
+}
+
+// PublishTo is one remote a target is pushed to: oci://HOST[:PORT]/REPO[:TAG]
+// (the tag defaults to the target's name) or s3::https://HOST/BUCKET/PREFIX
+// (a prefix ending in '/' gets the target's name appended). Written as a
+// plain string, or as {url: ..., insecure: true} to allow plain HTTP to a
+// registry that is not on loopback.
+type PublishTo struct {
+	URL      string `json:"url"`
+	Insecure bool   `json:"insecure,omitempty"`
+	Pos      Pos    `json:"-"`
 }
 
 // StepSpec is a user-written step ("steps:" section): either a new step

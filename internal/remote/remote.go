@@ -56,7 +56,7 @@ func Parse(raw string, insecure bool) (*Destination, error) {
 
 var (
 	userinfoRE = regexp.MustCompile(`://[^/@]*@`)
-	secretRE   = regexp.MustCompile(`((?:aws_access_key_id|aws_access_key_secret|aws_access_token)=)[^&#\s"]*`)
+	secretRE   = regexp.MustCompile(`((?:aws_access_key_id|aws_access_key_secret|aws_access_token)=)[^&#\s":]*`)
 )
 
 // redact replaces URL user info and credential parameters in text.
@@ -126,6 +126,15 @@ func (d *Destination) Reference(target string) registry.Reference {
 		r.Reference = target
 	}
 	return r
+}
+
+// Where names the place target lands: oci://HOST/REPO:TAG, or the S3
+// prefix. Two pushes with the same Where replace each other.
+func (d *Destination) Where(target string) string {
+	if d.Kind == KindS3 {
+		return d.s3.display(target)
+	}
+	return "oci://" + d.Reference(target).String()
 }
 
 // PlainHTTP reports whether the registry is reached over plain HTTP: only

@@ -103,6 +103,9 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
 	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
 	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds, recorded in the manifest; 0 means unset.", Min: zero},
+	"Target.Publish": {Desc: "Remotes the target is pushed to after its local folder is published and verified: an OCI registry (oci://HOST[:PORT]/REPOSITORY[:TAG]; the tag defaults to the target's name) or S3-compatible storage (s3::https://HOST/BUCKET/PREFIX; a prefix ending in / gets the target's name). Credentials come from the Docker config or the AWS SDK's chain, never the recipe; plain HTTP only to localhost unless the entry says insecure: true.",
+		Nullable: true, Schema: publishSchema,
+		Examples: []any{[]any{"oci://localhost:5000/edgepipe/demo:q4_k_m"}, []any{"oci://ghcr.io/acme/models", map[string]any{"url": "oci://registry.lan:5000/models", "insecure": true}}}},
 
 	"StepSpec.ID":       {Key: true},
 	"StepSpec.Uses":     {Desc: "The kind of step to run, for example run (a command by argv, never through a shell)."},
