@@ -50,6 +50,8 @@ type Options struct {
 	// Run identifies this invocation in provenance; NewEngine fills an
 	// empty InvocationID and StartedOn.
 	Run provenance.Run
+	// NoPush publishes locally only, skipping the targets' remotes.
+	NoPush bool
 }
 
 // Engine runs a plan against the cache.

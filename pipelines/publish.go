@@ -114,7 +114,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) && e.provenanceCurrent(final) {
 		e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model), CacheHit: true})
 		e.emit(Event{Type: EvCached, Step: s.ID, Target: s.Target, Path: final, Message: "already published"})
-		return final, gate, nil
+		return final, gate, e.pushRemotes(ctx, s, final)
 	}
 
 	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: "publish", Target: s.Target})
@@ -168,7 +168,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	ok = true
 	e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model)})
 	e.emit(Event{Type: EvPublished, Step: s.ID, Target: s.Target, Path: final, Seconds: time.Since(started).Seconds()})
-	return final, gate, nil
+	return final, gate, e.pushRemotes(ctx, s, final)
 }
 
 // publishedResult names the published model file so user steps can refer

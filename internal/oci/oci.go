@@ -32,6 +32,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -308,6 +309,9 @@ func pull(ctx context.Context, ref registry.Reference, dest string, opt Options)
 		return ocispec.Descriptor{}, err
 	}
 	desc, mb, err := fetchManifest(ctx, repo, ref.Reference)
+	if errors.Is(err, errdef.ErrNotFound) {
+		return desc, fmt.Errorf("pull %s: the registry has no such artifact: check the repository and tag (run pushes a target to the tag its publish: entry names, else the target's name)", ref)
+	}
 	if err != nil {
 		return desc, fmt.Errorf("pull %s: %w", ref, err)
 	}

@@ -178,9 +178,14 @@ func (l *s3Location) upload(ctx context.Context, dir, target string) (int, error
 	if err != nil {
 		return 0, err
 	}
+	// The listed files' digests come from the manifest (the folder was
+	// verified when it was published), so a rerun reads no model bytes;
+	// S3 checks each upload against the digest it is sent with.
+	known := map[string]string{}
 	files := make([]string, 0, len(m.Files)+3)
 	for _, f := range m.Files {
 		files = append(files, f.Path)
+		known[f.Path] = f.SHA256
 	}
 	files = append(files, manifest.FileName, manifest.ProvenanceFile, manifest.SignatureFile)
 	uploaded := 0
@@ -189,7 +194,7 @@ func (l *s3Location) upload(ctx context.Context, dir, target string) (int, error
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) && manifest.IsSidecar(rel) {
 			continue
 		}
-		sent, err := l.put(ctx, cl, p, path.Join(l.folder(target), rel))
+		sent, err := l.put(ctx, cl, p, path.Join(l.folder(target), rel), known[rel])
 		if err != nil {
 			return uploaded, fmt.Errorf("upload %s to %s: %w", rel, l.display(target), explainS3(err))
 		}
@@ -200,7 +205,9 @@ func (l *s3Location) upload(ctx context.Context, dir, target string) (int, error
 	return uploaded, nil
 }
 
-func (l *s3Location) put(ctx context.Context, cl *s3.Client, p, key string) (bool, error) {
+// put uploads the file p as key unless the object already holds it.
+// sha256Hex is the file's digest when known, else put hashes the file.
+func (l *s3Location) put(ctx context.Context, cl *s3.Client, p, key, sha256Hex string) (bool, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return false, err
@@ -213,11 +220,14 @@ func (l *s3Location) put(ctx context.Context, cl *s3.Client, p, key string) (boo
 	if st.Size() > maxPutObject {
 		return false, fmt.Errorf("%s is %d bytes; objects over 5 GiB need a multipart upload, which edgepipe does not do yet: push it to an OCI registry instead", p, st.Size())
 	}
-	h := sha256.New()
-	if _, err := f.WriteTo(h); err != nil {
-		return false, err
+	sum, err := hex.DecodeString(sha256Hex)
+	if err != nil || len(sum) != sha256.Size {
+		h := sha256.New()
+		if _, err := f.WriteTo(h); err != nil {
+			return false, err
+		}
+		sum = h.Sum(nil)
 	}
-	sum := h.Sum(nil)
 	checksum := base64.StdEncoding.EncodeToString(sum)
 	head, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &l.bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
 	if err == nil && aws.ToInt64(head.ContentLength) == st.Size() &&
