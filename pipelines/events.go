@@ -6,7 +6,7 @@ import "time"
 // --json event stream and CI summaries.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Type    string    `json:"event"` // step-started, step-finished, step-cached, step-failed, step-skipped, gate, published, log
+	Type    string    `json:"event"` // step-started, step-finished, step-cached, step-failed, step-skipped, gate, published, pushed, push-failed, log
 	Step    string    `json:"step,omitempty"`
 	Kind    string    `json:"kind,omitempty"`
 	Target  string    `json:"target,omitempty"`
@@ -26,4 +26,9 @@ const (
 	EvCanceled  = "step-canceled"
 	EvGate      = "gate"
 	EvPublished = "published"
+	// EvPushed and EvPushFailed report a push to a remote (publish: in the
+	// recipe); Path is where it went (oci://HOST/REPO:TAG@DIGEST, or the
+	// S3 prefix).
+	EvPushed     = "pushed"
+	EvPushFailed = "push-failed"
 )

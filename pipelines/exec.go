@@ -16,6 +16,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/dag"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -44,6 +45,13 @@ type Options struct {
 	Version string
 	// Only runs just these steps (and fails if their needs are not cached).
 	Only []string
+	// Signer signs each target's provenance; nil leaves it unsigned.
+	Signer *provenance.Signer
+	// Run identifies this invocation in provenance; NewEngine fills an
+	// empty InvocationID and StartedOn.
+	Run provenance.Run
+	// NoPush publishes locally only, skipping the targets' remotes.
+	NoPush bool
 }
 
 // Engine runs a plan against the cache.
@@ -85,6 +93,12 @@ func NewEngine(p *Plan, opt Options) *Engine {
 	}
 	if opt.Tools.Memo == nil {
 		opt.Tools.Memo = opt.Cache.Memo()
+	}
+	if opt.Run.InvocationID == "" {
+		opt.Run.InvocationID = newInvocationID()
+	}
+	if opt.Run.StartedOn.IsZero() {
+		opt.Run.StartedOn = time.Now()
 	}
 	return &Engine{plan: p, opt: opt, outputs: map[string]*Output{}, keys: map[string]string{}}
 }

@@ -976,6 +976,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 			{"max_memory_gb", func(_, v *yaml.Node) { t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb") }},
 			{"max_first_token_ms", func(_, v *yaml.Node) { t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms") }},
 			{"bench", func(k, v *yaml.Node) { t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k) }},
+			{"publish", func(_, v *yaml.Node) { t.Publish = p.publishList(v, path+".publish") }},
 		})
 		if got != nil {
 			if got["device"] == nil {
@@ -990,6 +991,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 	if len(out) == 0 && (isNull(v) || deref(v).Kind == yaml.MappingNode) {
 		p.report(k, "add at least one: "+example, "targets is empty: a recipe needs at least one target")
 	}
+	p.checkPublishClashes(out)
 	return out
 }
 

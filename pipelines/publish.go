@@ -123,10 +123,10 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	if err != nil {
 		return "", gate, err
 	}
-	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) {
+	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) && e.provenanceCurrent(final) {
 		e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model), CacheHit: true})
 		e.emit(Event{Type: EvCached, Step: s.ID, Target: s.Target, Path: final, Message: "already published"})
-		return final, gate, nil
+		return final, gate, e.pushRemotes(ctx, s, final)
 	}
 
 	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: "publish", Target: s.Target})
@@ -179,13 +179,16 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	if err := manifest.WriteContext(ctx, staging, m); err != nil {
 		return "", gate, fmt.Errorf("publish %s: %w", s.Target, err)
 	}
+	if err := e.writeProvenance(s, staging, m); err != nil {
+		return "", gate, fmt.Errorf("publish %s: %w", s.Target, err)
+	}
 	if err := manifest.PublishContext(ctx, staging, final); err != nil {
 		return "", gate, fmt.Errorf("publish %s: %w", s.Target, err)
 	}
 	ok = true
 	e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model)})
 	e.emit(Event{Type: EvPublished, Step: s.ID, Target: s.Target, Path: final, Seconds: time.Since(started).Seconds()})
-	return final, gate, nil
+	return final, gate, e.pushRemotes(ctx, s, final)
 }
 
 // publishedResult names the published model file so user steps can refer
@@ -243,7 +246,8 @@ func (e *Engine) publishStatus(ctx context.Context, s *Step) string {
 		return "miss"
 	}
 	key, err := e.publishKey(s, ins)
-	if err != nil || !alreadyPublished(filepath.Join(e.opt.OutDir, s.Target), s.ID, key) {
+	final := filepath.Join(e.opt.OutDir, s.Target)
+	if err != nil || !alreadyPublished(final, s.ID, key) || !e.provenanceCurrent(final) {
 		return "miss"
 	}
 	return "hit"
@@ -334,7 +338,7 @@ func (e *Engine) manifestFor(s *Step, model *Output, checks []*Output, gate *Gat
 			ms.Started, ms.Finished = out.Started, out.Finished
 			ms.DurationS = out.Finished.Sub(out.Started).Seconds()
 		}
-		for _, t := range out.Tools {
+		for _, t := range e.toolsOf(st) {
 			if name, ok := strings.CutPrefix(t.Origin, "toolchain "); ok {
 				ms.Toolchain = name
 				tc := m.Toolchains[name]

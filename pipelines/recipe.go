@@ -91,6 +91,9 @@ type Target struct {
 	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
 	// Bench, when set, measures the artifact on this host (see BenchSpec).
 	Bench *BenchSpec `json:"bench,omitempty"`
+	// Publish lists the remotes the target is pushed to once its local
+	// folder is published (OCI registries, S3-compatible storage).
+	Publish []PublishTo `json:"publish,omitempty"`
 
 	Pos       Pos `json:"-"` // the target's key
 	DevicePos Pos `json:"-"`
@@ -117,6 +120,17 @@ type BenchSpec struct {
 	// ProbeMiB is the memory-bandwidth test's buffer, which must be well
 	// above the CPU's last-level cache.
 	ProbeMiB int `json:"probe_mib"`
+}
+
+// PublishTo is one remote a target is pushed to: oci://HOST[:PORT]/REPO[:TAG]
+// (the tag defaults to the target's name) or s3::https://HOST/BUCKET/PREFIX
+// (a prefix ending in '/' gets the target's name appended). Written as a
+// plain string, or as {url: ..., insecure: true} to allow plain HTTP to a
+// registry that is not on loopback.
+type PublishTo struct {
+	URL      string `json:"url"`
+	Insecure bool   `json:"insecure,omitempty"`
+	Pos      Pos    `json:"-"`
 }
 
 // StepSpec is a user-written step ("steps:" section): either a new step

@@ -46,10 +46,15 @@ func TestScripts(t *testing.T) {
 			env.Setenv("EDGEPIPE_TOOL_PATH", bin)
 			env.Setenv("EDGEPIPE_CACHE", filepath.Join(env.WorkDir, ".cache"))
 			env.Setenv("HOME", env.WorkDir)
+			env.Values[registryKey{}] = &registryHolder{}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": exitCode,
+			"exitcode":        exitCode,
+			"genkey":          genKey,
+			"sigstore-verify": sigstoreVerify,
+			"registry":        registryCmd,
+			"expand":          expandCmd,
 		},
 	})
 }

@@ -30,6 +30,8 @@ type ciReport struct {
 
 	mu    sync.Mutex
 	steps map[string]*stepRecord
+	// pushed and pushFailed list each target's remotes (publish:) by outcome.
+	pushed, pushFailed map[string][]string
 }
 
 type stepRecord struct {
@@ -41,7 +43,8 @@ type stepRecord struct {
 }
 
 func newCIReport(plan *pipelines.Plan) *ciReport {
-	return &ciReport{plan: plan, started: time.Now(), steps: map[string]*stepRecord{}}
+	return &ciReport{plan: plan, started: time.Now(), steps: map[string]*stepRecord{},
+		pushed: map[string][]string{}, pushFailed: map[string][]string{}}
 }
 
 func (c *ciReport) event(ev pipelines.Event) {
@@ -60,6 +63,12 @@ func (c *ciReport) event(ev pipelines.Event) {
 		r.kind, r.log = ev.Kind, ev.Path
 	case pipelines.EvGate:
 		return // a verdict, not the step's end
+	case pipelines.EvPushed:
+		c.pushed[ev.Target] = append(c.pushed[ev.Target], ev.Path)
+		return // after the publish, which already ended the step
+	case pipelines.EvPushFailed:
+		c.pushFailed[ev.Target] = append(c.pushFailed[ev.Target], ev.Path)
+		return
 	}
 	r.status = ev.Type
 	if ev.Seconds > 0 {
@@ -108,6 +117,10 @@ type targetOutcome struct {
 	// Error is the gate's sentence, or which upstream steps failed.
 	Error       string   `json:"error,omitempty"`
 	FailedSteps []string `json:"failed_steps,omitempty"`
+	// Pushed lists where the artifact was pushed (oci://...@DIGEST, S3
+	// prefixes); PushFailed the remotes whose push failed.
+	Pushed     []string `json:"pushed,omitempty"`
+	PushFailed []string `json:"push_failed,omitempty"`
 }
 
 func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
@@ -126,6 +139,9 @@ func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
 		if g := res.Gates[t.Name]; g != nil {
 			o.Gate, o.Verdict = g, g.Verdict
 		}
+		c.mu.Lock()
+		o.Pushed, o.PushFailed = c.pushed[t.Name], c.pushFailed[t.Name]
+		c.mu.Unlock()
 		if dir, ok := res.Published[t.Name]; ok {
 			o.Outcome, o.Artifact = outcomePublished, relPath(dir)
 			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
@@ -244,6 +260,8 @@ func runExitCode(err error) int {
 		return ExitInterrupted
 	case pipelines.IsGateFailure(err):
 		return ExitGateFailed
+	case pipelines.IsPushFailure(err):
+		return ExitPushFailed
 	}
 	return ExitStepFailed
 }
@@ -253,6 +271,7 @@ var exitMeaning = map[int]string{
 	ExitStepFailed:  "a step failed",
 	ExitUsage:       "invalid recipe or usage",
 	ExitGateFailed:  "a quality gate failed",
+	ExitPushFailed:  "a push to a remote failed",
 	ExitInterrupted: "interrupted",
 }
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -22,10 +23,13 @@ var Version = "0.1.0-dev"
 
 // Exit codes, documented in the README and --help.
 const (
-	ExitOK          = 0
-	ExitStepFailed  = 1
-	ExitUsage       = 2
-	ExitGateFailed  = 3
+	ExitOK         = 0
+	ExitStepFailed = 1
+	ExitUsage      = 2
+	ExitGateFailed = 3
+	// ExitPushFailed: every target that passed its gate is published
+	// locally, but a push to a remote (publish: in the recipe) failed.
+	ExitPushFailed  = 4
 	ExitInterrupted = 130
 )
 
@@ -68,7 +72,8 @@ func init() {
 		{"validate", "check a recipe without running anything", cmdValidate},
 		{"graph", "print the step graph as dot or mermaid", cmdGraph},
 		{"step", "run one step of a saved plan: step run PLAN.json STEP-ID", cmdStep},
-		{"verify", "re-hash a published folder against its manifest", cmdVerify},
+		{"verify", "re-hash a published folder against its manifest and provenance", cmdVerify},
+		{"pull", "download a pushed artifact and verify it: pull oci://HOST/REPO:TAG DIR", cmdPull},
 		{"cache", "cache ls | cache gc", cmdCache},
 		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
 		{"doctor", "say which tools are installed, their versions, and how to install the rest", cmdDoctor},
@@ -86,6 +91,7 @@ const exitCodesHelp = `Exit codes:
   1    a step failed
   2    invalid recipe or usage
   3    a quality gate failed (nothing published for that target)
+  4    a push to a remote failed (the local artifacts are published)
   130  interrupted`
 
 func usage(w io.Writer) {
@@ -205,6 +211,8 @@ type common struct {
 	maxMemGB  float64
 	force     bool
 	verify    bool
+	signKey   string
+	noPush    bool
 }
 
 func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
@@ -221,4 +229,6 @@ func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
 	fs.BoolVar(&c.force, "force", false, "rerun every step, ignoring cache hits")
 	fs.BoolVar(&c.verify, "verify", false, "rehash every input and cached output instead of trusting file stats")
+	fs.BoolVar(&c.noPush, "no-push", false, "publish locally only: skip the targets' publish: remotes")
+	fs.StringVar(&c.signKey, "sign-key", "", "sign each target's provenance with this private key (`FILE`, PEM PKCS#8, ECDSA P-256 or ed25519; env "+provenance.SigningKeyEnv+": a path or the PEM itself)")
 }

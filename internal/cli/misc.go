@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
 func cmdVersion(ctx context.Context, env *Env, args []string) error {
@@ -20,7 +22,8 @@ func cmdVersion(ctx context.Context, env *Env, args []string) error {
 }
 
 func cmdVerify(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "verify", "verify DIR...")
+	fs := flagSet(env, "verify", "verify [--key PUB.pem] DIR...")
+	keyPath := fs.String("key", "", "check the provenance signature with this public key (`PUB.pem`); a folder that is not signed by it fails")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -28,23 +31,36 @@ func cmdVerify(ctx context.Context, env *Env, args []string) error {
 	if len(pos) == 0 {
 		return usageErr("verify takes the published folder(s) to check, e.g. edgepipe verify artifacts/demo/laptop-q4km")
 	}
+	var pub crypto.PublicKey
+	if *keyPath != "" {
+		if pub, err = loadPublicKey(*keyPath); err != nil {
+			return err
+		}
+	}
 	bad := 0
 	for _, dir := range pos {
 		problems, err := manifest.VerifyContext(ctx, dir)
 		if err != nil {
 			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
 		}
-		if len(problems) == 0 {
-			fmt.Fprintf(env.Stdout, "%s: ok\n", dir)
+		prov, err := provenance.Check(dir, pub)
+		if err != nil {
+			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
+		}
+		if len(problems) == 0 && len(prov.Problems) == 0 {
+			fmt.Fprintf(env.Stdout, "%s: ok; %s\n", dir, provenanceSummary(prov))
 			continue
 		}
 		bad++
 		for _, p := range problems {
 			fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
 		}
+		for _, p := range prov.Problems {
+			fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
+		}
 	}
 	if bad > 0 {
-		return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d folder(s) differ from their manifest", bad)}
+		return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d folder(s) differ from their manifest or provenance", bad)}
 	}
 	return nil
 }

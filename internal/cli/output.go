@@ -145,6 +145,10 @@ func (r *reporter) line(ev pipelines.Event) string {
 		return fmt.Sprintf("%s gate     %s: %s", ts, ev.Target, ev.Message)
 	case pipelines.EvPublished:
 		return fmt.Sprintf("%s publish  %s -> %s", ts, ev.Target, ev.Path)
+	case pipelines.EvPushed:
+		return fmt.Sprintf("%s pushed   %s -> %s (%s)", ts, ev.Target, ev.Path, ev.Message)
+	case pipelines.EvPushFailed:
+		return fmt.Sprintf("%s FAILED   push %s -> %s: %s", ts, ev.Target, ev.Path, ev.Message)
 	}
 	return fmt.Sprintf("%s %s %s %s", ts, ev.Type, ev.Step, ev.Message)
 }

@@ -25,7 +25,7 @@ func (c *ciReport) report(outcomes []targetOutcome, res *pipelines.RunResult, co
 	r := report.Report{Recipe: c.plan.Recipe.Name, ExitCode: code, ExitText: exitMeaning[code]}
 	for _, o := range outcomes {
 		t := report.Target{Name: o.Target, Format: o.Format, Device: o.Device, Outcome: o.Outcome,
-			Verdict: o.Verdict, Artifact: o.Artifact, SizeBytes: o.SizeBytes, Error: o.Error}
+			Verdict: o.Verdict, Artifact: o.Artifact, Pushed: o.Pushed, PushFailed: o.PushFailed, SizeBytes: o.SizeBytes, Error: o.Error}
 		if g := o.Gate; g != nil {
 			t.Perplexity = &report.Perplexity{Baseline: g.Baseline, Converted: g.Converted, Delta: g.Delta,
 				WarnDelta: g.WarnDelta, MaxDelta: g.MaxDelta}

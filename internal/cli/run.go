@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -70,7 +71,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 }
 
 // runError picks the exit status: interrupted beats everything, then a
-// failed step, then a failed gate.
+// failed step, then a failed gate, then a failed push.
 func runError(res *pipelines.RunResult, runErr error) error {
 	if runErr == nil {
 		return nil
@@ -78,14 +79,18 @@ func runError(res *pipelines.RunResult, runErr error) error {
 	if pipelines.IsInterrupted(runErr) {
 		return runErr
 	}
-	var gate error
-	var step error
+	var gate, step, push error
 	for _, e := range res.Failed {
-		if pipelines.IsGateFailure(e) {
+		switch {
+		case pipelines.IsGateFailure(e):
 			if gate == nil {
 				gate = e
 			}
-		} else if step == nil {
+		case pipelines.IsPushFailure(e):
+			if push == nil {
+				push = e
+			}
+		case step == nil:
 			step = e
 		}
 	}
@@ -98,6 +103,9 @@ func runError(res *pipelines.RunResult, runErr error) error {
 	}
 	if gate != nil {
 		return &ExitError{Code: ExitGateFailed, Err: gate}
+	}
+	if push != nil {
+		return &ExitError{Code: ExitPushFailed, Err: push}
 	}
 	return runErr
 }
@@ -140,6 +148,11 @@ func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelin
 	if c.verbose {
 		opt.Verbose = env.Stderr
 	}
+	if opt.Signer, err = c.signer(env); err != nil {
+		return nil, "", "", err
+	}
+	opt.Run = provenance.RunFromEnv(env.Getenv)
+	opt.NoPush = c.noPush
 	return pipelines.NewEngine(plan, opt), ca.Root(), out, nil
 }
 

@@ -30,8 +30,9 @@ type entry struct {
 	size int64
 }
 
-// walk lists every non-directory under dir except the manifest itself,
-// sorted by path, and the directories (dir included) for syncing.
+// walk lists every non-directory under dir except the manifest itself and
+// its sidecars, sorted by path, and the directories (dir included) for
+// syncing.
 func walk(ctx context.Context, dir string) (entries []entry, dirs []string, err error) {
 	err = filepath.WalkDir(dir, func(abs string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -49,7 +50,7 @@ func walk(ctx context.Context, dir string) (entries []entry, dirs []string, err 
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if rel == FileName {
+		if rel == FileName || IsSidecar(rel) {
 			return nil
 		}
 		info, err := d.Info()

@@ -23,6 +23,22 @@ const Version = 1
 // FileName is the manifest's name inside an artifact folder.
 const FileName = "manifest.json"
 
+// Sidecars sit beside manifest.json and describe the folder, so the
+// manifest cannot list them: the provenance statement records
+// manifest.json's own digest, and the signature bundle signs that
+// statement. Write, Verify and Publish leave them out of Files; package
+// provenance writes and checks them.
+const (
+	ProvenanceFile = "provenance.intoto.json"
+	SignatureFile  = "provenance.sigstore.json"
+)
+
+// IsSidecar reports whether rel (slash-separated, relative to the folder)
+// is one of the sidecar files.
+func IsSidecar(rel string) bool {
+	return rel == ProvenanceFile || rel == SignatureFile
+}
+
 // Manifest is the content of manifest.json.
 type Manifest struct {
 	ManifestVersion int    `json:"manifest_version"`
@@ -239,6 +255,9 @@ func (m *Manifest) Validate() error {
 	for _, f := range m.Files {
 		if f.Path == FileName {
 			add("files lists %s, which cannot record its own digest", FileName)
+		}
+		if IsSidecar(f.Path) {
+			add("files lists %s, which records the manifest's digest and so cannot be listed in it", f.Path)
 		}
 	}
 	errs = append(errs, validateFiles("source.files", m.Source.Files)...)

@@ -169,3 +169,16 @@ func kindOf(mode os.FileMode) string {
 		return "special file"
 	}
 }
+
+// WriteSidecar writes one of the sidecar files (ProvenanceFile,
+// SignatureFile) into dir atomically and durably, so a Publish that follows
+// never exposes a folder whose sidecar is half written.
+func WriteSidecar(dir, name string, data []byte) error {
+	if !IsSidecar(name) {
+		return fmt.Errorf("write %s: not a sidecar file of an artifact folder", name)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, name), data); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}

@@ -32,6 +32,12 @@ func Markdown(r Report) []byte {
 		switch t.Outcome {
 		case OutcomePublished:
 			where = "`" + mdCode(t.Artifact) + "`"
+			for _, p := range t.Pushed {
+				where += ", `" + mdCode(p) + "`"
+			}
+			for _, p := range t.PushFailed {
+				where += ", **push to `" + mdCode(p) + "` failed**"
+			}
 			if t.Verdict == "" {
 				verdict = "published (no gate)"
 			}

@@ -44,6 +44,10 @@ type Target struct {
 	Outcome  string
 	Verdict  string // excellent, ok, fail, or "" without a perplexity gate
 	Artifact string // the published folder, relative where possible
+	// Pushed lists the remotes the artifact reached (oci://...@DIGEST, S3
+	// prefixes); PushFailed the remotes whose push failed.
+	Pushed     []string
+	PushFailed []string
 	// SizeBytes is the published model's size; 0 when nothing was published.
 	SizeBytes int64
 	// Perplexity, KL divergence and top-1 agreement are nil when not measured.

@@ -112,6 +112,9 @@ var fieldDocs = map[string]fieldDoc{
 	"BenchSpec.PromptTokens": {Desc: "The fixed input shape: the prompt's length, and the KV-cache depth every decoded token is timed at.", Min: one, Default: pipelines.DefaultBenchPromptTokens},
 	"BenchSpec.Threads":      {Desc: "Threads the runtime uses; 0 means every core.", Min: zero, Default: 0},
 	"BenchSpec.ProbeMiB":     {Desc: "Size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: pipelines.DefaultBenchProbeMiB},
+	"Target.Publish": {Desc: "Remotes the target is pushed to after its local folder is published and verified: an OCI registry (oci://HOST[:PORT]/REPOSITORY[:TAG]; the tag defaults to the target's name) or S3-compatible storage (s3::https://HOST/BUCKET/PREFIX; a prefix ending in / gets the target's name). Credentials come from the Docker config or the AWS SDK's chain, never the recipe; plain HTTP only to localhost unless the entry says insecure: true.",
+		Nullable: true, Schema: publishSchema,
+		Examples: []any{[]any{"oci://localhost:5000/edgepipe/demo:q4_k_m"}, []any{"oci://ghcr.io/acme/models", map[string]any{"url": "oci://registry.lan:5000/models", "insecure": true}}}},
 
 	"StepSpec.ID":       {Key: true},
 	"StepSpec.Uses":     {Desc: "The kind of step to run, for example run (a command by argv, never through a shell)."},

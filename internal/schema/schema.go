@@ -302,3 +302,20 @@ func kvDtypeSchema() *Schema {
 	}
 	return &Schema{Type: "string", Enum: e}
 }
+
+// DestinationPattern is the start of a publish destination the parser
+// accepts (internal/remote.Parse checks the rest).
+const DestinationPattern = `^(oci://|s3::https?://)`
+
+// publishSchema is a target's publish: list: destination strings, or
+// {url, insecure} for a registry reached over plain HTTP.
+func publishSchema() *Schema {
+	dest := &Schema{Type: "string", Pattern: DestinationPattern}
+	return &Schema{Type: "array", Items: &Schema{AnyOf: []*Schema{
+		dest,
+		{Type: "object", Required: []string{"url"}, AdditionalProperties: false, Properties: map[string]*Schema{
+			"url":      {Description: "The destination: oci://HOST[:PORT]/REPOSITORY[:TAG] or s3::https://HOST/BUCKET/PREFIX.", Type: "string", Pattern: DestinationPattern},
+			"insecure": {Description: "Allow plain HTTP to this destination although it is not on localhost (a trusted network only).", Type: "boolean", Default: false},
+		}},
+	}}}
+}

@@ -168,6 +168,8 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"override of a generated step needs no uses", base + "steps:\n  gguf-quantize:q8_0: {with: {threads: 2}}\n", true},
 		{"target max_delta override", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, quality: {perplexity: {max_delta: 0.2}}}", 1), true},
 		{"budgets and kv_dtype", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, kv_dtype: q8, min_tokens_per_s: 5, max_memory_gb: 2, max_first_token_ms: 100}", 1), true},
+		{"publish destinations", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [oci://localhost:5000/edgepipe/tiny, {url: 's3::https://s3.eu-west-1.amazonaws.com/models/edge/', insecure: false}]}", 1), true},
+		{"empty publish", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: }", 1), true},
 
 		{"version 2", strings.Replace(base, "edgepipe: 1", "edgepipe: 2", 1), false},
 		{"version as a string", strings.Replace(base, "edgepipe: 1", `edgepipe: "1"`, 1), false},
@@ -195,6 +197,9 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"needs as a string", base + "steps:\n  smoke: {uses: run, needs: cpu}\n", false},
 		{"unknown toolchain key", base + "toolchains:\n  llamacpp: {pyhton: /usr/bin/python3}\n", false},
 		{"tool path as a list", base + "toolchains:\n  llamacpp: {tools: {llama-quantize: [a]}}\n", false},
+		{"publish as a string", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: oci://ghcr.io/a/b}", 1), false},
+		{"publish to s3://", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: ['s3://bucket/x']}", 1), false},
+		{"publish entry without url", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [{insecure: true}]}", 1), false},
 		{"allow_pickle as a string", strings.Replace(base, "{source: builtin:smollm2-135m}", `{source: builtin:smollm2-135m, allow_pickle: "yes"}`, 1), false},
 	}
 	for _, c := range cases {
@@ -234,6 +239,7 @@ func TestKeysMatchParser(t *testing.T) {
 		{"a target", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, zzzzzzzzzzzz: 1}", 1), def("target")},
 		{"a step", base + "steps:\n  smoke: {uses: run, zzzzzzzzzzzz: 1}\n", def("step")},
 		{"a toolchain", base + "toolchains:\n  llamacpp: {zzzzzzzzzzzz: 1}\n", def("toolchain")},
+		{"a publish entry", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [{url: oci://localhost:5000/a, zzzzzzzzzzzz: 1}]}", 1), def("target").Properties["publish"].Items.AnyOf[1]},
 	}
 	for _, p := range places {
 		_, err := pipelines.Parse("recipe.yaml", []byte(p.recipe))

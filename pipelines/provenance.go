@@ -1,0 +1,129 @@
+package pipelines
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/provenance"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// newInvocationID names one run in provenance when the caller gave none.
+func newInvocationID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	b[6] = b[6]&0x0f | 0x40 // a version 4 UUID
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return "urn:uuid:" + h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// writeProvenance writes the target's provenance (and, with a signer, its
+// signature) into the staged folder after its manifest, and checks the
+// result against the manifest, so a folder is never published with
+// provenance that does not describe it.
+func (e *Engine) writeProvenance(s *Step, staging string, m *manifest.Manifest) error {
+	run := e.opt.Run
+	run.FinishedOn = time.Now()
+	st, err := provenance.New(staging, m, run, e.provenanceDeps(s))
+	if err != nil {
+		return err
+	}
+	if err := provenance.Write(staging, st, e.opt.Signer); err != nil {
+		return err
+	}
+	var pub any
+	if e.opt.Signer != nil {
+		pub = e.opt.Signer.Public()
+	}
+	res, err := provenance.Check(staging, pub)
+	if err != nil {
+		return err
+	}
+	if len(res.Problems) > 0 {
+		return fmt.Errorf("the provenance written does not match the folder: %s", strings.Join(res.Problems, "; "))
+	}
+	return nil
+}
+
+// provenanceCurrent reports whether a published folder's provenance is what
+// this run would write: present, and signed by this run's key when it signs.
+// A folder published before signing was asked for is published again.
+func (e *Engine) provenanceCurrent(final string) bool {
+	res, err := provenance.Check(final, nil)
+	if err != nil || !res.HasProvenance || len(res.Problems) > 0 {
+		return false
+	}
+	if e.opt.Signer == nil {
+		return true
+	}
+	return res.Signed && res.KeyHint == e.opt.Signer.Hint
+}
+
+// provenanceDeps lists what the target's steps read that the manifest does
+// not record: the data files (evaluation, calibration) with their digests,
+// and tools found outside the pinned toolchains.
+func (e *Engine) provenanceDeps(s *Step) []provenance.ResourceDescriptor {
+	var deps []provenance.ResourceDescriptor
+	seen := map[string]bool{}
+	add := func(key string, d provenance.ResourceDescriptor) {
+		if !seen[key] {
+			seen[key] = true
+			deps = append(deps, d)
+		}
+	}
+	for _, st := range e.upstream(s) {
+		roles := make([]string, 0, len(st.Data))
+		for role := range st.Data {
+			roles = append(roles, role)
+		}
+		sort.Strings(roles)
+		for _, role := range roles {
+			ref := st.Data[role]
+			p, err := e.opt.Data(ref)
+			if err != nil {
+				continue // the step that read it would have failed
+			}
+			fd, err := e.opt.Cache.Memo().File(p)
+			if err != nil {
+				continue
+			}
+			add("data "+role+" "+ref, provenance.DataFile(role, ref, fd.SHA256))
+		}
+		for _, t := range e.toolsOf(st) {
+			if strings.HasPrefix(t.Origin, "toolchain ") {
+				continue // the manifest's toolchains describe it
+			}
+			add("tool "+t.Name, provenance.Tool(t.Name, t.Identity, t.Version, t.Origin))
+		}
+	}
+	return deps
+}
+
+// toolsOf returns the tools a step ran. A step taken from the cache did not
+// record them; its key holds their identities, resolved in this run, so
+// resolving them again (answered from the resolver's memo) names the same
+// tools.
+func (e *Engine) toolsOf(st *Step) []*Tool {
+	if out := e.output(st.ID); out != nil && len(out.Tools) > 0 {
+		return out.Tools
+	}
+	k, ok := steps.Lookup(st.Kind)
+	if !ok {
+		return nil
+	}
+	var tools []*Tool
+	for _, name := range k.Tools(st.Params) {
+		if t, err := e.opt.Tools.Resolve(name); err == nil {
+			tools = append(tools, t)
+		}
+	}
+	return tools
+}
