@@ -376,6 +376,11 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		}
 		return err
 	}
+	// ResolveSource (lock files) may have made this output before the run.
+	if out := e.output(s.ID); out != nil && out.Key != "" {
+		e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: "resolved before the run"})
+		return nil
+	}
 	kind, _ := steps.Lookup(s.Kind)
 	key, tools, err := e.key(ctx, s)
 	if err != nil {

@@ -22,11 +22,15 @@ var Version = "0.1.0-dev"
 
 // Exit codes, documented in the README and --help.
 const (
-	ExitOK          = 0
-	ExitStepFailed  = 1
-	ExitUsage       = 2
-	ExitGateFailed  = 3
-	ExitInterrupted = 130
+	ExitOK         = 0
+	ExitStepFailed = 1
+	ExitUsage      = 2
+	ExitGateFailed = 3
+	// ExitLockMismatch: run --locked found the recipe's lock out of date
+	// (or missing); nothing ran. CI can tell it from a broken recipe (2)
+	// and answer it with --update-lock.
+	ExitLockMismatch = 4
+	ExitInterrupted  = 130
 )
 
 // ExitError carries the exit code an error maps to.
@@ -68,6 +72,7 @@ func init() {
 		{"validate", "check a recipe without running anything", cmdValidate},
 		{"graph", "print the step graph as dot or mermaid", cmdGraph},
 		{"step", "run one step of a saved plan: step run PLAN.json STEP-ID", cmdStep},
+		{"lock", "resolve a recipe's inputs and write RECIPE.lock", cmdLock},
 		{"verify", "re-hash a published folder against its manifest", cmdVerify},
 		{"cache", "cache ls | cache gc", cmdCache},
 		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
@@ -86,6 +91,7 @@ const exitCodesHelp = `Exit codes:
   1    a step failed
   2    invalid recipe or usage
   3    a quality gate failed (nothing published for that target)
+  4    run --locked: the recipe's lock is missing or out of date (nothing ran)
   130  interrupted`
 
 func usage(w io.Writer) {
