@@ -240,12 +240,13 @@ func runExitCode(err error) int {
 }
 
 var exitMeaning = map[int]string{
-	ExitOK:           "ok",
-	ExitStepFailed:   "a step failed",
-	ExitUsage:        "invalid recipe or usage",
-	ExitGateFailed:   "a quality gate failed",
-	ExitLockMismatch: "the lock is out of date",
-	ExitInterrupted:  "interrupted",
+	ExitOK:            "ok",
+	ExitStepFailed:    "a step failed",
+	ExitUsage:         "invalid recipe or usage",
+	ExitGateFailed:    "a quality gate failed",
+	ExitLockMismatch:  "the lock is out of date",
+	ExitNotReproduced: "not bit-identical",
+	ExitInterrupted:   "interrupted",
 }
 
 // markdown is the run's summary for a GitHub job page: the per-target

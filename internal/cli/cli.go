@@ -30,7 +30,10 @@ const (
 	// (or missing); nothing ran. CI can tell it from a broken recipe (2)
 	// and answer it with --update-lock.
 	ExitLockMismatch = 4
-	ExitInterrupted  = 130
+	// ExitNotReproduced: reproduce rebuilt the artifact and some file is
+	// not bit-identical to the published one.
+	ExitNotReproduced = 5
+	ExitInterrupted   = 130
 )
 
 // ExitError carries the exit code an error maps to.
@@ -74,6 +77,7 @@ func init() {
 		{"step", "run one step of a saved plan: step run PLAN.json STEP-ID", cmdStep},
 		{"lock", "resolve a recipe's inputs and write RECIPE.lock", cmdLock},
 		{"verify", "re-hash a published folder against its manifest", cmdVerify},
+		{"reproduce", "rebuild published folders in a scratch cache and compare them file by file", cmdReproduce},
 		{"cache", "cache ls | cache gc", cmdCache},
 		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
 		{"doctor", "say which tools are installed, their versions, and how to install the rest", cmdDoctor},
@@ -92,6 +96,7 @@ const exitCodesHelp = `Exit codes:
   2    invalid recipe or usage
   3    a quality gate failed (nothing published for that target)
   4    run --locked: the recipe's lock is missing or out of date (nothing ran)
+  5    reproduce: a rebuilt file is not bit-identical to the published one
   130  interrupted`
 
 func usage(w io.Writer) {
