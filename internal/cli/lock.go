@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/lockfile"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/pipelines"
@@ -105,7 +106,7 @@ func resolveLock(ctx context.Context, eng *pipelines.Engine, plan *pipelines.Pla
 	l := &lockfile.Lock{
 		LockVersion: lockfile.Version, EdgepipeVersion: Version,
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
-		Source:   lockfile.Source{URI: plan.Recipe.Model.Source, Files: []lockfile.File{}},
+		Source:   lockfile.Source{URI: getter.Redact(plan.Recipe.Model.Source), Files: []lockfile.File{}},
 	}
 	src, err := eng.ResolveSource(ctx, refetch)
 	if err != nil {
@@ -178,7 +179,7 @@ func openLock(recipe string, plan *pipelines.Plan, locked, update bool) (*runLoc
 		}
 	}
 	rl.have = have
-	if have != nil && !update && have.Source.URI == plan.Recipe.Model.Source && have.Source.Revision != "" {
+	if have != nil && !update && have.Source.URI == getter.Redact(plan.Recipe.Model.Source) && have.Source.Revision != "" {
 		if pinned, ok := steps.PinRevision(plan.Recipe.Model.Source, have.Source.Revision); ok {
 			plan.SetSource(pinned)
 			rl.pinned = have.Source.Revision

@@ -5,9 +5,10 @@
 // in CI, can tell whether anything would resolve differently.
 //
 // A lock holds only what names content: digests, revisions, versions. It
-// never holds times, absolute paths of the cache or the tools, or anything
-// read from the environment (tokens), so the same inputs give the same
-// bytes on every machine of the same platform.
+// never holds times, absolute paths of the cache or the tools, anything
+// read from the environment (tokens) or credentials written into a source
+// URL (redacted), so the same inputs give the same bytes on every machine
+// of the same platform.
 package lockfile
 
 import (
@@ -51,7 +52,7 @@ type Lock struct {
 
 // Source is the model source as resolved.
 type Source struct {
-	// URI is the recipe's model.source, as written.
+	// URI is the recipe's model.source as written, credentials redacted.
 	URI string `json:"uri"`
 	// Revision is the commit a branch or tag resolved to (Hugging Face,
 	// git); a run with this lock fetches that commit.
