@@ -323,6 +323,8 @@ func cmdStep(ctx context.Context, env *Env, args []string) error {
 	if err := samePlan(plan, &pj); err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	// The source as the plan saw it: pinned by the lock, if any.
+	_, _ = openLock(pj.Recipe, plan, false, false)
 	if _, ok := plan.Step(pos[2]); !ok {
 		return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 	}

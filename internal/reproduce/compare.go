@@ -213,12 +213,16 @@ func diffFiles(a, b []manifest.File) []string {
 func DiffFiles(orig, again []manifest.File) []string { return diffFiles(orig, again) }
 
 // Cache paths in a command line: the output folder a step fills
-// (tmp/KEY.PID.RANDOM), the cached outputs it reads (objects/KEY) and its
-// scratch folder. Keys differ between two caches even for the same bytes
-// (a step's result.json records its temporary paths), so they are masked.
+// (tmp/KEY.PID.RANDOM), the cached outputs it reads (objects/KEY), its
+// scratch folder and the helper scripts' folder. Keys differ between two
+// caches even for the same bytes (a step's result.json records its
+// temporary paths), so they are masked; the helpers' folder is named by
+// the digest of all helper scripts together, and a step's own script is
+// identified by its sha256 in the step's cache key.
 var (
 	keyedPath   = regexp.MustCompile(`/(objects|tmp)/[0-9a-f]{64}(\.\d+\.\d+)?`)
 	scratchPath = regexp.MustCompile(`/tmp/scratch-\d+`)
+	helpersPath = regexp.MustCompile(`/toolchains/helpers-[0-9a-f]{16}/`)
 	rootOf      = regexp.MustCompile(`(/[^\s=:,]*?)/(?:objects/[0-9a-f]{64}|tmp/[0-9a-f]{64}\.\d+\.\d+)`)
 )
 
@@ -252,6 +256,7 @@ func NormalizeArgv(argv [][]string, roots ...string) [][]string {
 			}
 			a = keyedPath.ReplaceAllString(a, "/$1/KEY")
 			a = scratchPath.ReplaceAllString(a, "/tmp/scratch")
+			a = helpersPath.ReplaceAllString(a, "/toolchains/helpers/")
 			out[i][j] = a
 		}
 	}

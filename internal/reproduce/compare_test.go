@@ -121,6 +121,7 @@ func TestArgvNormalization(t *testing.T) {
 	key1, key2 := sha("c"), sha("d")
 	steps := []manifest.Step{{Argv: [][]string{{
 		"/home/u/.cache/edgepipe/toolchains/llamacpp-1/bin/llama-quantize",
+		"/home/u/.cache/edgepipe/toolchains/helpers-4d059ea469ea6a0e/x.py",
 		"/home/u/.cache/edgepipe/objects/" + key1 + "/model-f16.gguf",
 		"/home/u/.cache/edgepipe/tmp/" + key1 + ".123.456/model-q8_0.gguf", "Q8_0",
 	}}}}
@@ -130,6 +131,7 @@ func TestArgvNormalization(t *testing.T) {
 	}
 	again := [][]string{{
 		"/home/u/.cache/edgepipe/toolchains/llamacpp-1/bin/llama-quantize",
+		"/home/u/.cache/edgepipe/toolchains/helpers-c6e01a6e40258ab5/x.py",
 		"/tmp/scratch/cache/objects/" + key2 + "/model-f16.gguf",
 		"/tmp/scratch/cache/tmp/" + key2 + ".9.87/model-q8_0.gguf", "Q8_0",
 	}}
@@ -138,12 +140,12 @@ func TestArgvNormalization(t *testing.T) {
 	if d := ArgvDifference(a, b); d != "" {
 		t.Fatalf("the same command in two caches differs: %s\n%v\n%v", d, a, b)
 	}
-	if a[0][1] != "$CACHE/objects/KEY/model-f16.gguf" {
-		t.Errorf("normalized %q", a[0][1])
+	if a[0][2] != "$CACHE/objects/KEY/model-f16.gguf" || a[0][1] != "$CACHE/toolchains/helpers/x.py" {
+		t.Errorf("normalized %q", a[0])
 	}
-	again[0][3] = "Q4_0"
+	again[0][4] = "Q4_0"
 	b = NormalizeArgv(again, "/tmp/scratch/cache", "/home/u/.cache/edgepipe")
-	if d := ArgvDifference(a, b); !strings.Contains(d, `argument 3: "Q8_0" then, "Q4_0" now`) {
+	if d := ArgvDifference(a, b); !strings.Contains(d, `argument 4: "Q8_0" then, "Q4_0" now`) {
 		t.Errorf("ArgvDifference = %q", d)
 	}
 	if d := ArgvDifference(a, append(b, []string{"x"})); d != "1 command(s) then, 2 now" {
