@@ -197,8 +197,12 @@ func (rl *runLock) check(ctx context.Context, env *Env, rep *reporter, eng *pipe
 	}
 	now, err := resolveLock(ctx, eng, plan, cacheRoot, rl.update)
 	if err != nil {
-		if rl.locked || pipelines.IsInterrupted(err) {
-			return rl.fail(env, rep, &ExitError{Code: ExitLockMismatch, Err: fmt.Errorf("--locked: cannot check %s: %w", rl.path, err)}, nil)
+		if pipelines.IsInterrupted(err) {
+			return err
+		}
+		if rl.locked {
+			// Not a mismatch (exit 4): a tool or the source is missing.
+			return fmt.Errorf("--locked: cannot check %s: %w", rl.path, err)
 		}
 		// The run reports the same problem where it happens; a lock is
 		// written only from a complete resolution.
@@ -260,7 +264,13 @@ func (rl *runLock) report(rep *reporter, status string, changes []lockfile.Chang
 	if detail != "" {
 		status += ": " + detail
 	}
-	rep.raw(fmt.Sprintf("%s lock     %s %s", time.Now().Format("15:04:05"), rl.path, status))
+	line := fmt.Sprintf("%s lock     %s %s", time.Now().Format("15:04:05"), rl.path, status)
+	if status == "updated" {
+		for _, c := range changes {
+			line += "\n  " + c.String()
+		}
+	}
+	rep.raw(line)
 }
 
 // fail ends a run that cannot start because of its lock: the error goes
