@@ -379,13 +379,13 @@ func compareSteps(pub, rebuilt *manifest.Manifest, res *pipelines.RunResult, use
 		again := res.Outputs[s.ID]
 		switch {
 		case again == nil:
-			st.Status = "not rebuilt"
+			st.Status = reproduce.NotRebuilt
 		case userCache == nil || s.CacheKey == "":
-			st.Status = "original not in the cache"
+			st.Status = reproduce.OriginalGone
 		default:
 			ent, hit, err := userCache.Lookup(s.CacheKey)
 			if err != nil || !hit {
-				st.Status = "original not in the cache"
+				st.Status = reproduce.OriginalGone
 				break
 			}
 			orig := (&pipelines.Output{Key: ent.Key, Files: ent.Tree.Files}).ContentFiles()
@@ -460,6 +460,14 @@ func printReproduce(env *Env, reports []reproduce.Report) {
 			if r.Identical && (p.Delta != 0 || p.Baseline != p.RebuiltBaseline) {
 				fmt.Fprintln(env.Stdout, "  note: the files are identical but the gate measured other numbers: the evaluation text or the evaluating tools differ from the original run's")
 			}
+		}
+		counts := map[string]int{}
+		for _, s := range r.Steps {
+			counts[s.Status]++
+		}
+		if len(r.Steps) > 0 {
+			fmt.Fprintf(env.Stdout, "  steps: %d made the same files as the original still in the cache, %d other files, %d original not in the cache\n",
+				counts[reproduce.Identical], counts[reproduce.Differs], counts[reproduce.OriginalGone])
 		}
 		for _, s := range r.Steps {
 			if s.Status == reproduce.Differs {

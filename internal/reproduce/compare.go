@@ -28,6 +28,10 @@ const (
 	NotRebuilt = "not rebuilt"
 	// Log: step logs record times and paths; they are listed, not judged.
 	Log = "log, not compared"
+	// OriginalGone: a step's original output is no longer in the cache
+	// (collected, or made on another machine), so only the published
+	// files can be compared.
+	OriginalGone = "original not in the cache"
 )
 
 // File is one file of the artifact.
@@ -56,7 +60,7 @@ type Perplexity struct {
 // holds it) against the rebuild's.
 type Step struct {
 	ID     string   `json:"id"`
-	Status string   `json:"status"` // identical, differs, "original not in the cache"
+	Status string   `json:"status"` // Identical, Differs, OriginalGone, NotRebuilt
 	Files  []string `json:"differing_files,omitempty"`
 	// Argv is set when the step's command lines differ beyond cache paths.
 	Argv string `json:"argv_difference,omitempty"`
