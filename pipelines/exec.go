@@ -395,6 +395,16 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		}
 		return err
 	}
+	// ResolveSource (lock files) may have found or made this output before
+	// the run.
+	if out := e.output(s.ID); out != nil && out.Key != "" {
+		msg := ""
+		if !out.CacheHit {
+			msg = "fetched before the run, for the lock"
+		}
+		e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: msg})
+		return nil
+	}
 	kind, _ := steps.Lookup(s.Kind)
 	key, tools, err := e.key(ctx, s)
 	if err != nil {

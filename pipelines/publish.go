@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -290,7 +291,7 @@ func (e *Engine) manifestFor(s *Step, model *Output, checks []*Output, gate *Gat
 		Recipe:          manifest.Recipe{Name: r.Name, Path: r.Path},
 		Target: manifest.Target{Name: s.Target, Device: s.Params.String("device", ""), Format: s.Params.String("format", ""),
 			Context: s.Params.Int("context", 0), KVDtype: s.Params.String("kv_dtype", "")},
-		Source:     manifest.Source{URI: r.Model.Source},
+		Source:     manifest.Source{URI: getter.Redact(r.Model.Source)}, // manifests are published: no credentials
 		Toolchains: map[string]manifest.Toolchain{},
 	}
 	if fd, err := e.opt.Cache.Memo().File(r.Path); err == nil {

@@ -267,12 +267,14 @@ func runExitCode(err error) int {
 }
 
 var exitMeaning = map[int]string{
-	ExitOK:          "ok",
-	ExitStepFailed:  "a step failed",
-	ExitUsage:       "invalid recipe or usage",
-	ExitGateFailed:  "a quality gate failed",
-	ExitPushFailed:  "a push to a remote failed",
-	ExitInterrupted: "interrupted",
+	ExitOK:            "ok",
+	ExitStepFailed:    "a step failed",
+	ExitUsage:         "invalid recipe or usage",
+	ExitGateFailed:    "a quality gate failed",
+	ExitLockMismatch:  "the lock is out of date",
+	ExitNotReproduced: "not bit-identical",
+	ExitPushFailed:    "a push to a remote failed",
+	ExitInterrupted:   "interrupted",
 }
 
 // markdown is the run's summary for a GitHub job page: report.md, the

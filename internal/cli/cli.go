@@ -27,9 +27,16 @@ const (
 	ExitStepFailed = 1
 	ExitUsage      = 2
 	ExitGateFailed = 3
+	// ExitLockMismatch: run --locked found the recipe's lock out of date
+	// (or missing); nothing ran. CI can tell it from a broken recipe (2)
+	// and answer it with --update-lock.
+	ExitLockMismatch = 4
+	// ExitNotReproduced: reproduce rebuilt the artifact and some file is
+	// not bit-identical to the published one.
+	ExitNotReproduced = 5
 	// ExitPushFailed: every target that passed its gate is published
 	// locally, but a push to a remote (publish: in the recipe) failed.
-	ExitPushFailed  = 4
+	ExitPushFailed  = 6
 	ExitInterrupted = 130
 )
 
@@ -72,7 +79,9 @@ func init() {
 		{"validate", "check a recipe without running anything", cmdValidate},
 		{"graph", "print the step graph as dot or mermaid", cmdGraph},
 		{"step", "run one step of a saved plan: step run PLAN.json STEP-ID", cmdStep},
+		{"lock", "resolve a recipe's inputs and write RECIPE.lock", cmdLock},
 		{"verify", "re-hash a published folder against its manifest and provenance", cmdVerify},
+		{"reproduce", "rebuild published folders in a scratch cache and compare them file by file", cmdReproduce},
 		{"pull", "download a pushed artifact and verify it: pull oci://HOST/REPO:TAG DIR", cmdPull},
 		{"cache", "cache ls | cache gc", cmdCache},
 		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
@@ -91,7 +100,9 @@ const exitCodesHelp = `Exit codes:
   1    a step failed
   2    invalid recipe or usage
   3    a quality gate failed (nothing published for that target)
-  4    a push to a remote failed (the local artifacts are published)
+  4    run --locked: the recipe's lock is missing or out of date (nothing ran)
+  5    reproduce: a rebuilt file is not bit-identical to the published one
+  6    a push to a remote failed (the local artifacts are published)
   130  interrupted`
 
 func usage(w io.Writer) {

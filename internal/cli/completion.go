@@ -95,10 +95,8 @@ func positional(name string) (args []compValue, rest compValue) {
 	switch name {
 	case "run", "plan", "validate", "graph", "lock":
 		return []compValue{recipeFiles}, compValue{}
-	case "verify":
+	case "verify", "reproduce":
 		return nil, folders
-	case "reproduce":
-		return []compValue{folders}, compValue{}
 	case "step":
 		return []compValue{words("run"), {Files: "json"}}, compValue{}
 	case "cache":

@@ -237,3 +237,19 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// raw prints one line that is not a step's event (the lock's status): to
+// stdout as a JSON line with --json, else to stderr beside the events.
+func (r *reporter) raw(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.json {
+		fmt.Fprintln(r.env.Stdout, line)
+		return
+	}
+	if r.bar != nil {
+		r.bar.Clear()
+		defer r.bar.RenderBlank()
+	}
+	fmt.Fprintln(r.env.Stderr, line)
+}

@@ -35,6 +35,8 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "run", "run [flags] RECIPE")
 	c.register(fs, env, true)
 	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
+	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
+	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -46,11 +48,14 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, ca, out, err := c.engine(env, plan, nil)
+	lock, err := openLock(pos[0], plan, *locked, *updateLock)
 	if err != nil {
 		return err
 	}
-	_ = ca
+	eng, cacheRoot, out, err := c.engine(env, plan, nil)
+	if err != nil {
+		return err
+	}
 	if !c.json {
 		for _, d := range pipelines.PlanNotes(plan) {
 			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
@@ -61,6 +66,10 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	ci.outDir = out
 	eng.SetOnEvent(func(ev pipelines.Event) { rep.event(ev); ci.event(ev) })
 	eng.SetOnProgress(rep.progress)
+	if err := lock.check(ctx, env, rep, eng, plan, cacheRoot); err != nil {
+		rep.done()
+		return err
+	}
 	res, runErr := eng.Run(ctx)
 	rep.done()
 	if !c.json {
@@ -202,6 +211,8 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The source as run would fetch it: pinned by the lock, if any.
+	_, _ = openLock(pos[0], plan, false, false)
 	eng, _, _, err := c.engine(env, plan, nil)
 	if err != nil {
 		return err
@@ -326,6 +337,8 @@ func cmdStep(ctx context.Context, env *Env, args []string) error {
 	if err := samePlan(plan, &pj); err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	// The source as the plan saw it: pinned by the lock, if any.
+	_, _ = openLock(pj.Recipe, plan, false, false)
 	if _, ok := plan.Step(pos[2]); !ok {
 		return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 	}

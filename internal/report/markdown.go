@@ -13,7 +13,7 @@ import (
 // inject markup.
 func Markdown(r Report) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", mdText(r.Recipe))
+	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", MDText(r.Recipe))
 	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", r.Published, len(r.Targets), r.ExitCode, r.ExitText)
 	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
 	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
@@ -31,12 +31,12 @@ func Markdown(r Report) []byte {
 		}
 		switch t.Outcome {
 		case OutcomePublished:
-			where = "`" + mdCode(t.Artifact) + "`"
+			where = "`" + MDCode(t.Artifact) + "`"
 			for _, p := range t.Pushed {
-				where += ", `" + mdCode(p) + "`"
+				where += ", `" + MDCode(p) + "`"
 			}
 			for _, p := range t.PushFailed {
-				where += ", **push to `" + mdCode(p) + "` failed**"
+				where += ", **push to `" + MDCode(p) + "` failed**"
 			}
 			if t.Verdict == "" {
 				verdict = "published (no gate)"
@@ -49,7 +49,7 @@ func Markdown(r Report) []byte {
 			where = "not published"
 		}
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
-			mdText(t.Name), mdCode(t.Format), mdText(t.Device), size, ppl, delta, verdict, where)
+			MDText(t.Name), MDCode(t.Format), MDText(t.Device), size, ppl, delta, verdict, where)
 	}
 	quality(&b, r)
 	ceilings(&b, r)
@@ -58,15 +58,15 @@ func Markdown(r Report) []byte {
 		for _, f := range r.Failures {
 			switch {
 			case f.Subject == "":
-				fmt.Fprintf(&b, "- %s\n", mdText(f.Message))
+				fmt.Fprintf(&b, "- %s\n", MDText(f.Message))
 			case f.Step:
-				fmt.Fprintf(&b, "- **step %s**: %s\n", mdText(f.Subject), mdText(f.Message))
+				fmt.Fprintf(&b, "- **step %s**: %s\n", MDText(f.Subject), MDText(f.Message))
 			default:
-				fmt.Fprintf(&b, "- **%s**: %s\n", mdText(f.Subject), mdText(f.Message))
+				fmt.Fprintf(&b, "- **%s**: %s\n", MDText(f.Subject), MDText(f.Message))
 			}
 			if len(f.LogTail) > 0 {
 				// A block the page shows line by line, folded.
-				fmt.Fprintf(&b, "  <details><summary>last lines of %s</summary>\n\n  ```text\n", mdText(f.LogName))
+				fmt.Fprintf(&b, "  <details><summary>last lines of %s</summary>\n\n  ```text\n", MDText(f.LogName))
 				for _, l := range f.LogTail {
 					fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(printable(l), "```", "'''"))
 				}
@@ -116,7 +116,7 @@ func quality(b *strings.Builder, r Report) {
 			}
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			mdText(t.Name), kl, top1, dec, lat, ftt, pr, ceil, mdText(tools(t)))
+			MDText(t.Name), kl, top1, dec, lat, ftt, pr, ceil, MDText(tools(t)))
 	}
 }
 
@@ -150,7 +150,7 @@ func ceilings(b *strings.Builder, r Report) {
 	b.WriteString("| Device | GB/s |")
 	sep := "| --- | ---: |"
 	for _, t := range ts {
-		fmt.Fprintf(b, " %s (%s) |", mdText(t.Name), HumanBytes(t.SizeBytes))
+		fmt.Fprintf(b, " %s (%s) |", MDText(t.Name), HumanBytes(t.SizeBytes))
 		sep += " ---: |"
 	}
 	b.WriteString("\n" + sep + "\n")
@@ -174,7 +174,7 @@ func ceilings(b *strings.Builder, r Report) {
 		hostCells = append(hostCells, cell)
 	}
 	if host != "" {
-		fmt.Fprintf(b, "| %s | %s | %s |\n", mdText(host), bandwidthRange(bw), strings.Join(hostCells, " | "))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", MDText(host), bandwidthRange(bw), strings.Join(hostCells, " | "))
 	}
 	for _, dev := range catalogRows(rows[0]) {
 		cells := make([]string, len(ts))
@@ -189,7 +189,7 @@ func ceilings(b *strings.Builder, r Report) {
 				}
 			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s |\n", mdText(dev.Name), trimFloat(dev.BandwidthGBs), strings.Join(cells, " | "))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", MDText(dev.Name), trimFloat(dev.BandwidthGBs), strings.Join(cells, " | "))
 	}
 }
 
@@ -216,13 +216,13 @@ func bandwidthRange(bw []float64) string {
 
 func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
 
-// mdText makes text safe inside a Markdown table cell or list item.
-func mdText(s string) string {
+// MDText makes text safe inside a Markdown table cell or list item.
+func MDText(s string) string {
 	return strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ", "<", "&lt;", ">", "&gt;").Replace(printable(s))
 }
 
-// mdCode makes text safe inside `code` in a table cell.
-func mdCode(s string) string {
+// MDCode makes text safe inside `code` in a table cell.
+func MDCode(s string) string {
 	return strings.NewReplacer("|", `\|`, "`", "'", "\n", " ").Replace(printable(s))
 }
 

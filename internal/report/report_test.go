@@ -183,10 +183,10 @@ func TestCeilings(t *testing.T) {
 }
 
 func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
-	if got := mdText("a|b\nc <d>"); got != `a\|b c &lt;d&gt;` {
+	if got := MDText("a|b\nc <d>"); got != `a\|b c &lt;d&gt;` {
 		t.Errorf("mdText: %q", got)
 	}
-	if got := mdCode("x`|y"); got != `x'\|y` {
+	if got := MDCode("x`|y"); got != `x'\|y` {
 		t.Errorf("mdCode: %q", got)
 	}
 }

@@ -212,7 +212,15 @@ func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchai
 }
 
 // Summary is a one-line version string: the versions that matter most.
-func (in *Installed) Summary() string {
+func (in *Installed) Summary() string { return in.summary(false) }
+
+// PinnedSummary is Summary with the interpreter's version cut to
+// major.minor: uv builds the environment on whichever Python 3.11 the
+// machine has, so the patch level is not pinned and differs between
+// machines with the same lock (lock files must not).
+func (in *Installed) PinnedSummary() string { return in.summary(true) }
+
+func (in *Installed) summary(pinnedOnly bool) string {
 	keys := map[string][]string{
 		UV:       {"uv"},
 		Llama:    {"python", "torch", "transformers", "gguf"},
@@ -226,6 +234,9 @@ func (in *Installed) Summary() string {
 	var parts []string
 	for _, k := range keys {
 		if v := in.Versions[k]; v != "" {
+			if pinnedOnly && k == "python" {
+				v = majorMinor(v)
+			}
 			parts = append(parts, k+" "+v)
 		}
 	}
@@ -233,6 +244,16 @@ func (in *Installed) Summary() string {
 		return in.Name
 	}
 	return strings.Join(parts, ", ")
+}
+
+// majorMinor cuts "3.11.7" to "3.11".
+func majorMinor(v string) string {
+	if i := strings.Index(v, "."); i >= 0 {
+		if j := strings.Index(v[i+1:], "."); j >= 0 {
+			return v[:i+1+j]
+		}
+	}
+	return v
 }
 
 func contains(list []string, s string) bool {

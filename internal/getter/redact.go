@@ -1,0 +1,23 @@
+package getter
+
+import "net/url"
+
+// Redact returns a source with the credentials it may carry (a password
+// in the user info, signed-URL and access-key query parameters) replaced
+// by "redacted", for records that outlive the run: lock files and
+// manifests. A source without credentials comes back unchanged.
+func Redact(src string) string {
+	forced, rest := "", src
+	if m := forcedRe.FindStringSubmatch(src); m != nil {
+		forced, rest = m[1], m[2]
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return redactString(src)
+	}
+	secrets, out := secretsOf(forced, u, "")
+	if len(secrets) == 0 {
+		return src
+	}
+	return out
+}
