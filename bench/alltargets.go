@@ -34,7 +34,7 @@ func runAllTargets(ctx context.Context, e *env) (result, error) {
 	if _, err := os.Stat(recipe); errors.Is(err, fs.ErrNotExist) {
 		return result{skipped: fmt.Sprintf("%s does not exist yet (issue 5 adds the every-target recipe); pass -all-targets-recipe when it has another name", e.allTargetsRecipe)}, nil
 	}
-	if reason, err := e.toolchainsMissing(ctx); err != nil || reason != "" {
+	if reason, err := e.toolchainsMissing(ctx, allTargetsToolchains); err != nil || reason != "" {
 		return result{skipped: reason}, err
 	}
 	dir, err := e.workdir("all-targets")

@@ -495,7 +495,7 @@ func TestParallelOnStandins(t *testing.T) {
 
 func TestMissingToolchainsSkip(t *testing.T) {
 	e := testEnv(t)
-	reason, err := e.toolchainsMissing(context.Background())
+	reason, err := e.toolchainsMissing(context.Background(), demoToolchains)
 	if err != nil {
 		t.Fatal(err)
 	}
