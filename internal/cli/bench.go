@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/report"
 
 	"github.com/edgepipe/edgepipe/pipelines"
 )
@@ -24,7 +25,7 @@ func printBenches(env *Env, plan *pipelines.Plan, res *pipelines.RunResult) {
 			b.FirstTokenMS, b.PromptTokens, b.PromptTokS, note)
 		if b.HostBandwidthGBs != nil && b.HostCeilingTokS != nil && b.Efficiency != nil {
 			fmt.Fprintf(env.Stdout, "  host memory bandwidth %.2f GB/s -> ceiling %.4g tok/s for %s; measured decode is %.0f%% of it\n",
-				*b.HostBandwidthGBs, *b.HostCeilingTokS, humanBytes(b.ModelBytes), 100**b.Efficiency)
+				*b.HostBandwidthGBs, *b.HostCeilingTokS, report.HumanBytes(b.ModelBytes), 100**b.Efficiency)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/report"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -101,10 +102,10 @@ func cmdCache(ctx context.Context, env *Env, args []string) error {
 				size += f.Size
 			}
 			total += size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, humanBytes(size), e.Created.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, report.HumanBytes(size), e.Created.Local().Format(time.DateTime))
 		}
 		tw.Flush()
-		fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), humanBytes(total), ca.Root())
+		fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), report.HumanBytes(total), ca.Root())
 	case "gc":
 		cutoff := time.Now().Add(-*olderThan)
 		removed, freed, err := ca.GC(ctx, func(e cache.Entry) bool {
@@ -113,7 +114,7 @@ func cmdCache(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, humanBytes(freed))
+		fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, report.HumanBytes(freed))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/report"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,7 @@ func (r *reporter) progress(step, label string, done, total int64) {
 	}
 	if quarter > r.xferShown {
 		r.xferShown = quarter
-		fmt.Fprintf(r.env.Stderr, "%s %s: %d%% of %s\n", step, label, quarter*25, humanBytes(total))
+		fmt.Fprintf(r.env.Stderr, "%s %s: %d%% of %s\n", step, label, quarter*25, report.HumanBytes(total))
 	}
 }
 
@@ -178,7 +179,7 @@ func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outD
 		if dir, ok := res.Published[t.Name]; ok {
 			where = relPath(dir)
 			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
-				size = humanBytes(*m.Metrics.SizeBytes)
+				size = report.HumanBytes(*m.Metrics.SizeBytes)
 			}
 			if verdict == "-" {
 				verdict = "published (no gate)"
@@ -223,19 +224,6 @@ func relPath(p string) string {
 		return rel
 	}
 	return p
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // raw prints one line that is not a step's event (the lock's status): to

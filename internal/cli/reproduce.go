@@ -89,17 +89,7 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	if err := sameToolchains(plan, only, tools, pubs, pos); err != nil {
 		return err
 	}
-	jobs := c.jobs
-	if jobs <= 0 {
-		jobs = runtime.NumCPU()
-	}
-	memGB := c.maxMemGB
-	if memGB == 0 {
-		memGB = plan.Recipe.Resources.MaxMemoryGB
-	}
-	if memGB == 0 {
-		memGB = machineMemoryGB()
-	}
+	jobs, memGB := c.budgets(plan)
 	opt := pipelines.Options{
 		Cache: ca, OutDir: filepath.Join(scratch, "out"), Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: true, Tools: tools, Data: dataResolver(ca.Root(), plan.Recipe.Dir()),

@@ -119,6 +119,26 @@ func runError(res *pipelines.RunResult, runErr error) error {
 	return runErr
 }
 
+// budgets are the steps run at once and the memory budget in GiB: the
+// flags, else the recipe's resources, else the machine's.
+func (c *common) budgets(plan *pipelines.Plan) (jobs int, memGB float64) {
+	jobs = c.jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	if plan.Recipe.Resources.Jobs > 0 && c.jobs == runtime.NumCPU() {
+		jobs = plan.Recipe.Resources.Jobs
+	}
+	memGB = c.maxMemGB
+	if memGB == 0 {
+		memGB = plan.Recipe.Resources.MaxMemoryGB
+	}
+	if memGB == 0 {
+		memGB = machineMemoryGB()
+	}
+	return jobs, memGB
+}
+
 // engine wires a plan to the cache, tools and data.
 func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelines.Engine, string, string, error) {
 	ca, err := c.openCache(env)
@@ -133,20 +153,7 @@ func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelin
 	if err != nil {
 		return nil, "", "", err
 	}
-	jobs := c.jobs
-	if jobs <= 0 {
-		jobs = runtime.NumCPU()
-	}
-	if plan.Recipe.Resources.Jobs > 0 && c.jobs == runtime.NumCPU() {
-		jobs = plan.Recipe.Resources.Jobs
-	}
-	memGB := c.maxMemGB
-	if memGB == 0 {
-		memGB = plan.Recipe.Resources.MaxMemoryGB
-	}
-	if memGB == 0 {
-		memGB = machineMemoryGB()
-	}
+	jobs, memGB := c.budgets(plan)
 	opt := pipelines.Options{
 		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
