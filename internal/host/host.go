@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 )
 
 // Identity names this host for cache keys and manifests: operating
@@ -15,11 +16,13 @@ import (
 // "linux/amd64; Intel(R) Xeon(R) Processor; 2 cores". Two machines with
 // the same identity are assumed to measure alike; what it leaves out
 // (memory speed, load from other work) is why measurements carry the
-// bandwidth probed at the same time.
-func Identity() string {
+// bandwidth probed at the same time. It is read once per process: every bench step's cache key asks for it.
+func Identity() string { return identity() }
+
+var identity = sync.OnceValue(func() string {
 	model := cpuModel()
 	if model == "" {
 		model = "unknown CPU"
 	}
 	return fmt.Sprintf("%s/%s; %s; %d cores", runtime.GOOS, runtime.GOARCH, strings.Join(strings.Fields(model), " "), runtime.NumCPU())
-}
+})
