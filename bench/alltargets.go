@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/edgepipe/edgepipe/pipelines"
 )
@@ -37,17 +40,51 @@ func runAllTargets(ctx context.Context, e *env) (result, error) {
 	if reason, err := e.toolchainsMissing(ctx, allTargetsToolchains); err != nil || reason != "" {
 		return result{skipped: reason}, err
 	}
-	dir, err := e.workdir("all-targets")
-	if err != nil {
-		return result{}, err
+	out := e.keepOut
+	if out == "" {
+		dir, err := e.workdir("all-targets")
+		if err != nil {
+			return result{}, err
+		}
+		defer os.RemoveAll(dir)
+		out = filepath.Join(dir, "out")
 	}
-	defer os.RemoveAll(dir)
-	return measureParallel(ctx, e, recipe, realToolEnv, filepath.Join(dir, "out"))
+	return measureParallel(ctx, e, recipe, realToolEnv, out)
+}
+
+// outcome is what one run did, read from its --json events.
+type outcome struct {
+	published map[string]string // target -> published folder
+	failed    []string          // "step: message" for each step that failed
+	gates     []string          // "target: message" for each gate event
+}
+
+func readOutcome(stdout []byte) (outcome, error) {
+	o := outcome{published: map[string]string{}}
+	evs, err := events(stdout)
+	if err != nil {
+		return o, err
+	}
+	for _, ev := range evs {
+		switch ev.Type {
+		case pipelines.EvPublished:
+			o.published[ev.Target] = ev.Path
+		case pipelines.EvFailed:
+			o.failed = append(o.failed, ev.Step+": "+firstLine(ev.Message))
+		case pipelines.EvGate:
+			o.gates = append(o.gates, ev.Target+": "+firstLine(ev.Message))
+		}
+	}
+	return o, nil
+}
+
+func (o outcome) targets() []string {
+	return slices.Sorted(maps.Keys(o.published))
 }
 
 func measureParallel(ctx context.Context, e *env, recipe string, runEnv []string, out string) (result, error) {
 	res := result{}
-	runAt := func(jobs string) (measurement, int, error) {
+	runAt := func(jobs string) (measurement, outcome, error) {
 		c := command{
 			argv:          []string{e.edgepipe, "run", "--json", "--force", "--keep-going", "-j", jobs, "--out", out, recipe},
 			dir:           filepath.Dir(recipe),
@@ -57,16 +94,23 @@ func measureParallel(ctx context.Context, e *env, recipe string, runEnv []string
 		e.logf("all-targets: run at -j %s", jobs)
 		m, err := run(ctx, c)
 		if err != nil {
-			return m, 0, err
+			return m, outcome{}, err
 		}
 		if !slices.Contains(allTargetsExit, m.exitCode) {
-			return m, 0, fmt.Errorf("edgepipe run -j %s exited %d:\n%s", jobs, m.exitCode, m.errorText())
+			return m, outcome{}, fmt.Errorf("edgepipe run -j %s exited %d:\n%s", jobs, m.exitCode, m.errorText())
 		}
-		counts, err := countEvents(m.stdout)
+		o, err := readOutcome(m.stdout)
 		if err != nil {
-			return m, 0, err
+			return m, o, err
 		}
-		return m, counts[pipelines.EvPublished], nil
+		e.logf("all-targets: -j %s took %s, exit %d, published %d: %s", jobs, m.wall.Round(time.Second), m.exitCode, len(o.published), strings.Join(o.targets(), " "))
+		for _, g := range o.gates {
+			e.logf("all-targets:   gate %s", g)
+		}
+		for _, f := range o.failed {
+			e.logf("all-targets:   failed %s", f)
+		}
+		return m, o, nil
 	}
 	j1, pub1, err := runAt("1")
 	if err != nil {
@@ -76,11 +120,25 @@ func measureParallel(ctx context.Context, e *env, recipe string, runEnv []string
 	if err != nil {
 		return res, err
 	}
-	if pub1 != pub2 {
-		return res, fmt.Errorf("-j 1 published %d targets but -j 2 published %d: the runs did different work", pub1, pub2)
+	if !slices.Equal(pub1.targets(), pub2.targets()) {
+		return res, fmt.Errorf("-j 1 published %v but -j 2 published %v: the runs did different work", pub1.targets(), pub2.targets())
+	}
+	// A published folder must verify: every file re-hashed against its
+	// manifest (and the provenance subjects).
+	verified := 0
+	for _, target := range pub2.targets() {
+		v, err := run(ctx, command{argv: []string{e.edgepipe, "verify", pub2.published[target]}, env: runEnv})
+		if err != nil {
+			return res, err
+		}
+		if v.exitCode != 0 {
+			return res, fmt.Errorf("edgepipe verify %s exited %d:\n%s", pub2.published[target], v.exitCode, v.errorText())
+		}
+		verified++
 	}
 	peak := max(j1.peakTreeRSS, j2.peakTreeRSS, j1.maxRSS, j2.maxRSS)
-	res.add("published", pub2)
+	res.add("published", len(pub2.published))
+	res.add("verified", verified)
 	res.add("j1_s", j1.wall)
 	res.add("j2_s", j2.wall)
 	res.add("exit_j1", j1.exitCode)

@@ -488,7 +488,7 @@ func TestParallelOnStandins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := keys(res); k["published"] != "1" || k["met"] != "yes" {
+	if k := keys(res); k["published"] != "1" || k["verified"] != "1" || k["met"] != "yes" {
 		t.Errorf("line: %s", res.line())
 	}
 }

@@ -64,6 +64,7 @@ func mainErr(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.hashBytes, "hash-size", 2<<30, "bytes of the file hashed by hash")
 	fs.IntVar(&cfg.schedSteps, "sched-steps", 1000, "user steps in the scheduler benchmark's graph")
 	fs.StringVar(&cfg.allTargetsRecipe, "all-targets-recipe", "recipes/all-targets.yaml", "the every-target recipe (relative to -root)")
+	fs.StringVar(&cfg.keepOut, "all-targets-out", "", "publish all-targets' artifacts here and keep them (default: a temporary folder, removed)")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a benchmark misses its goal (goals are always printed as met=yes|no)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./bench [flags] [BENCHMARK...]\n\nbenchmarks: %s\n\nflags:\n", strings.Join(names(), ", "))
@@ -163,6 +164,7 @@ type config struct {
 	hashBytes        int64
 	schedSteps       int
 	allTargetsRecipe string
+	keepOut          string
 	strict           bool
 }
 

@@ -201,7 +201,17 @@ func cachedRun(ctx context.Context, c command) (measurement, error) {
 
 // countEvents counts the event types of a --json run's output.
 func countEvents(out []byte) (map[string]int, error) {
+	evs, err := events(out)
 	counts := map[string]int{}
+	for _, ev := range evs {
+		counts[ev.Type]++
+	}
+	return counts, err
+}
+
+// events parses edgepipe's --json output.
+func events(out []byte) ([]pipelines.Event, error) {
+	var evs []pipelines.Event
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -211,11 +221,11 @@ func countEvents(out []byte) (map[string]int, error) {
 		}
 		var ev pipelines.Event
 		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("edgepipe --json printed a line that is not an event: %q", line)
+			return evs, fmt.Errorf("edgepipe --json printed a line that is not an event: %q", line)
 		}
-		counts[ev.Type]++
+		evs = append(evs, ev)
 	}
-	return counts, sc.Err()
+	return evs, sc.Err()
 }
 
 // upToDate runs a go-task peer that must find its task up to date (so it
