@@ -3,6 +3,7 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -131,7 +132,16 @@ func closestOrList(word string, valid []string, what string) string {
 // Load parses and validates the recipe at path, returning every parse and
 // validation problem together as Diagnostics.
 func Load(path string, cat Catalog, kinds []string) (*Recipe, error) {
-	r, err := ParseFile(path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read recipe: %w", err)
+	}
+	return LoadBytes(path, data, cat, kinds)
+}
+
+// LoadBytes is Load for a recipe already read; path names it in positions.
+func LoadBytes(path string, data []byte, cat Catalog, kinds []string) (*Recipe, error) {
+	r, err := Parse(path, data)
 	var diags Diagnostics
 	if err != nil && !errors.As(err, &diags) {
 		return nil, err

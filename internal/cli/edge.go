@@ -208,12 +208,9 @@ func shellWord(s string) string {
 // pipelineFor expands a recipe text the way `edgepipe plan` would; a
 // format without a built-in pipeline yet comes back as the reason.
 func pipelineFor(path string, data []byte) ([]*pipelines.Step, error) {
-	r, err := pipelines.Parse(path, data)
+	r, err := pipelines.LoadBytes(path, data, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
-	}
-	if diags := pipelines.Validate(r, catalog.Catalog{}, append(steps.Names(), "publish")); len(diags) > 0 {
-		return nil, diags
 	}
 	plan, err := pipelines.Expand(r)
 	if err != nil {
@@ -412,12 +409,7 @@ func cmdInit(ctx context.Context, env *Env, args []string) error {
 	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
 	// The written file must parse and validate: a recipe that does not is
 	// a bug here, not the user's to find.
-	r, err := pipelines.Parse(*out, data)
-	if err == nil {
-		if diags := pipelines.Validate(r, catalog.Catalog{}, append(steps.Names(), "publish")); len(diags) > 0 {
-			err = diags
-		}
-	}
+	_, err = pipelines.LoadBytes(*out, data, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		var diags pipelines.Diagnostics
 		if errors.As(err, &diags) && *name != "" {

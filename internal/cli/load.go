@@ -19,13 +19,11 @@ func loadPlan(path string) (*pipelines.Plan, error) {
 	if path == "" {
 		return nil, usageErr("name a recipe file, e.g. edgepipe run recipes/demo.yaml")
 	}
-	r, err := pipelines.ParseFile(path)
+	// Load validates whatever parsed cleanly even when parsing found
+	// problems, so a mistyped key and an unknown device show up together.
+	r, err := pipelines.Load(path, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
-	}
-	kinds := append(steps.Names(), "publish")
-	if diags := pipelines.Validate(r, catalog.Catalog{}, kinds); len(diags) > 0 {
-		return nil, diags
 	}
 	plan, err := pipelines.Expand(r)
 	if err != nil {
