@@ -63,6 +63,9 @@ type Engine struct {
 	outputs map[string]*Output
 	keys    map[string]string
 	events  sync.Mutex
+	// canceled is the steps already reported canceled: a running step says
+	// so itself and the scheduler says it again for every canceled node.
+	canceled map[string]bool
 
 	fitsOnce sync.Once
 	fits     []TargetFit
@@ -112,6 +115,15 @@ func (e *Engine) emit(ev Event) {
 	}
 	e.events.Lock()
 	defer e.events.Unlock()
+	if ev.Type == EvCanceled {
+		if e.canceled[ev.Step] {
+			return
+		}
+		if e.canceled == nil {
+			e.canceled = map[string]bool{}
+		}
+		e.canceled[ev.Step] = true
+	}
 	e.opt.OnEvent(ev)
 }
 

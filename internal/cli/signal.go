@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/edgepipe/edgepipe/internal/proc"
 )
 
 // Run is the process entry point: one cancellable context from the signal
@@ -23,7 +25,8 @@ func Run(args []string) int {
 		fmt.Fprintln(os.Stderr, "edgepipe: interrupting; stopping running steps (Ctrl-C again to force)")
 		cancel()
 		<-sigs
-		fmt.Fprintln(os.Stderr, "edgepipe: forced exit")
+		fmt.Fprintln(os.Stderr, "edgepipe: forced exit; killing every running tool")
+		proc.KillAll()
 		os.Exit(ExitInterrupted)
 	}()
 	env := &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -159,6 +160,8 @@ func Run(ctx context.Context, c Cmd) error {
 	}
 	exited, reap := watch(cmd)
 	pgid := cmd.Process.Pid
+	liveGroups.Store(pgid, struct{}{})
+	defer liveGroups.Delete(pgid)
 
 	var timeout <-chan time.Time
 	if c.Timeout > 0 {
@@ -226,6 +229,21 @@ func Run(ctx context.Context, c Cmd) error {
 		e.Tail = tailFrom(c.LogPath, logOffset, errorTailLines)
 	}
 	return e
+}
+
+// liveGroups holds the process group of every child Run is waiting for,
+// so a forced exit can take them all down (KillAll).
+var liveGroups sync.Map
+
+// KillAll sends SIGKILL to the process group of every child still running.
+// It is for a forced exit (a second Ctrl-C), which does not wait for Run
+// to clean up: without it, helpers a tool spawned, which Pdeathsig does not
+// reach, would outlive edgepipe.
+func KillAll() {
+	liveGroups.Range(func(pgid, _ any) bool {
+		signalGroup(pgid.(int), unix.SIGKILL)
+		return true
+	})
 }
 
 // signalGroup signals every process in the group; a group that is already
