@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/provenance"
@@ -367,8 +369,21 @@ func samePlan(p *pipelines.Plan, pj *planJSON) error {
 		return fmt.Errorf("the recipe %s changed since the plan was saved (%d steps now, %d then): save the plan again", pj.Recipe, len(p.Steps), len(pj.Steps))
 	}
 	for i, s := range p.Steps {
-		if s.ID != pj.Steps[i].ID || s.Kind != pj.Steps[i].Kind {
-			return fmt.Errorf("the recipe %s changed since the plan was saved (step %d is %s now, %s then): save the plan again", pj.Recipe, i, s.ID, pj.Steps[i].ID)
+		then := pj.Steps[i]
+		if s.ID != then.ID || s.Kind != then.Kind {
+			return fmt.Errorf("the recipe %s changed since the plan was saved (step %d is %s now, %s then): save the plan again", pj.Recipe, i, s.ID, then.ID)
+		}
+		if !slices.Equal(s.Needs, then.Needs) {
+			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s needs %v now, %v then): save the plan again", pj.Recipe, s.ID, s.Needs, then.Needs)
+		}
+		// JSON on both sides: the saved params went through it already.
+		now, _ := json.Marshal(s.Params)
+		was, _ := json.Marshal(then.Params)
+		if len(s.Params) == 0 && len(then.Params) == 0 {
+			continue
+		}
+		if !bytes.Equal(now, was) {
+			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s's parameters are %s now, %s then): save the plan again", pj.Recipe, s.ID, now, was)
 		}
 	}
 	return nil
