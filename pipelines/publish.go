@@ -40,16 +40,26 @@ type GateError struct {
 	Gate   *GateResult
 	Check  *steps.Check
 	Step   string
+	// Earlier is the target's folder when an earlier run published there:
+	// it is left as it was (nothing already done is destroyed), but it is
+	// not this recipe's result, and the message says so.
+	Earlier string
 }
 
 func (e *GateError) Error() string {
+	var msg string
 	if e.Check != nil {
-		return fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
+		msg = fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
 			e.Target, e.Check.Name, e.Step, e.Check.Detail)
+	} else {
+		g := e.Gate
+		msg = fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %+.4f, over max_delta %.2f; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
+			g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
 	}
-	g := e.Gate
-	return fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %+.4f, over max_delta %.2f; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
-		g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
+	if e.Earlier != "" {
+		msg += fmt.Sprintf(". %s still holds an earlier run's artifacts, which this run did not replace: they are not this recipe's result (delete the folder if nothing may pick them up)", e.Earlier)
+	}
+	return msg
 }
 
 // Contained marks a gate failure as a verdict on its own target: under
@@ -83,6 +93,13 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		return "", nil, err
 	}
 	model := ins[0]
+	final := filepath.Join(e.opt.OutDir, s.Target)
+	failed := func(ge *GateError) error {
+		if _, err := os.Stat(filepath.Join(final, manifest.FileName)); err == nil {
+			ge.Earlier = final
+		}
+		return ge
+	}
 	var gate *GateResult
 	for _, in := range ins[1:] {
 		// Any validation a check step records as failed fails the target
@@ -91,7 +108,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 			if !c.Passed {
 				c := c
 				e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-				return "", gate, &GateError{Target: s.Target, Check: &c, Step: in.StepID}
+				return "", gate, failed(&GateError{Target: s.Target, Check: &c, Step: in.StepID})
 			}
 		}
 		m := in.Result.Metrics
@@ -107,7 +124,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
-			return "", gate, &GateError{Target: s.Target, Gate: gate}
+			return "", gate, failed(&GateError{Target: s.Target, Gate: gate})
 		}
 	}
 	bench := benchOutput(ins[1:])
@@ -115,11 +132,10 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	for _, c := range budgets {
 		if !c.Passed {
 			e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-			return "", gate, &GateError{Target: s.Target, Check: &c, Step: bench.StepID}
+			return "", gate, failed(&GateError{Target: s.Target, Check: &c, Step: bench.StepID})
 		}
 	}
 
-	final := filepath.Join(e.opt.OutDir, s.Target)
 	pubKey, err := e.publishKey(s, ins)
 	if err != nil {
 		return "", gate, err
