@@ -89,6 +89,18 @@ func TestBriefFigures(t *testing.T) {
 	if !slices.ContainsFunc(a18.Observed, func(o Observation) bool { return o.TokS == 3 }) {
 		t.Error("apple-a18 lacks the iPhone 16 Pro 3 tok/s observation")
 	}
+	// The formats table's A100 figures (Llama 3 70B): kept, but with no
+	// size the ceiling math may use, since card count and batch are unknown.
+	a100, _ := Lookup("nvidia-a100")
+	for _, want := range []float64{38, 55, 75} {
+		i := slices.IndexFunc(a100.Observed, func(o Observation) bool { return o.TokS == want })
+		if i < 0 || a100.Observed[i].ModelGB != 0 {
+			t.Errorf("nvidia-a100: no ceiling-free observation of %v tok/s: %+v", want, a100.Observed)
+		}
+	}
+	if _, ok := a100.ObservationFor(35); ok {
+		t.Error("nvidia-a100: an observation claims a usable size, so a multi-card figure would set the ceiling share")
+	}
 }
 
 func TestVendorSpecs(t *testing.T) {

@@ -132,7 +132,7 @@ func cmdDevices(ctx context.Context, env *Env, args []string) error {
 		return enc.Encode(devs)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tBANDWIDTH GB/s\tMEMORY GB\tNPU TOPS\tFORMATS")
+	fmt.Fprintln(tw, "ID\tNAME\tBANDWIDTH GB/s\tMEMORY GB\tNPU TOPS\tOBSERVED\tFORMATS")
 	for _, d := range devs {
 		tops := "-"
 		if d.NPUTOPS > 0 {
@@ -142,7 +142,12 @@ func cmdDevices(ctx context.Context, env *Env, args []string) error {
 		for _, rt := range d.Runtimes {
 			formats = append(formats, rt.Formats...)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%s\t%s\n", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, tops, strings.Join(dedupe(formats), " "))
+		// The first observation only; --json and `edgepipe ceiling` have all.
+		observed := "-"
+		if len(d.Observed) > 0 {
+			observed = fmt.Sprintf("%g tok/s (%s)", d.Observed[0].TokS, d.Observed[0].Model)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%s\t%s\t%s\n", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, tops, observed, strings.Join(dedupe(formats), " "))
 	}
 	return tw.Flush()
 }
