@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -234,7 +233,7 @@ func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
 	if !runFlags {
 		return
 	}
-	fs.IntVar(&c.jobs, "j", runtime.NumCPU(), "steps run at once")
+	fs.IntVar(&c.jobs, "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.BoolVar(&c.keepGoing, "keep-going", false, "after a failure, finish independent branches")
 	fs.StringVar(&c.out, "out", "", "publish folder (default artifacts/<recipe name>)")
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")

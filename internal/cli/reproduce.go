@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -33,7 +32,7 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	var c common
 	fs := flagSet(env, "reproduce", "reproduce [flags] DIR...")
 	c.register(fs, env, false)
-	fs.IntVar(&c.jobs, "j", runtime.NumCPU(), "steps run at once")
+	fs.IntVar(&c.jobs, "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
 	recipeFlag := fs.String("recipe", "", "the recipe `FILE`, when it is not at the path the manifest records (it must have the recorded sha256)")
 	scratchFlag := fs.String("scratch", "", "`DIR` for the scratch cache and the rebuilt folders (default: a new temporary folder)")

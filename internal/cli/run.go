@@ -124,12 +124,14 @@ func runError(res *pipelines.RunResult, runErr error) error {
 // budgets are the steps run at once and the memory budget in GiB: the
 // flags, else the recipe's resources, else the machine's.
 func (c *common) budgets(plan *pipelines.Plan) (jobs int, memGB float64) {
-	jobs = c.jobs
-	if jobs <= 0 {
-		jobs = runtime.NumCPU()
-	}
-	if plan.Recipe.Resources.Jobs > 0 && c.jobs == runtime.NumCPU() {
+	// An explicit -j wins over the recipe, the recipe over the core count.
+	switch {
+	case c.jobs > 0:
+		jobs = c.jobs
+	case plan.Recipe.Resources.Jobs > 0:
 		jobs = plan.Recipe.Resources.Jobs
+	default:
+		jobs = runtime.NumCPU()
 	}
 	memGB = c.maxMemGB
 	if memGB == 0 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/edgepipe/edgepipe/pipelines"
@@ -27,6 +28,31 @@ func TestRunErrorRanksPushFailuresLast(t *testing.T) {
 		err := runError(res, tc.failed[0])
 		if got := runExitCode(err); got != tc.want {
 			t.Errorf("failures %v: exit %d, want %d", tc.failed, got, tc.want)
+		}
+	}
+}
+
+// An explicit -j wins over the recipe's resources.jobs even when it equals
+// the core count; the recipe wins over the default; --max-memory-gb over
+// the recipe's max_memory_gb.
+func TestBudgets(t *testing.T) {
+	withRecipe := &pipelines.Plan{Recipe: &pipelines.Recipe{Resources: pipelines.Resources{Jobs: 3, MaxMemoryGB: 6}}}
+	bare := &pipelines.Plan{Recipe: &pipelines.Recipe{}}
+	for _, tc := range []struct {
+		name     string
+		c        common
+		plan     *pipelines.Plan
+		wantJobs int
+		wantMem  float64
+	}{
+		{"recipe", common{}, withRecipe, 3, 6},
+		{"flag equal to the cores", common{jobs: runtime.NumCPU(), maxMemGB: 2}, withRecipe, runtime.NumCPU(), 2},
+		{"flag", common{jobs: 1}, withRecipe, 1, 6},
+		{"machine", common{}, bare, runtime.NumCPU(), machineMemoryGB()},
+	} {
+		jobs, mem := tc.c.budgets(tc.plan)
+		if jobs != tc.wantJobs || mem != tc.wantMem {
+			t.Errorf("%s: budgets = %d jobs, %g GB; want %d, %g", tc.name, jobs, mem, tc.wantJobs, tc.wantMem)
 		}
 	}
 }
