@@ -28,7 +28,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "%s: ok (%d targets, %d steps)\n", pos[0], len(p.Recipe.Targets), len(p.Steps))
+	fmt.Fprintf(env.Stdout, "%s: ok (%s, %s)\n", pos[0], plural(len(p.Recipe.Targets), "target"), plural(len(p.Steps), "step"))
 	return nil
 }
 
@@ -247,7 +247,7 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(pj)
 	}
-	fmt.Fprintf(env.Stdout, "recipe %s: %d targets, %d steps\n", plan.Recipe.Name, len(plan.Recipe.Targets), len(plan.Steps))
+	fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", plan.Recipe.Name, plural(len(plan.Recipe.Targets), "target"), plural(len(plan.Steps), "step"))
 	for _, s := range plan.Steps {
 		st := status[s.ID]
 		needs := ""
@@ -389,4 +389,12 @@ func samePlan(p *pipelines.Plan, pj *planJSON) error {
 		}
 	}
 	return nil
+}
+
+// plural is "1 target", "2 targets".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
