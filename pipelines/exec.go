@@ -418,6 +418,13 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		return nil
 	}
 	kind, _ := steps.Lookup(s.Kind)
+	if hr, ok := kind.(steps.HostRequirer); ok {
+		if err := hr.RequireHost(s.Params); err != nil {
+			err = fmt.Errorf("step %s: %w", s.ID, err)
+			e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+			return err
+		}
+	}
 	key, tools, err := e.key(ctx, s)
 	if err != nil {
 		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})

@@ -93,6 +93,11 @@ func (e *Engine) ResolveTools() ([]*Tool, error) {
 		if !ok {
 			continue // publish
 		}
+		// A step this host refuses (no NVIDIA GPU) runs no tool here; its
+		// tools are not this platform's to lock.
+		if hr, ok := k.(steps.HostRequirer); ok && hr.RequireHost(s.Params) != nil {
+			continue
+		}
 		for _, name := range k.Tools(s.Params) {
 			if seen[name] {
 				continue

@@ -33,6 +33,13 @@ type Kind interface {
 	Run(ctx context.Context, sc *Context) error
 }
 
+// HostRequirer is a kind that cannot run on some hosts (the NVIDIA kinds
+// without a GPU). RequireHost is asked before anything else, tool lookup
+// included, so the refusal names the real reason and its fix.
+type HostRequirer interface {
+	RequireHost(params Params) error
+}
+
 // Resources is a step's weight for the scheduler.
 type Resources struct {
 	Cores    int

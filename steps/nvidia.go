@@ -72,12 +72,30 @@ func NvidiaGPU() (bool, string) {
 
 // requireNvidiaGPU fails a step before any work on a host without one.
 func requireNvidiaGPU(sc *Context, what string) error {
-	ok, found := NvidiaGPU()
-	if !ok {
-		return fmt.Errorf("%s needs an NVIDIA GPU and this host has none (%s): run this recipe on a machine with an NVIDIA GPU and driver (the Jetson itself for its engine), or leave the NVIDIA targets out, or use --keep-going to build the other targets", what, found)
+	if err := noNvidiaGPU(what); err != nil {
+		return err
 	}
+	_, found := NvidiaGPU()
 	sc.Result.SetFact("nvidia_gpu", found)
 	return nil
+}
+
+// noNvidiaGPU is the refusal, with its fixes, on a host without a GPU.
+func noNvidiaGPU(what string) error {
+	if ok, found := NvidiaGPU(); !ok {
+		return fmt.Errorf("%s needs an NVIDIA GPU and this host has none (%s): run this recipe on a machine with an NVIDIA GPU and driver (the Jetson itself for its engine), or leave the NVIDIA targets out, or use --keep-going to build the other targets", what, found)
+	}
+	return nil
+}
+
+// The NVIDIA kinds refuse a host without a GPU before their tools are
+// looked up: "no GPU" is the reason to give, not "modelopt is not installed".
+func (modeloptQuantize) RequireHost(p Params) error {
+	return noNvidiaGPU("nvidia-modelopt calibration for " + p.String("format", ""))
+}
+func (trtllmBuild) RequireHost(Params) error { return noNvidiaGPU("trtllm-build") }
+func (edgellmBuild) RequireHost(Params) error {
+	return noNvidiaGPU("TensorRT Edge-LLM export and engine build")
 }
 
 func (modeloptQuantize) Name() string          { return "modelopt-quantize" }
