@@ -208,6 +208,12 @@ func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchai
 		}
 		return argv, identity, inst.Summary(), spec.Name, nil
 	}
+	for _, spec := range Specs() {
+		if spec.Kind == KindExternal && contains(spec.Tools, tool) && spec.Note != "" {
+			// Something edgepipe cannot install: say how to get it.
+			return nil, "", "", "", fmt.Errorf("%s: %s", tool, spec.Note)
+		}
+	}
 	return nil, "", "", "", fmt.Errorf("no edgepipe toolchain provides %s: point the recipe's toolchains section or --tool-path at it", tool)
 }
 
