@@ -63,9 +63,6 @@ type Engine struct {
 	outputs map[string]*Output
 	keys    map[string]string
 	events  sync.Mutex
-	// canceled is the steps already reported canceled: a running step says
-	// so itself and the scheduler says it again for every canceled node.
-	canceled map[string]bool
 
 	fitsOnce sync.Once
 	fits     []TargetFit
@@ -115,15 +112,6 @@ func (e *Engine) emit(ev Event) {
 	}
 	e.events.Lock()
 	defer e.events.Unlock()
-	if ev.Type == EvCanceled {
-		if e.canceled[ev.Step] {
-			return
-		}
-		if e.canceled == nil {
-			e.canceled = map[string]bool{}
-		}
-		e.canceled[ev.Step] = true
-	}
 	e.opt.OnEvent(ev)
 }
 
@@ -194,8 +182,13 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	dres, runErr := dag.Run(ctx, nodes, dag.Options{
 		Jobs: e.opt.Jobs, MemoryMB: e.opt.MaxMemoryMB, KeepGoing: e.opt.KeepGoing,
 		OnEvent: func(ev dag.Event) {
+			// Every canceled node, running or not, is reported here once.
 			if ev.Type == "finished" && ev.Status == dag.Status("canceled") {
-				e.emit(Event{Type: EvCanceled, Step: ev.ID})
+				kind := ""
+				if st, ok := e.plan.Step(ev.ID); ok {
+					kind = st.Kind
+				}
+				e.emit(Event{Type: EvCanceled, Step: ev.ID, Kind: kind})
 			}
 		},
 	})
@@ -570,8 +563,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	}
 	if runErr != nil {
 		if ctx.Err() != nil {
-			e.emit(Event{Type: EvCanceled, Step: s.ID, Kind: s.Kind})
-			return ctx.Err()
+			return ctx.Err() // the scheduler reports it canceled
 		}
 		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Seconds: time.Since(started).Seconds(), Message: runErr.Error(), Path: logPath})
 		return &StepError{Step: s.ID, LogPath: logPath, Err: runErr}

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"fmt"
-	"github.com/edgepipe/edgepipe/internal/report"
 
+	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 

@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"encoding/json"
 	"fmt"
-	"github.com/edgepipe/edgepipe/internal/report"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +14,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
+	"github.com/edgepipe/edgepipe/internal/report"
 )
 
 func cmdVersion(ctx context.Context, env *Env, args []string) error {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/edgepipe/edgepipe/internal/report"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 

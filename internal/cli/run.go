@@ -378,12 +378,12 @@ func samePlan(p *pipelines.Plan, pj *planJSON) error {
 		if !slices.Equal(s.Needs, then.Needs) {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s needs %v now, %v then): save the plan again", pj.Recipe, s.ID, s.Needs, then.Needs)
 		}
-		// JSON on both sides: the saved params went through it already.
-		now, _ := json.Marshal(s.Params)
-		was, _ := json.Marshal(then.Params)
 		if len(s.Params) == 0 && len(then.Params) == 0 {
 			continue
 		}
+		// JSON on both sides: the saved params went through it already.
+		now, _ := json.Marshal(s.Params)
+		was, _ := json.Marshal(then.Params)
 		if !bytes.Equal(now, was) {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s's parameters are %s now, %s then): save the plan again", pj.Recipe, s.ID, now, was)
 		}
