@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
 // Version is the lock_version this package writes and reads.
@@ -96,14 +97,11 @@ func Marshal(l *Lock) ([]byte, error) {
 	c := *l
 	c.Source.Files = append([]File(nil), l.Source.Files...)
 	sort.Slice(c.Source.Files, func(i, j int) bool { return c.Source.Files[i].Path < c.Source.Files[j].Path })
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(&c); err != nil {
+	b, err := jsonfile.Marshal(&c)
+	if err != nil {
 		return nil, fmt.Errorf("encode the lock: %w", err)
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // Write writes l to path atomically: a reader sees the old lock or the

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
 // Write lists and hashes every file in dir (all but manifest.json, logs
@@ -112,47 +114,13 @@ func Read(dir string) (*Manifest, error) {
 	return &m, nil
 }
 
-// marshal is the one JSON encoding of a manifest: two-space indent, no HTML
-// escaping (argv and notes stay readable), trailing newline.
-func marshal(m *Manifest) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// marshal is the one JSON encoding of a manifest (jsonfile's).
+func marshal(m *Manifest) ([]byte, error) { return jsonfile.Marshal(m) }
 
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Clean(dir))
+// writeFileAtomic writes a manifest or sidecar whole: a reader sees the
+// old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	return digest.WriteFileAtomic(path, data, 0o644)
 }
 
 func kindOf(mode os.FileMode) string {

@@ -10,12 +10,13 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
 // PayloadType is the DSSE payload type of an in-toto statement.
@@ -214,15 +215,5 @@ func VerifyEnvelope(env *Envelope, pub crypto.PublicKey) error {
 	return errors.New("the signature does not verify with this public key")
 }
 
-// marshalJSON is the one encoding of what this package writes: two-space
-// indent, no HTML escaping, trailing newline.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// marshalJSON is the one encoding of what this package writes (jsonfile's).
+func marshalJSON(v any) ([]byte, error) { return jsonfile.Marshal(v) }
