@@ -252,7 +252,7 @@ func (e *Engine) cached(ctx context.Context, s *Step) (*Output, error) {
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
-	key, _, err := e.key(ctx, s)
+	key, tools, err := e.key(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -264,9 +264,8 @@ func (e *Engine) cached(ctx context.Context, s *Step) (*Output, error) {
 		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
 	}
 	out := e.fromEntry(s, ent)
-	e.mu.Lock()
-	e.outputs[s.ID] = out
-	e.mu.Unlock()
+	out.Tools = tools
+	e.record(out)
 	return out, nil
 }
 
@@ -426,7 +425,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 	if _, uncached := kind.(steps.Uncached); uncached {
 		return e.execute(ctx, s, kind, key, tools, false)
 	}
-	if out, hit, err := e.lookup(s, key); err != nil || hit {
+	if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
 		if hit {
 			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key})
 			e.record(out)
@@ -439,7 +438,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 	}
 	defer release()
 	// Another process may have made it while we waited for the lock.
-	if out, hit, err := e.lookup(s, key); err != nil || hit {
+	if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
 		if hit {
 			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key, Message: "made by another run"})
 			e.record(out)
@@ -594,7 +593,9 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	return nil
 }
 
-func (e *Engine) lookup(s *Step, key string) (*Output, bool, error) {
+// lookup finds key in the cache; a hit carries the tools its key was made
+// with (resolved for the key just now), so nobody resolves them again.
+func (e *Engine) lookup(s *Step, key string, tools []*Tool) (*Output, bool, error) {
 	if e.opt.Force {
 		return nil, false, nil
 	}
@@ -602,7 +603,9 @@ func (e *Engine) lookup(s *Step, key string) (*Output, bool, error) {
 	if err != nil || !hit {
 		return nil, false, err
 	}
-	return e.fromEntry(s, ent), true, nil
+	out := e.fromEntry(s, ent)
+	out.Tools = tools
+	return out, true, nil
 }
 
 func (e *Engine) record(out *Output) {

@@ -107,10 +107,10 @@ func (e *Engine) provenanceDeps(s *Step) []provenance.ResourceDescriptor {
 	return deps
 }
 
-// toolsOf returns the tools a step ran. A step taken from the cache did not
-// record them; its key holds their identities, resolved in this run, so
-// resolving them again (answered from the resolver's memo) names the same
-// tools.
+// toolsOf returns the tools a step ran or was cached with. Only a step
+// this engine never looked at (a transitive need under `step run`) has no
+// output; its key would hold the same identities, so resolving them
+// (answered from the resolver's memo) names the same tools.
 func (e *Engine) toolsOf(st *Step) []*Tool {
 	if out := e.output(st.ID); out != nil && len(out.Tools) > 0 {
 		return out.Tools

@@ -48,11 +48,11 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*Output, erro
 		return out, err
 	}
 	if !refetch || !steps.MovingRevision(s.Params.String("source", "")) {
-		key, _, err := e.key(ctx, s)
+		key, tools, err := e.key(ctx, s)
 		if err != nil {
 			return nil, err
 		}
-		if out, hit, err := e.lookup(s, key); err != nil || hit {
+		if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
 			if hit {
 				e.record(out)
 			}
