@@ -5,9 +5,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestMemoReportsHashProgressForBigFilesOnly(t *testing.T) {
+	// The second File below can then only answer from the memo.
+	trustAllWrites(t)
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.bin")
 	small := filepath.Join(dir, "small.bin")
@@ -52,9 +55,20 @@ func TestMemoReportsHashProgressForBigFilesOnly(t *testing.T) {
 	if last, want := got[len(got)-1], int64(progressMinBytes+progressEvery+5); last != want || total[big] != want {
 		t.Errorf("last report %d of %d, want %d of %d", last, total[big], want, want)
 	}
-	// A remembered digest reads nothing, so it reports nothing.
+	// A remembered digest reads nothing, so it reports nothing, even with
+	// the callback still set.
 	before := len(calls[big])
+	if _, err := m.File(big); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls[big]) != before {
+		t.Errorf("a remembered digest reported progress %v", calls[big][before:])
+	}
+	// Without a callback a rehash (the file changed) reports nothing.
 	m.SetProgress(nil)
+	if err := os.Chtimes(big, time.Now(), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.File(big); err != nil {
 		t.Fatal(err)
 	}
