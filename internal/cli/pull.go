@@ -30,19 +30,24 @@ func cmdPull(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	where, err := remote.PullOCI(ctx, pos[0], pos[1], *insecure)
-	if err != nil {
-		return &ExitError{Code: ExitStepFailed, Err: err}
-	}
-	prov, err := provenance.Check(pos[1], pub)
-	if err != nil {
-		return &ExitError{Code: ExitStepFailed, Err: err}
-	}
-	if len(prov.Problems) > 0 {
-		for _, p := range prov.Problems {
-			fmt.Fprintf(env.Stdout, "%s: %s\n", pos[1], p)
+	// The provenance (and signature) is checked on the staged download,
+	// before it may replace anything at the destination.
+	var prov *provenance.Result
+	accept := func(staging string) error {
+		if prov, err = provenance.Check(staging, pub); err != nil {
+			return err
 		}
-		return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("pulled %s into %s, but its provenance does not check out", where, pos[1])}
+		if len(prov.Problems) > 0 {
+			for _, p := range prov.Problems {
+				fmt.Fprintf(env.Stdout, "%s: %s\n", pos[1], p)
+			}
+			return fmt.Errorf("its provenance does not check out")
+		}
+		return nil
+	}
+	where, err := remote.PullOCI(ctx, pos[0], pos[1], *insecure, accept)
+	if err != nil {
+		return &ExitError{Code: ExitStepFailed, Err: err}
 	}
 	fmt.Fprintf(env.Stdout, "%s: pulled %s; ok; %s\n", pos[1], where, provenanceSummary(prov))
 	return nil

@@ -108,6 +108,10 @@ type Options struct {
 	// config ($DOCKER_CONFIG/config.json or ~/.docker/config.json, with its
 	// credential helpers).
 	Credentials auth.CredentialFunc
+	// Accept, for Pull, judges the staged folder before it replaces the
+	// destination (a provenance or signature check): an artifact it
+	// refuses is never published.
+	Accept func(staging string) error
 }
 
 func (o Options) repository(ref registry.Reference) (*remote.Repository, error) {
@@ -359,6 +363,11 @@ func pull(ctx context.Context, ref registry.Reference, dest string, opt Options)
 	} {
 		if err := pullReferrer(ctx, repo, desc, side.artifactType, staging, side.file); err != nil {
 			return desc, fmt.Errorf("pull %s: %s: %w", ref, side.file, err)
+		}
+	}
+	if opt.Accept != nil {
+		if err := opt.Accept(staging); err != nil {
+			return desc, fmt.Errorf("pull %s: %w; nothing was written to %s", ref, err, dest)
 		}
 	}
 	// Publish re-hashes every file against the pulled manifest.json.

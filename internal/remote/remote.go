@@ -187,7 +187,7 @@ func (d *Destination) Push(ctx context.Context, dir, target string) (*Result, er
 
 // PullOCI downloads an artifact pushed by Push into dest and verifies it
 // against its manifest. raw is an oci:// reference with a tag.
-func PullOCI(ctx context.Context, raw, dest string, insecure bool) (string, error) {
+func PullOCI(ctx context.Context, raw, dest string, insecure bool, accept func(staging string) error) (string, error) {
 	d, err := Parse(raw, insecure)
 	if err != nil {
 		return "", err
@@ -198,7 +198,7 @@ func PullOCI(ctx context.Context, raw, dest string, insecure bool) (string, erro
 	if d.oci.Reference == "" {
 		return "", fmt.Errorf("%s names no tag: write oci://HOST/REPOSITORY:TAG", raw)
 	}
-	desc, err := oci.Pull(ctx, d.oci, dest, oci.Options{PlainHTTP: d.PlainHTTP()})
+	desc, err := oci.Pull(ctx, d.oci, dest, oci.Options{PlainHTTP: d.PlainHTTP(), Accept: accept})
 	if err != nil {
 		return "", err
 	}
