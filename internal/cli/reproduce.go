@@ -93,6 +93,9 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 		Cache: ca, OutDir: filepath.Join(scratch, "out"), Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: true, Tools: tools, Data: dataResolver(ca.Root(), plan.Recipe.Dir()),
 		Version: Version, Only: only,
+		// The rebuild is compared, never released: it must not reach the
+		// recipe's publish: remotes (it would overwrite the release tag).
+		NoPush: true,
 	}
 	if c.verbose {
 		opt.Verbose = env.Stderr
