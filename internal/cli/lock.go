@@ -86,7 +86,7 @@ func orAbsent(s string) string {
 type lockEvent struct {
 	Event   string            `json:"event"`
 	Path    string            `json:"path"`
-	Status  string            `json:"status"` // written, updated, unchanged, matches, differs, unchecked
+	Status  string            `json:"status"` // written, updated, unchanged, matches, differs, missing, unchecked
 	Changes []lockfile.Change `json:"changes,omitempty"`
 	Message string            `json:"message,omitempty"`
 }
@@ -278,7 +278,11 @@ func (rl *runLock) report(rep *reporter, status string, changes []lockfile.Chang
 // to stderr by Main; --json and the CI job summary get it too.
 func (rl *runLock) fail(env *Env, rep *reporter, err *ExitError, changes []lockfile.Change) error {
 	if rep.json {
-		b, _ := json.Marshal(lockEvent{Event: "lock", Path: rl.path, Status: "differs", Changes: changes})
+		status := "differs"
+		if rl.have == nil {
+			status = "missing"
+		}
+		b, _ := json.Marshal(lockEvent{Event: "lock", Path: rl.path, Status: status, Changes: changes})
 		rep.raw(string(b))
 	}
 	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" && changes != nil {
