@@ -182,6 +182,10 @@ var sensitiveParams = []string{
 	"x-goog-signature", "x-goog-credential", "signature", "sig", "token", "access_token",
 }
 
+// SensitiveParams lists the query parameters that carry credentials, in
+// lower case, for other code that must refuse or mask them.
+func SensitiveParams() []string { return slices.Clone(sensitiveParams) }
+
 // secretsOf returns the credential strings in a source and the source with
 // them replaced.
 func secretsOf(forced string, u *url.URL, subdir string) ([]string, string) {

@@ -17,6 +17,7 @@ import (
 
 	"oras.land/oras-go/v2/registry"
 
+	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/oci"
 )
 
@@ -56,7 +57,9 @@ func Parse(raw string, insecure bool) (*Destination, error) {
 
 var (
 	userinfoRE = regexp.MustCompile(`://[^/@]*@`)
-	secretRE   = regexp.MustCompile(`((?:aws_access_key_id|aws_access_key_secret|aws_access_token)=)[^&#\s":]*`)
+	// secretRE masks the value of every credential parameter the getter
+	// knows (aws_*, presigned S3/GCS signatures, tokens).
+	secretRE = regexp.MustCompile(`(?i)([?&](?:` + strings.Join(getter.SensitiveParams(), "|") + `)=)[^&#\s":]*`)
 )
 
 // redact replaces URL user info and credential parameters in text.

@@ -73,6 +73,9 @@ func TestParseRefuses(t *testing.T) {
 		"s3::https://minio.lan/b/p?version=3":                   "unknown query parameter",
 		"s3::ftp://host/b/p":                                    "s3::https://HOST/BUCKET/PREFIX",
 		"s3::ftp://k:s@host/b/p?aws_access_key_secret=AK":       "s3::https://HOST/BUCKET/PREFIX",
+		// Presigned-URL and token parameters are credentials too.
+		"s3::https://minio.lan/b/p?X-Amz-Signature=AK": "holds X-Amz-Signature",
+		"oci://ghcr.io/a/b?token=AK":                   "not a digest, query or fragment",
 	} {
 		_, err := Parse(raw, false)
 		if err == nil || !strings.Contains(err.Error(), want) {

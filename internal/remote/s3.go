@@ -14,10 +14,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
@@ -48,8 +51,6 @@ type s3Location struct {
 	endpoint string
 }
 
-var secretParams = []string{"aws_access_key_id", "aws_access_key_secret", "aws_access_token"}
-
 func parseS3(raw string) (*s3Location, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -62,8 +63,8 @@ func parseS3(raw string) (*s3Location, error) {
 		return nil, errors.New("the URL holds credentials: give them to the AWS SDK instead (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role)")
 	}
 	q := u.Query()
-	for _, k := range secretParams {
-		if q.Has(k) {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if slices.Contains(getter.SensitiveParams(), strings.ToLower(k)) {
 			return nil, fmt.Errorf("the URL holds %s: credentials in a recipe end up in manifests and logs; give them to the AWS SDK instead (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role)", k)
 		}
 	}
