@@ -1,6 +1,11 @@
 package getter
 
-import "net/url"
+import (
+	"net/url"
+	"regexp"
+)
+
+var userinfoRE = regexp.MustCompile(`://[^/@]*@`)
 
 // Redact returns a source with the credentials it may carry (a password
 // in the user info, signed-URL and access-key query parameters) replaced
@@ -13,7 +18,9 @@ func Redact(src string) string {
 	}
 	u, err := url.Parse(rest)
 	if err != nil {
-		return redactString(src)
+		// Not a URL Go can parse (a bad escape, say): mask all user info
+		// rather than risk a password.
+		return userinfoRE.ReplaceAllString(src, "://redacted@")
 	}
 	secrets, out := secretsOf(forced, u, "")
 	if len(secrets) == 0 {

@@ -15,6 +15,7 @@ func TestRedact(t *testing.T) {
 		"builtin:smollm2-135m":                                          "builtin:smollm2-135m",
 		"hf://org/name@main":                                            "hf://org/name@main",
 		"./model":                                                       "./model",
+		"https://user:hunter22@example.com/m%zz":                        "https://redacted@example.com/m%zz",
 	} {
 		got := Redact(src)
 		if got != want {

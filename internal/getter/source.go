@@ -44,7 +44,7 @@ func parseSource(src, pwd string) (*source, error) {
 	// turn into git clones the recipe never asked for.
 	detected, err := gogetter.Detect(src, pwd, []gogetter.Detector{new(gogetter.FileDetector)})
 	if err != nil {
-		return nil, fmt.Errorf("source %q: %w", redactString(src), err)
+		return nil, fmt.Errorf("source %q: %w", Redact(src), err)
 	}
 	s := &source{}
 	rest := detected
@@ -54,7 +54,7 @@ func parseSource(src, pwd string) (*source, error) {
 	rest, s.subdir = gogetter.SourceDirSubdir(rest)
 	u, err := url.Parse(rest)
 	if err != nil {
-		return nil, fmt.Errorf("source %q is not a URL: %w", redactString(src), err)
+		return nil, fmt.Errorf("source %q is not a URL: %w", Redact(src), err)
 	}
 	s.url = u
 	s.getter = s.forced
@@ -220,16 +220,6 @@ func secretsOf(forced string, u *url.URL, subdir string) ([]string, string) {
 		out = forced + "::" + out
 	}
 	return secrets, out
-}
-
-// redactString is for text that failed to parse as a source: hide anything
-// after a colon in user info.
-func redactString(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		_, red := secretsOf("", u, "")
-		return red
-	}
-	return s
 }
 
 // scrub removes every secret from text.
