@@ -41,14 +41,12 @@ func (e *Engine) pushRemotes(ctx context.Context, s *Step, final string) error {
 	if e.opt.NoPush {
 		return nil
 	}
-	var dests []PublishTo
-	for _, t := range e.plan.Recipe.Targets {
-		if t.Name == s.Target {
-			dests = t.Publish
-		}
+	t := e.plan.Recipe.target(s.Target)
+	if t == nil {
+		return nil
 	}
 	var errs []error
-	for _, pt := range dests {
+	for _, pt := range t.Publish {
 		started := time.Now()
 		d, err := remote.Parse(pt.URL, pt.Insecure)
 		if err != nil {

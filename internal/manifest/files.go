@@ -13,9 +13,10 @@ import (
 	"strings"
 )
 
-// checkRelPath accepts only paths that stay inside the artifact folder on
-// every OS, so a hostile manifest cannot make verify read outside it.
-func checkRelPath(p string) error {
+// CheckRelPath accepts only paths that stay inside the artifact folder on
+// every OS, so a hostile manifest (or pulled artifact) cannot make edgepipe
+// read or write outside it.
+func CheckRelPath(p string) error {
 	if p == "." || !fs.ValidPath(p) || strings.Contains(p, `\`) {
 		return fmt.Errorf("path %q is not a relative, slash-separated path inside the folder", p)
 	}

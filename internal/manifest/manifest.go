@@ -339,7 +339,7 @@ func validateFiles(field string, files []File) []error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, f := range files {
-		if err := checkRelPath(f.Path); err != nil {
+		if err := CheckRelPath(f.Path); err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
 			continue
 		}

@@ -395,7 +395,7 @@ func fetchManifest(ctx context.Context, repo *remote.Repository, reference strin
 // are not the sidecars (which come from referrers): a hostile artifact
 // cannot write elsewhere.
 func checkTitle(title string) error {
-	if title == "" || title == "." || !fs.ValidPath(title) || strings.Contains(title, `\`) {
+	if manifest.CheckRelPath(title) != nil {
 		return fmt.Errorf("title %q is not a relative path inside the folder", title)
 	}
 	if manifest.IsSidecar(title) {
