@@ -446,8 +446,11 @@ func pullReferrer(ctx context.Context, repo *remote.Repository, subject ocispec.
 	if len(found) == 0 {
 		return nil
 	}
-	// Several attachments of one kind (pushed by different runs of the same
-	// folder): the newest wins; verify then checks it against the folder.
+	// Several attachments of one kind for one subject: edgepipe stamps them
+	// with the folder's manifest time (so pushes stay idempotent), which is
+	// the same for all of them, so this orders only foreign attachments and
+	// otherwise keeps the registry's order. Whichever is taken, the caller's
+	// provenance and --key checks judge it before anything is published.
 	sort.SliceStable(found, func(i, j int) bool {
 		return found[i].Annotations[ocispec.AnnotationCreated] > found[j].Annotations[ocispec.AnnotationCreated]
 	})
