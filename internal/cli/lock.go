@@ -75,13 +75,6 @@ func cmdLock(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-func orAbsent(s string) string {
-	if s == "" {
-		return "(absent)"
-	}
-	return s
-}
-
 // lockEvent is the JSON line lock and run --json print about the lock.
 type lockEvent struct {
 	Event   string            `json:"event"`
@@ -289,7 +282,7 @@ func (rl *runLock) fail(env *Env, rep *reporter, err *ExitError, changes []lockf
 		var b strings.Builder
 		fmt.Fprintf(&b, "## edgepipe: %s does not match\n\nNothing was run (exit %d). Accept the changes with `edgepipe run --update-lock %s` and commit the lock.\n\n| field | locked | now |\n|---|---|---|\n", report.MDText(rl.path), err.Code, report.MDText(rl.recipe))
 		for _, c := range changes {
-			fmt.Fprintf(&b, "| `%s` | `%s` | `%s` |\n", report.MDCode(c.Field), report.MDCode(orAbsent(c.Locked)), report.MDCode(orAbsent(c.Now)))
+			fmt.Fprintf(&b, "| `%s` | `%s` | `%s` |\n", report.MDCode(c.Field), report.MDCode(lockfile.OrAbsent(c.Locked)), report.MDCode(lockfile.OrAbsent(c.Now)))
 		}
 		if werr := appendFile(path, []byte(b.String()+"\n")); werr != nil {
 			return &ExitError{Code: err.Code, Err: errors.Join(err.Err, fmt.Errorf("append the job summary to $GITHUB_STEP_SUMMARY (%s): %w", path, werr))}

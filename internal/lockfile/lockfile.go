@@ -148,10 +148,11 @@ type Change struct {
 }
 
 func (c Change) String() string {
-	return fmt.Sprintf("%s: locked %s, now %s", c.Field, orAbsent(c.Locked), orAbsent(c.Now))
+	return fmt.Sprintf("%s: locked %s, now %s", c.Field, OrAbsent(c.Locked), OrAbsent(c.Now))
 }
 
-func orAbsent(s string) string {
+// OrAbsent shows an empty lock or current value as "(absent)".
+func OrAbsent(s string) string {
 	if s == "" {
 		return "(absent)"
 	}
@@ -245,7 +246,7 @@ func (e *MismatchError) Error() string {
 	}
 	for _, c := range e.Changes {
 		if c.Field == "platform" {
-			fmt.Fprintf(&b, "The lock was made on %s: a lock holds one platform's native tool builds, so run without --locked on this one, or keep a separate recipe for it.\n", orAbsent(c.Locked))
+			fmt.Fprintf(&b, "The lock was made on %s: a lock holds one platform's native tool builds, so run without --locked on this one, or keep a separate recipe for it.\n", OrAbsent(c.Locked))
 			break
 		}
 	}
