@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/steps"
@@ -30,17 +32,17 @@ func BenchBackend(format string) (string, bool) {
 }
 
 // validateBench reports a bench section a target cannot honour.
-func validateBench(t Target) *Diagnostic {
+func validateBench(t recipe.Target) *recipe.Diagnostic {
 	if t.Bench == nil {
 		return nil
 	}
 	if _, ok := BenchBackend(t.Format); !ok {
-		return &Diagnostic{Pos: t.BenchPos,
+		return &recipe.Diagnostic{Pos: t.BenchPos,
 			Msg:  fmt.Sprintf("target %q: bench cannot measure %s on this host", t.Name, t.Format),
 			Hint: "bench runs GGUF targets through llama.cpp and onnx-fp32/onnx-int4 targets through ONNX Runtime; remove bench: from this target"}
 	}
 	if t.Context > 0 && t.Bench.PromptTokens >= t.Context {
-		return &Diagnostic{Pos: t.BenchPos,
+		return &recipe.Diagnostic{Pos: t.BenchPos,
 			Msg: fmt.Sprintf("target %q: bench.prompt_tokens %d does not leave room for a decoded token in its context of %d",
 				t.Name, t.Bench.PromptTokens, t.Context),
 			Hint: fmt.Sprintf("use a prompt_tokens under %d", t.Context)}
@@ -50,7 +52,7 @@ func validateBench(t Target) *Diagnostic {
 
 // addBench adds the bench step of a target's model. Targets with the same
 // model and the same bench settings share one measurement.
-func addBench(t *Target, model *Step, add AddFunc) *Step {
+func addBench(t *recipe.Target, model *Step, add AddFunc) *Step {
 	backend, _ := BenchBackend(t.Format)
 	b := t.Bench
 	params := steps.Params{"backend": backend, "warmup": b.Warmup, "runs": b.Runs,
@@ -60,11 +62,11 @@ func addBench(t *Target, model *Step, add AddFunc) *Step {
 		name     string
 		val, def int
 	}{
-		{"prompt_tokens", b.PromptTokens, DefaultBenchPromptTokens},
-		{"probe_mib", b.ProbeMiB, DefaultBenchProbeMiB},
-		{"runs", b.Runs, DefaultBenchRuns},
+		{"prompt_tokens", b.PromptTokens, recipe.DefaultBenchPromptTokens},
+		{"probe_mib", b.ProbeMiB, recipe.DefaultBenchProbeMiB},
+		{"runs", b.Runs, recipe.DefaultBenchRuns},
 		{"threads", b.Threads, 0},
-		{"warmup", b.Warmup, DefaultBenchWarmup},
+		{"warmup", b.Warmup, recipe.DefaultBenchWarmup},
 	} {
 		if o.val != o.def {
 			opts = append(opts, fmt.Sprintf("%s=%d", o.name, o.val))
@@ -125,7 +127,7 @@ func manifestBench(out *Output) *manifest.Bench {
 // max_first_token_ms. The bench measures this host, so these budgets are
 // the host's when bench is on. Without a bench there is nothing to judge
 // (plan time already checked min_tokens_per_s against the ceiling).
-func budgetChecks(t *Target, bench *Output) []steps.Check {
+func budgetChecks(t *recipe.Target, bench *Output) []steps.Check {
 	if t == nil || bench == nil {
 		return nil
 	}
@@ -162,16 +164,6 @@ func fillBudgetActuals(b *manifest.Budgets, bench *manifest.Bench) {
 		v := bench.FirstTokenMS
 		b.MaxFirstTokenMS.Actual = &v
 	}
-}
-
-// target returns the recipe's target by name.
-func (r *Recipe) target(name string) *Target {
-	for i := range r.Targets {
-		if r.Targets[i].Name == name {
-			return &r.Targets[i]
-		}
-	}
-	return nil
 }
 
 // TargetBench returns what a run's bench measured for a target, published

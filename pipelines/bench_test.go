@@ -4,17 +4,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
 func benchPlan(t *testing.T, targets string) *Plan {
 	t.Helper()
-	r, err := Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n"+targets))
+	r, err := recipe.Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n"+targets))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diags := Validate(r, catalog.Catalog{}, steps.Names()); len(diags) > 0 {
+	if diags := recipe.Validate(r, catalog.Catalog{}, steps.Names()); len(diags) > 0 {
 		t.Fatal(diags)
 	}
 	p, err := Expand(r)
@@ -106,11 +108,11 @@ func TestBenchRefusesFormatsWithoutTokenByTokenDecode(t *testing.T) {
 			t.Errorf("BenchBackend(%s) = %v, want %v", format, got, ok)
 		}
 	}
-	r, err := Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n  p:\n    device: apple-a18\n    format: coreml-int4\n    bench: {}\n"))
+	r, err := recipe.Parse("bench.yaml", []byte("edgepipe: 1\nname: b\nmodel: {source: ./model}\ntargets:\n  p:\n    device: apple-a18\n    format: coreml-int4\n    bench: {}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	diags := Validate(r, catalog.Catalog{}, nil)
+	diags := recipe.Validate(r, catalog.Catalog{}, nil)
 	if len(diags) != 1 || diags[0].Pos.Line != 8 || !strings.Contains(diags[0].Msg, "bench cannot measure coreml-int4") {
 		t.Errorf("diagnostics: %v", diags)
 	}
@@ -120,7 +122,7 @@ func TestBudgetChecks(t *testing.T) {
 	out := &Output{StepID: "bench:x", Kind: "bench", Result: &steps.Result{
 		Metrics: map[string]float64{"decode_tok_s": 40, "first_token_ms": 120, "prompt_tokens": 128},
 		Facts:   map[string]string{"host": "h"}}}
-	tgt := &Target{MinTokensPerS: 50, MaxFirstTokenMS: 150}
+	tgt := &recipe.Target{MinTokensPerS: 50, MaxFirstTokenMS: 150}
 	checks := budgetChecks(tgt, out)
 	if len(checks) != 2 || checks[0].Passed || !checks[1].Passed {
 		t.Fatalf("checks %+v: want min_tokens_per_s failed (40 < 50), max_first_token_ms passed (120 <= 150)", checks)
@@ -128,7 +130,7 @@ func TestBudgetChecks(t *testing.T) {
 	if !strings.Contains(checks[0].Detail, "measured decode 40 tok/s on this host (h) against min_tokens_per_s 50") {
 		t.Errorf("detail %q", checks[0].Detail)
 	}
-	if got := budgetChecks(&Target{}, out); len(got) != 0 {
+	if got := budgetChecks(&recipe.Target{}, out); len(got) != 0 {
 		t.Errorf("no budgets: checks %v", got)
 	}
 	if got := budgetChecks(tgt, nil); len(got) != 0 {

@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -17,7 +19,7 @@ func init() { RegisterPipeline("coreml", expandCoreML) }
 // The baseline is computed inside coreml-validate, in the coreml
 // toolchain's torch, so both numbers come from one backend and one
 // tokenization.
-func expandCoreML(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	n := t.Context
 	if n <= 0 {
 		n = 4096

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -29,7 +31,7 @@ var llmcWith = []struct{ key, tag string }{
 // CPU, calibrated on the recipe's calibration text) -> llmc-perplexity,
 // gated against the transformers baseline of the unconverted model on the
 // same tokens and chunks.
-func expandLLMCompressor(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	ppl := t.Quality.Perplexity
 	baseline := add(&Step{ID: llmcBaselineID, Kind: "hf-perplexity", Needs: []string{SourceStepID},
 		Params: llmcPPLParams(ppl), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
@@ -67,6 +69,6 @@ func expandLLMCompressor(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*
 	return model, []string{check.ID}
 }
 
-func llmcPPLParams(g PerplexityGate) steps.Params {
+func llmcPPLParams(g recipe.PerplexityGate) steps.Params {
 	return steps.Params{"context": g.Context, "max_chunks": g.MaxChunks}
 }

@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -13,7 +15,7 @@ func init() { RegisterPipeline("mlc", expandMLC) }
 // -> mlc_llm gen_config (per context and conversation template) ->
 // optionally mlc_llm compile --device webgpu (`with: {compile: true}`) ->
 // mlc-validate (the layout against the checkpoint's config).
-func expandMLC(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	q := f.Name[len("mlc-"):]
 	n := t.Context
 	if n <= 0 {

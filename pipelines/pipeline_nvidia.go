@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -17,7 +19,7 @@ func init() {
 // checkpoint; it checks the checkpoint declares what was asked) -> the
 // engine build (trtllm-build, or TensorRT Edge-LLM's export and llm_build).
 // Every step needs an NVIDIA GPU; NvidiaGPUCheck says so at plan time.
-func expandNvidia(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	n := t.Context
 	if n <= 0 {
 		n = 4096
@@ -48,18 +50,18 @@ func expandNvidia(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, [
 // needs an NVIDIA GPU when this host has none; the hint gives the ways out.
 // Whether it is an error or a warning is the caller's choice: `run
 // --keep-going` still builds every other target.
-func NvidiaGPUCheck(p *Plan) Diagnostics {
+func NvidiaGPUCheck(p *Plan) recipe.Diagnostics {
 	ok, found := steps.NvidiaGPU()
 	if ok {
 		return nil
 	}
-	var diags Diagnostics
+	var diags recipe.Diagnostics
 	for _, t := range p.Recipe.Targets {
 		f, err := catalog.ParseFormat(t.Format)
 		if err != nil || !f.NeedsNVIDIAGPU {
 			continue
 		}
-		diags = append(diags, Diagnostic{Pos: t.FormatPos,
+		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
 			Msg: fmt.Sprintf("target %q: %s needs an NVIDIA GPU to quantize and build its engine, and this host has none (%s)", t.Name, t.Format, found),
 			Hint: "run it on a machine with an NVIDIA GPU (the Jetson itself for the engine), or run with --keep-going to build the other targets; " +
 				"on an 8 GB Orin Nano, gguf-q4_k_m runs through llama.cpp and builds here"})

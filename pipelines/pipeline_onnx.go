@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -40,7 +42,7 @@ var onnxLogitLimits = map[string]float64{
 
 // onnxBaseline adds (or shares) the hf-perplexity baseline for the
 // target's perplexity settings.
-func onnxBaseline(r *Recipe, t *Target, add AddFunc) *Step {
+func onnxBaseline(r *recipe.Recipe, t *recipe.Target, add AddFunc) *Step {
 	ppl := t.Quality.Perplexity
 	params := steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks}
 	baseline := add(&Step{ID: onnxBaselineID, Kind: "hf-perplexity", Needs: []string{SourceStepID},
@@ -57,7 +59,7 @@ func onnxBaseline(r *Recipe, t *Target, add AddFunc) *Step {
 // withSuffix copies the target's options named in keys into params and
 // spells them in a step id suffix, so targets that differ only in options
 // get their own steps instead of silently sharing one.
-func withSuffix(t *Target, keys []string, params steps.Params) string {
+func withSuffix(t *recipe.Target, keys []string, params steps.Params) string {
 	var opts []string
 	for _, k := range keys {
 		if v, ok := t.With[k]; ok {
@@ -74,7 +76,7 @@ func withSuffix(t *Target, keys []string, params steps.Params) string {
 
 // onnxExportStep adds (or shares) the fp32 export, with or without the KV
 // cache.
-func onnxExportStep(t *Target, past bool, add AddFunc) *Step {
+func onnxExportStep(t *recipe.Target, past bool, add AddFunc) *Step {
 	params := steps.Params{"past": past}
 	id := "onnx-export:fp32"
 	if !past {
@@ -86,7 +88,7 @@ func onnxExportStep(t *Target, past bool, add AddFunc) *Step {
 
 // onnxValidateStep adds the ONNX Runtime check of a model step: logits
 // against PyTorch (gate) and perplexity against the baseline.
-func onnxValidateStep(r *Recipe, t *Target, f catalog.Format, model, baseline *Step, add AddFunc) *Step {
+func onnxValidateStep(r *recipe.Recipe, t *recipe.Target, f catalog.Format, model, baseline *Step, add AddFunc) *Step {
 	ppl := t.Quality.Perplexity
 	params := steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks, "max_abs_logit_diff": onnxLogitLimits[f.Name]}
 	suffix := withSuffix(t, []string{"max_abs_logit_diff"}, params)
@@ -102,7 +104,7 @@ func onnxValidateStep(r *Recipe, t *Target, f catalog.Format, model, baseline *S
 // -> MatMulNBits 4-bit (onnx-int4) -> onnx-validate (ONNX Runtime CPU:
 // logits against PyTorch as a gate, perplexity against the transformers
 // baseline on the same tokens).
-func expandONNX(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	baseline := onnxBaseline(r, t, add)
 	model := onnxExportStep(t, true, add)
 	if f.Name == "onnx-int4" {

@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -24,7 +26,7 @@ var qnnWeightTypes = map[string]string{
 // step turns the validated QDQ model into a Hexagon context binary, which
 // becomes the published model; the default `ort-qdq` publishes the QDQ
 // model itself (what ONNX Runtime's QNN execution provider loads).
-func expandQNN(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	ppl := t.Quality.Perplexity
 	baseline := onnxBaseline(r, t, add)
 	fp32 := onnxExportStep(t, false, add)
@@ -52,8 +54,8 @@ func expandQNN(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []st
 // bits destroys an LLM. Measured on the built-in model: perplexity 159,146
 // against 24.59, top-1 agreement 0.8%; the gate refuses it, but only after
 // the calibration has run, so say it up front.
-func QNNWeightCheck(p *Plan) Diagnostics {
-	var diags Diagnostics
+func QNNWeightCheck(p *Plan) recipe.Diagnostics {
+	var diags recipe.Diagnostics
 	for _, t := range p.Recipe.Targets {
 		if t.Format != "qnn-w4a16" {
 			continue
@@ -61,7 +63,7 @@ func QNNWeightCheck(p *Plan) Diagnostics {
 		if backend, _ := t.With["backend"].(string); backend != "" && backend != steps.QNNBackendORT {
 			continue
 		}
-		diags = append(diags, Diagnostic{Pos: t.FormatPos,
+		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
 			Msg: fmt.Sprintf("target %q: qnn-w4a16 through the ort-qdq backend quantizes MatMul weights per tensor, which at 4 bits breaks LLMs "+
 				"(measured on builtin:smollm2-135m: perplexity 159,146, the gate fails it)", t.Name),
 			Hint: "use qnn-w8a16, or backend: ai-hub or qnn-sdk, whose converters quantize 4-bit weights per channel or per block"})
@@ -71,6 +73,6 @@ func QNNWeightCheck(p *Plan) Diagnostics {
 
 // PlanNotes are what a run should say before it starts: targets this host
 // cannot build and targets whose chosen flow is known to fail its gate.
-func PlanNotes(p *Plan) Diagnostics {
+func PlanNotes(p *Plan) recipe.Diagnostics {
 	return append(NvidiaGPUCheck(p), QNNWeightCheck(p)...)
 }

@@ -2,9 +2,10 @@ package pipelines
 
 import (
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
@@ -24,13 +25,13 @@ type Step struct {
 	// Targets lists every target this step serves (shared steps serve many).
 	Targets []string `json:"targets,omitempty"`
 	// Pos is where the recipe asked for this step.
-	Pos Pos `json:"-"`
+	Pos recipe.Pos `json:"-"`
 }
 
 // Plan is a recipe expanded into a step graph, in a deterministic order.
 type Plan struct {
-	Recipe *Recipe `json:"-"`
-	Steps  []*Step `json:"steps"`
+	Recipe *recipe.Recipe `json:"-"`
+	Steps  []*Step        `json:"steps"`
 	byID   map[string]*Step
 }
 
@@ -58,9 +59,9 @@ func PublishStepID(target string) string { return "publish:" + target }
 // Expand turns a parsed, validated recipe into its step graph. Steps that
 // targets share appear once: one download, one F16 GGUF for every GGUF type,
 // one baseline perplexity.
-func Expand(r *Recipe) (*Plan, error) {
+func Expand(r *recipe.Recipe) (*Plan, error) {
 	p := &Plan{Recipe: r, byID: map[string]*Step{}}
-	var diags Diagnostics
+	var diags recipe.Diagnostics
 	add := func(s *Step, target string) *Step {
 		if old, ok := p.byID[s.ID]; ok {
 			if target != "" && !contains(old.Targets, target) {
@@ -89,12 +90,12 @@ func Expand(r *Recipe) (*Plan, error) {
 		t := &r.Targets[i]
 		f, err := catalog.ParseFormat(t.Format)
 		if err != nil {
-			diags = append(diags, Diagnostic{Pos: t.FormatPos, Msg: err.Error()})
+			diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos, Msg: err.Error()})
 			continue
 		}
 		expander, ok := pipelineFor[f.Family]
 		if !ok {
-			diags = append(diags, Diagnostic{Pos: t.FormatPos,
+			diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
 				Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
 				Hint: "formats with a pipeline in this build: " + strings.Join(BuiltinFamilies(), ", ")})
 			continue
@@ -168,7 +169,7 @@ type AddFunc func(s *Step, target string) *Step
 // pipeline and returns the step whose output is the model, plus the ids of
 // the quality steps that gate it (their results must record "ppl" and
 // "baseline_ppl" metrics, or checks that failed make the step fail).
-type Expander func(r *Recipe, t *Target, f catalog.Format, add AddFunc) (model *Step, checks []string)
+type Expander func(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (model *Step, checks []string)
 
 var pipelineFor = map[string]Expander{}
 
@@ -196,7 +197,7 @@ func BuiltinFamilies() []string {
 // expandGGUF: source -> convert_hf_to_gguf (f16, shared) -> llama-quantize
 // (one per GGUF type, shared by targets of that type) -> perplexity against
 // the F16 baseline on the same tokens.
-func expandGGUF(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []string) {
+func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
 	ppl := t.Quality.Perplexity
 	f16 := add(&Step{ID: F16StepID, Kind: "gguf-convert", Needs: []string{SourceStepID},
 		Params: steps.Params{"outtype": "f16"}}, t.Name)
@@ -245,7 +246,7 @@ func expandGGUF(r *Recipe, t *Target, f catalog.Format, add AddFunc) (*Step, []s
 	return model, []string{conv.ID, consistent.ID}
 }
 
-func pplParams(g PerplexityGate, role string) steps.Params {
+func pplParams(g recipe.PerplexityGate, role string) steps.Params {
 	return steps.Params{"context": g.Context, "max_chunks": g.MaxChunks, "role": role}
 }
 
@@ -258,7 +259,7 @@ func boolWith(with map[string]any, key string) bool {
 	return v
 }
 
-func isTarget(r *Recipe, name string) bool {
+func isTarget(r *recipe.Recipe, name string) bool {
 	for _, t := range r.Targets {
 		if t.Name == name {
 			return true
@@ -287,16 +288,16 @@ func appendUnique(list []string, more ...string) []string {
 
 // checkGraph reports needs that name no step, unknown kinds and cycles
 // (with the cycle's path), before anything runs.
-func (p *Plan) checkGraph() Diagnostics {
-	var diags Diagnostics
+func (p *Plan) checkGraph() recipe.Diagnostics {
+	var diags recipe.Diagnostics
 	for _, s := range p.Steps {
 		if _, ok := steps.Lookup(s.Kind); !ok && s.Kind != "publish" {
-			diags = append(diags, Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s: unknown step kind %q", s.ID, s.Kind),
+			diags = append(diags, recipe.Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s: unknown step kind %q", s.ID, s.Kind),
 				Hint: hintKind(s.Kind)})
 		}
 		for _, n := range s.Needs {
 			if _, ok := p.byID[n]; !ok {
-				diags = append(diags, Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s needs %q, which is neither a target nor a step", s.ID, n),
+				diags = append(diags, recipe.Diagnostic{Pos: s.Pos, Msg: fmt.Sprintf("step %s needs %q, which is neither a target nor a step", s.ID, n),
 					Hint: "needs may name a target, a step under steps:, or a generated step id shown by `edgepipe plan`"})
 			}
 		}
@@ -306,7 +307,7 @@ func (p *Plan) checkGraph() Diagnostics {
 	}
 	if cyc := p.findCycle(); cyc != nil {
 		s := p.byID[cyc[0]]
-		diags = append(diags, Diagnostic{Pos: s.Pos, Msg: "the steps form a cycle: " + strings.Join(cyc, " -> "),
+		diags = append(diags, recipe.Diagnostic{Pos: s.Pos, Msg: "the steps form a cycle: " + strings.Join(cyc, " -> "),
 			Hint: "remove one of these needs so the graph has an order"})
 	}
 	return diags
@@ -351,17 +352,4 @@ func (p *Plan) findCycle() []string {
 		}
 	}
 	return nil
-}
-
-// Dir is the folder relative paths in the recipe are resolved against.
-func (r *Recipe) Dir() string {
-	dir := "."
-	if r.Path != "" {
-		dir = filepath.Dir(r.Path)
-	}
-	// Tools run in scratch folders, so every path handed to them is absolute.
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs
-	}
-	return dir
 }

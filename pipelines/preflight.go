@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/edge"
 )
 
@@ -22,10 +24,10 @@ type TargetFit struct {
 // the target, whose hint gives the fixes with their numbers. What plan time
 // cannot know (a model downloaded at run time, time to first token) is a
 // note on the TargetFit, not an error.
-func Preflight(p *Plan) (Diagnostics, []TargetFit) {
+func Preflight(p *Plan) (recipe.Diagnostics, []TargetFit) {
 	r := p.Recipe
 	model := edge.ResolveModel(r.Model.Source, r.Dir())
-	var diags Diagnostics
+	var diags recipe.Diagnostics
 	fits := make([]TargetFit, 0, len(r.Targets))
 	for _, t := range r.Targets {
 		pred := edge.Predict(model, edge.Request{
@@ -33,7 +35,7 @@ func Preflight(p *Plan) (Diagnostics, []TargetFit) {
 			MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS,
 		})
 		for _, prob := range pred.Problems {
-			diags = append(diags, Diagnostic{Pos: t.Pos, Msg: fmt.Sprintf("target %q: %s", t.Name, prob.Msg), Hint: prob.Hint})
+			diags = append(diags, recipe.Diagnostic{Pos: t.Pos, Msg: fmt.Sprintf("target %q: %s", t.Name, prob.Msg), Hint: prob.Hint})
 		}
 		fits = append(fits, TargetFit{Target: t.Name, Prediction: pred})
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
 const llama3ConfigJSON = `{"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
@@ -22,7 +24,7 @@ func preflightRecipe(t *testing.T, config, targets string) *Plan {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "phone.yaml")
-	r, err := Parse(path, []byte("edgepipe: 1\nname: phone\nmodel:\n  source: ./model\ntargets:\n"+targets))
+	r, err := recipe.Parse(path, []byte("edgepipe: 1\nname: phone\nmodel:\n  source: ./model\ntargets:\n"+targets))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestPreflightSkipsUnknownShapes(t *testing.T) {
 	}
 
 	t.Setenv("HF_HUB_CACHE", t.TempDir())
-	r, err := Parse("hf.yaml", []byte("edgepipe: 1\nname: hf\nmodel: {source: hf://meta-llama/Meta-Llama-3-8B}\ntargets:\n  x: {device: apple-a18, format: gguf-q4_0, context: 131072}\n"))
+	r, err := recipe.Parse("hf.yaml", []byte("edgepipe: 1\nname: hf\nmodel: {source: hf://meta-llama/Meta-Llama-3-8B}\ntargets:\n  x: {device: apple-a18, format: gguf-q4_0, context: 131072}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

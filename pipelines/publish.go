@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/getter"
@@ -117,7 +119,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		if !okc || !okb {
 			continue
 		}
-		warn, max := s.Params.Float("warn_delta", DefaultWarnDelta), s.Params.Float("max_delta", DefaultMaxDelta)
+		warn, max := s.Params.Float("warn_delta", recipe.DefaultWarnDelta), s.Params.Float("max_delta", recipe.DefaultMaxDelta)
 		d, r, v := Judge(base, conv, warn, max)
 		gate = &GateResult{Target: s.Target, Baseline: base, Converted: conv, Delta: d, Ratio: r,
 			WarnDelta: warn, MaxDelta: max, Verdict: v, Step: in.StepID}
@@ -128,7 +130,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		}
 	}
 	bench := benchOutput(ins[1:])
-	budgets := budgetChecks(e.plan.Recipe.target(s.Target), bench)
+	budgets := budgetChecks(e.plan.Recipe.TargetNamed(s.Target), bench)
 	for _, c := range budgets {
 		if !c.Passed {
 			e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})

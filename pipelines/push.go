@@ -41,7 +41,7 @@ func (e *Engine) pushRemotes(ctx context.Context, s *Step, final string) error {
 	if e.opt.NoPush {
 		return nil
 	}
-	t := e.plan.Recipe.target(s.Target)
+	t := e.plan.Recipe.TargetNamed(s.Target)
 	if t == nil {
 		return nil
 	}

@@ -85,3 +85,8 @@ func (Catalog) ValidFormat(name string) bool {
 func (Catalog) CanRun(deviceID, format string) (ok bool, fix string) {
 	return CanRun(deviceID, format)
 }
+
+func (Catalog) BenchBackend(format string) (string, bool) {
+	f, err := ParseFormat(format)
+	return f.Bench, err == nil && f.Bench != ""
+}

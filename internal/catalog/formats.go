@@ -28,7 +28,10 @@ type Format struct {
 	// validate it: "yes", "partly" (converts here, but part of the
 	// validation or the final compile needs other hardware or OS), or "no".
 	RunsHere string `json:"runs_here"`
-	Note     string `json:"note,omitempty"`
+	// Bench names the runtime that times the format on this host token by
+	// token (llama.cpp, onnxruntime); empty when none can.
+	Bench string `json:"bench,omitempty"`
+	Note  string `json:"note,omitempty"`
 }
 
 // Label is how messages name the format's family ("GGUF", "Core ML", ...).
@@ -122,6 +125,7 @@ func ggufFormat(t ggufType) Format {
 		BlockSize:     t.block,
 		NeedsImatrix:  t.needsImat,
 		RunsHere:      "yes",
+		Bench:         "llama.cpp",
 		Note:          note,
 	}
 }
@@ -141,9 +145,9 @@ var (
 			Note: "MLC weights, int4 with an fp16 scale per 32; the weights convert here, the WebGPU model library needs the MLC TVM toolchain and a WebGPU browser to run"},
 	}
 	tailFormats = []Format{
-		{Name: "onnx-fp32", Family: "onnx", BitsPerWeight: 32, RunsHere: "yes",
+		{Name: "onnx-fp32", Family: "onnx", BitsPerWeight: 32, RunsHere: "yes", Bench: "onnxruntime",
 			Note: "exported ONNX graph; ONNX Runtime's CPU provider computes perplexity"},
-		{Name: "onnx-int4", Family: "onnx", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "yes",
+		{Name: "onnx-int4", Family: "onnx", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "yes", Bench: "onnxruntime",
 			Note: "MatMulNBits INT4 (onnxruntime-genai builder, block 32); embeddings stay at full precision, so small models come out larger than 4.5 bits per weight suggests"},
 		{Name: "gptq-w4a16", Family: "gptq", BitsPerWeight: 4.125, BlockSize: 128, RunsHere: "yes",
 			Note: "llmcompressor GPTQ, group 128 (a group must divide every layer's width); runs on the CPU for small models, vLLM serving itself is not exercised here"},

@@ -13,12 +13,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
-func testPlan(t *testing.T, recipe string) *pipelines.Plan {
+func testPlan(t *testing.T, src string) *pipelines.Plan {
 	t.Helper()
-	r, err := pipelines.Parse("recipe.yaml", []byte(recipe))
+	r, err := recipe.Parse("recipe.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
@@ -149,7 +151,7 @@ func exitCode(env *Env, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
-	var diags pipelines.Diagnostics
+	var diags recipe.Diagnostics
 	var ee *ExitError
 	switch {
 	case errors.As(err, &diags):

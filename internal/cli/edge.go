@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/manifest"
@@ -33,14 +35,14 @@ type ceilingTarget struct {
 func cmdCeiling(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "ceiling", "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]")
 	modelGB := fs.Float64("model-gb", 0, "model size in GB (1e9 bytes), e.g. 4.7 for an 8B model at 4 bits")
-	recipe := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
+	recipePath := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
 	out := fs.String("out", "", "where the recipe's artifacts were published (default artifacts/<recipe name>)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 || (*modelGB > 0) == (*recipe != "") {
+	if len(pos) > 0 || (*modelGB > 0) == (*recipePath != "") {
 		return usageErr("ceiling takes --model-gb GB or --recipe RECIPE, e.g. edgepipe ceiling --model-gb 4.7")
 	}
 	if *modelGB > 0 {
@@ -55,7 +57,7 @@ func cmdCeiling(ctx context.Context, env *Env, args []string) error {
 		return ceilingTable(env.Stdout, rows, "")
 	}
 
-	r, err := pipelines.Load(*recipe, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.Load(*recipePath, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return err
 	}
@@ -208,7 +210,7 @@ func shellWord(s string) string {
 // pipelineFor expands a recipe text the way `edgepipe plan` would; a
 // format without a built-in pipeline yet comes back as the reason.
 func pipelineFor(path string, data []byte) ([]*pipelines.Step, error) {
-	r, err := pipelines.LoadBytes(path, data, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.LoadBytes(path, data, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +274,7 @@ func cmdPick(ctx context.Context, env *Env, args []string) error {
 
 // diagText flattens diagnostics into one line: "message (hint)".
 func diagText(err error) string {
-	var diags pipelines.Diagnostics
+	var diags recipe.Diagnostics
 	if !errors.As(err, &diags) {
 		return err.Error()
 	}
@@ -409,9 +411,9 @@ func cmdInit(ctx context.Context, env *Env, args []string) error {
 	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
 	// The written file must parse and validate: a recipe that does not is
 	// a bug here, not the user's to find.
-	_, err = pipelines.LoadBytes(*out, data, catalog.Catalog{}, append(steps.Names(), "publish"))
+	_, err = recipe.LoadBytes(*out, data, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
-		var diags pipelines.Diagnostics
+		var diags recipe.Diagnostics
 		if errors.As(err, &diags) && *name != "" {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe would not be valid: %s", diagText(err))}
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
@@ -21,7 +23,7 @@ func loadPlan(path string) (*pipelines.Plan, error) {
 	}
 	// Load validates whatever parsed cleanly even when parsing found
 	// problems, so a mistyped key and an unknown device show up together.
-	r, err := pipelines.Load(path, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.Load(path, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/pipelines"
 )
 
@@ -36,8 +38,8 @@ func TestRunErrorRanksPushFailuresLast(t *testing.T) {
 // the core count; the recipe wins over the default; --max-memory-gb over
 // the recipe's max_memory_gb.
 func TestBudgets(t *testing.T) {
-	withRecipe := &pipelines.Plan{Recipe: &pipelines.Recipe{Resources: pipelines.Resources{Jobs: 3, MaxMemoryGB: 6}}}
-	bare := &pipelines.Plan{Recipe: &pipelines.Recipe{}}
+	withRecipe := &pipelines.Plan{Recipe: &recipe.Recipe{Resources: recipe.Resources{Jobs: 3, MaxMemoryGB: 6}}}
+	bare := &pipelines.Plan{Recipe: &recipe.Recipe{}}
 	for _, tc := range []struct {
 		name     string
 		c        common

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/pipelines"
@@ -23,11 +25,11 @@ func TestRenderedRecipesValidate(t *testing.T) {
 		if !strings.HasPrefix(string(data), edge.SchemaComment+"\n") {
 			t.Errorf("%s: first line is not the schema comment:\n%s", platform, data)
 		}
-		r, err := pipelines.Parse("recipes/x.yaml", data)
+		r, err := recipe.Parse("recipes/x.yaml", data)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", platform, err, data)
 		}
-		if diags := pipelines.Validate(r, catalog.Catalog{}, nil); len(diags) > 0 {
+		if diags := recipe.Validate(r, catalog.Catalog{}, nil); len(diags) > 0 {
 			t.Fatalf("%s: %v\n%s", platform, diags, data)
 		}
 		if len(r.Targets) != 1 {
@@ -57,7 +59,7 @@ func TestRenderQuotesWhatYAMLWouldMisread(t *testing.T) {
 	}
 	for _, src := range []string{"./my models/llama #3", "../llama-3-8b", "/abs/model", ".", "true", "123", "hf://org/name@main", "./a: b", "s3::https://bucket/key"} {
 		data := edge.RenderRecipe(p, edge.RecipeOptions{Name: "q", Source: src})
-		r, err := pipelines.Parse("q.yaml", data)
+		r, err := recipe.Parse("q.yaml", data)
 		if err != nil || r.Model.Source != src {
 			t.Errorf("source %q came back as %q (%v):\n%s", src, r.Model.Source, err, data)
 		}

@@ -1,6 +1,6 @@
 package schema
 
-import "github.com/edgepipe/edgepipe/pipelines"
+import "github.com/edgepipe/edgepipe/internal/recipe"
 
 // fieldDoc is what the schema says about one recipe key beyond its Go type.
 // The bounds mirror what pipelines/parse.go enforces for that key.
@@ -43,7 +43,7 @@ var typeDocs = map[string]string{
 // fieldDocs describes each recipe key, keyed by Go type and field name.
 var fieldDocs = map[string]fieldDoc{
 	"Recipe.Edgepipe": {Desc: "Recipe format version; this edgepipe reads version 1.", Required: true,
-		Schema: func() *Schema { return &Schema{Type: "integer", Const: pipelines.FormatVersion} }},
+		Schema: func() *Schema { return &Schema{Type: "integer", Const: recipe.FormatVersion} }},
 	"Recipe.Name": {Desc: "Names the recipe and its artifact folder (artifacts/NAME): lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.",
 		Required: true, Schema: func() *Schema { return nameSchema() }},
 	"Recipe.Description": {Desc: "What the recipe is for, in words.", Nullable: true},
@@ -66,7 +66,7 @@ var fieldDocs = map[string]fieldDoc{
 				OverrideIDPattern: {AllOf: []*Schema{ref}},
 			}
 			s.PropertyNames = &Schema{AnyOf: []*Schema{nameSchema(),
-				{Pattern: OverrideIDPattern, MaxLength: ptr(2 * pipelines.MaxNameLen)}}}
+				{Pattern: OverrideIDPattern, MaxLength: ptr(2 * recipe.MaxNameLen)}}}
 		}},
 	"Recipe.Toolchains": {Desc: "Use your own tools instead of the pinned toolchains, by toolchain name (`edgepipe doctor` lists them).", Nullable: true},
 
@@ -76,15 +76,15 @@ var fieldDocs = map[string]fieldDoc{
 	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},
 
 	"Data.Calibration": {Desc: "Text for calibration (imatrix, GPTQ, AWQ, ...): builtin:NAME or a file path relative to the recipe.",
-		Default: pipelines.DefaultCalibration, Examples: []any{pipelines.DefaultCalibration, "data/calibration.txt"}},
+		Default: recipe.DefaultCalibration, Examples: []any{recipe.DefaultCalibration, "data/calibration.txt"}},
 	"Data.Eval": {Desc: "Text the perplexity gate is measured on: builtin:NAME or a file path relative to the recipe.",
-		Default: pipelines.DefaultEval, Examples: []any{pipelines.DefaultEval, "data/eval.txt"}},
+		Default: recipe.DefaultEval, Examples: []any{recipe.DefaultEval, "data/eval.txt"}},
 
 	"Quality.Perplexity": {Desc: "The perplexity gate.", Nullable: true},
 
-	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: pipelines.DefaultPPLContext},
-	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: pipelines.DefaultWarnDelta},
-	"PerplexityGate.MaxDelta":  {Desc: "A delta over this fails the gate: the target is not published and the run exits 3.", Min: zero, Default: pipelines.DefaultMaxDelta},
+	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: recipe.DefaultPPLContext},
+	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: recipe.DefaultWarnDelta},
+	"PerplexityGate.MaxDelta":  {Desc: "A delta over this fails the gate: the target is not published and the run exits 3.", Min: zero, Default: recipe.DefaultMaxDelta},
 	"PerplexityGate.MaxChunks": {Desc: "Evaluate at most this many chunks, bounding the gate's cost; 0 evaluates the whole text.", Min: zero, Default: 0},
 
 	"Resources.MaxMemoryGB": {Desc: "Memory budget in GiB for the steps running at once; 0 means the machine's.", Min: zero},
@@ -96,7 +96,7 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.Format": {Desc: "The format to convert to; the device's runtime must load it.", Required: true,
 		Schema: func() *Schema { return formatSchema() }},
 	"Target.Context": {Desc: "Context length the artifact is built and checked for (memory pre-flight, runtime config).", Min: one},
-	"Target.KVDtype": {Desc: "KV-cache element type the runtime will use.", Default: pipelines.DefaultKVDtype,
+	"Target.KVDtype": {Desc: "KV-cache element type the runtime will use.", Default: recipe.DefaultKVDtype,
 		Schema: func() *Schema { return kvDtypeSchema() }},
 	"Target.Quality": {Desc: "This target's quality gate: it may override only perplexity.max_delta.", Nullable: true,
 		Schema: targetQuality},
@@ -107,11 +107,11 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.Bench": {Desc: "Measure the artifact on this host (GGUF through llama.cpp's llama-bench, onnx-fp32/onnx-int4 through ONNX Runtime): per-token decode latency p50/p95/p99, time to first token, prompt and decode tok/s, and the host's memory bandwidth, so decode speed is reported against the host's own ceiling. An empty bench: uses the defaults. With bench on, min_tokens_per_s and max_first_token_ms are judged against the measurement.",
 		Nullable: true},
 
-	"BenchSpec.Warmup":       {Desc: "Runs timed and discarded before the timed ones (caches, page faults, thread pools).", Min: zero, Default: pipelines.DefaultBenchWarmup},
-	"BenchSpec.Runs":         {Desc: "Timed runs: each decodes one token, and separately processes one prompt.", Min: one, Default: pipelines.DefaultBenchRuns},
-	"BenchSpec.PromptTokens": {Desc: "The fixed input shape: the prompt's length, and the KV-cache depth every decoded token is timed at.", Min: one, Default: pipelines.DefaultBenchPromptTokens},
+	"BenchSpec.Warmup":       {Desc: "Runs timed and discarded before the timed ones (caches, page faults, thread pools).", Min: zero, Default: recipe.DefaultBenchWarmup},
+	"BenchSpec.Runs":         {Desc: "Timed runs: each decodes one token, and separately processes one prompt.", Min: one, Default: recipe.DefaultBenchRuns},
+	"BenchSpec.PromptTokens": {Desc: "The fixed input shape: the prompt's length, and the KV-cache depth every decoded token is timed at.", Min: one, Default: recipe.DefaultBenchPromptTokens},
 	"BenchSpec.Threads":      {Desc: "Threads the runtime uses; 0 means every core.", Min: zero, Default: 0},
-	"BenchSpec.ProbeMiB":     {Desc: "Size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: pipelines.DefaultBenchProbeMiB},
+	"BenchSpec.ProbeMiB":     {Desc: "Size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: recipe.DefaultBenchProbeMiB},
 	"Target.Publish": {Desc: "Remotes the target is pushed to after its local folder is published and verified: an OCI registry (oci://HOST[:PORT]/REPOSITORY[:TAG]; the tag defaults to the target's name) or S3-compatible storage (s3::https://HOST/BUCKET/PREFIX; a prefix ending in / gets the target's name). Credentials come from the Docker config or the AWS SDK's chain, never the recipe; plain HTTP only to localhost unless the entry says insecure: true.",
 		Nullable: true, Schema: publishSchema,
 		Examples: []any{[]any{"oci://localhost:5000/edgepipe/demo:q4_k_m"}, []any{"oci://ghcr.io/acme/models", map[string]any{"url": "oci://registry.lan:5000/models", "insecure": true}}}},

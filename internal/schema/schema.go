@@ -2,7 +2,7 @@
 // version 1 from the Go types in pipelines, so editors running
 // yaml-language-server complete and check recipes as they are typed.
 //
-// The structure comes from reflecting over pipelines.Recipe and the types it
+// The structure comes from reflecting over recipe.Recipe and the types it
 // holds (their json tags are the recipe keys); what reflection cannot know
 // (descriptions, bounds, defaults, which values are names) comes from the
 // tables in docs.go. Generate fails when a recipe field has no entry there,
@@ -22,8 +22,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // Draft is the JSON Schema dialect the schema is written in.
@@ -87,10 +88,10 @@ func Generate() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Build reflects over pipelines.Recipe and returns the schema.
+// Build reflects over recipe.Recipe and returns the schema.
 func Build() (*Schema, error) {
 	g := &generator{defs: map[string]*Schema{}, used: map[string]bool{}}
-	root := g.object(reflect.TypeOf(pipelines.Recipe{}))
+	root := g.object(reflect.TypeOf(recipe.Recipe{}))
 	if len(g.errs) > 0 {
 		return nil, fmt.Errorf("the recipe schema is missing documentation; add it to internal/schema/docs.go:\n  %s", strings.Join(g.errs, "\n  "))
 	}
@@ -102,7 +103,7 @@ func Build() (*Schema, error) {
 	}
 	if len(stale) > 0 {
 		sort.Strings(stale)
-		return nil, fmt.Errorf("internal/schema/docs.go documents fields pipelines.Recipe no longer has: %s; remove them", strings.Join(stale, ", "))
+		return nil, fmt.Errorf("internal/schema/docs.go documents fields recipe.Recipe no longer has: %s; remove them", strings.Join(stale, ", "))
 	}
 	root.Schema = Draft
 	root.Title = "edgepipe recipe, format version 1"
@@ -259,7 +260,7 @@ func ptr[T any](v T) *T { return &v }
 
 // nameSchema is a recipe, target or step name.
 func nameSchema() *Schema {
-	return &Schema{Type: "string", Pattern: NamePattern, MaxLength: ptr(pipelines.MaxNameLen)}
+	return &Schema{Type: "string", Pattern: NamePattern, MaxLength: ptr(recipe.MaxNameLen)}
 }
 
 // formatSchema lists every format: the GGUF types as one pattern (one per
@@ -297,7 +298,7 @@ func deviceSchema() *Schema {
 
 func kvDtypeSchema() *Schema {
 	var e []any
-	for _, k := range pipelines.KVDtypes {
+	for _, k := range recipe.KVDtypes {
 		e = append(e, k)
 	}
 	return &Schema{Type: "string", Enum: e}

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 const committed = "../../docs/recipe.schema.json"
@@ -101,7 +102,7 @@ func jsonKeys(v any) any {
 func TestRecipesValidate(t *testing.T) {
 	s := compile(t)
 	shipped, _ := filepath.Glob("../../recipes/*.yaml")
-	good, _ := filepath.Glob("../../pipelines/testdata/recipes/good/*.yaml")
+	good, _ := filepath.Glob("../recipe/testdata/recipes/good/*.yaml")
 	if len(shipped) == 0 || len(good) == 0 {
 		t.Fatalf("found %d recipes and %d good test recipes; the test looks in the wrong place", len(shipped), len(good))
 	}
@@ -132,13 +133,13 @@ func TestRecipesValidate(t *testing.T) {
 // parserAccepts parses and validates a recipe as `edgepipe validate` does
 // (without the step-kind check, which the schema leaves open).
 func parserAccepts(data string) (bool, string) {
-	r, err := pipelines.Parse("recipe.yaml", []byte(data))
-	var diags pipelines.Diagnostics
+	r, err := recipe.Parse("recipe.yaml", []byte(data))
+	var diags recipe.Diagnostics
 	if err != nil && !errors.As(err, &diags) {
 		return false, err.Error()
 	}
 	if r != nil {
-		diags = append(diags, pipelines.Validate(r, catalog.Catalog{}, nil)...)
+		diags = append(diags, recipe.Validate(r, catalog.Catalog{}, nil)...)
 	}
 	return len(diags) == 0, diags.Error()
 }
@@ -242,8 +243,8 @@ func TestKeysMatchParser(t *testing.T) {
 		{"a publish entry", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [{url: oci://localhost:5000/a, zzzzzzzzzzzz: 1}]}", 1), def("target").Properties["publish"].Items.AnyOf[1]},
 	}
 	for _, p := range places {
-		_, err := pipelines.Parse("recipe.yaml", []byte(p.recipe))
-		var diags pipelines.Diagnostics
+		_, err := recipe.Parse("recipe.yaml", []byte(p.recipe))
+		var diags recipe.Diagnostics
 		if !errors.As(err, &diags) {
 			t.Fatalf("%s: the parser accepted an unknown key: %v", p.where, err)
 		}

@@ -1,4 +1,4 @@
-package pipelines
+package recipe
 
 import (
 	"errors"
@@ -19,6 +19,9 @@ type Catalog interface {
 	ValidFormat(name string) bool
 	// CanRun: when false, fix is a sentence naming what to use instead
 	CanRun(deviceID, format string) (ok bool, fix string)
+	// BenchBackend names the runtime that measures a format on this host
+	// token by token, or false when nothing here can.
+	BenchBackend(format string) (backend string, ok bool)
 }
 
 // Validate checks a parsed recipe against the device catalog and the known
@@ -81,7 +84,7 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 			}
 		}
 		if formatOK {
-			if d := validateBench(t); d != nil {
+			if d := validateBench(t, cat); d != nil {
 				diags = append(diags, *d)
 			}
 		}
@@ -89,7 +92,7 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 
 	for _, s := range r.Steps {
 		for i, n := range s.Needs {
-			if strings.Contains(n, ":") || n == SourceStepID {
+			if strings.Contains(n, ":") || n == SourceStep {
 				continue
 			}
 			if _, ok := targetAt[n]; ok {
@@ -154,4 +157,23 @@ func LoadBytes(path string, data []byte, cat Catalog, kinds []string) (*Recipe, 
 		return nil, diags
 	}
 	return r, nil
+}
+
+// validateBench reports a bench section a target cannot honour.
+func validateBench(t Target, cat Catalog) *Diagnostic {
+	if t.Bench == nil {
+		return nil
+	}
+	if _, ok := cat.BenchBackend(t.Format); !ok {
+		return &Diagnostic{Pos: t.BenchPos,
+			Msg:  fmt.Sprintf("target %q: bench cannot measure %s on this host", t.Name, t.Format),
+			Hint: "bench runs GGUF targets through llama.cpp and onnx-fp32/onnx-int4 targets through ONNX Runtime; remove bench: from this target"}
+	}
+	if t.Context > 0 && t.Bench.PromptTokens >= t.Context {
+		return &Diagnostic{Pos: t.BenchPos,
+			Msg: fmt.Sprintf("target %q: bench.prompt_tokens %d does not leave room for a decoded token in its context of %d",
+				t.Name, t.Bench.PromptTokens, t.Context),
+			Hint: fmt.Sprintf("use a prompt_tokens under %d", t.Context)}
+	}
+	return nil
 }

@@ -1,7 +1,14 @@
-// Package pipelines holds the recipe model (the user contract), its strict
-// parser and validator, the expansion of targets into a step graph, and the
-// executor that runs that graph against the cache.
-package pipelines
+// Package recipe is the user contract: the recipe model (format version 1),
+// its strict parser, the defaults every recipe starts from, and validation
+// against the device catalog and the format families. Every problem it finds
+// is a Diagnostic with the recipe's FILE:LINE:COL and a fix.
+package recipe
+
+import "path/filepath"
+
+// SourceStep is the id of the step that fetches model.source; a user step
+// may name it in needs.
+const SourceStep = "source"
 
 // Pos is a place in a recipe file, 1-based, as YAML reports it.
 type Pos struct {
@@ -173,3 +180,26 @@ const (
 	DefaultBenchPromptTokens = 128
 	DefaultBenchProbeMiB     = 1024
 )
+
+// TargetNamed returns the recipe's target by name.
+func (r *Recipe) TargetNamed(name string) *Target {
+	for i := range r.Targets {
+		if r.Targets[i].Name == name {
+			return &r.Targets[i]
+		}
+	}
+	return nil
+}
+
+// Dir is the folder relative paths in the recipe are resolved against.
+func (r *Recipe) Dir() string {
+	dir := "."
+	if r.Path != "" {
+		dir = filepath.Dir(r.Path)
+	}
+	// Tools run in scratch folders, so every path handed to them is absolute.
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}

@@ -1,4 +1,4 @@
-package pipelines
+package recipe
 
 import (
 	"path/filepath"
@@ -25,6 +25,13 @@ func (fakeCatalog) DeviceIDs() []string          { return fakeDevices }
 func (fakeCatalog) HasDevice(id string) bool     { return slices.Contains(fakeDevices, id) }
 func (fakeCatalog) FormatNames() []string        { return fakeFormats }
 func (fakeCatalog) ValidFormat(name string) bool { return slices.Contains(fakeFormats, name) }
+
+func (fakeCatalog) BenchBackend(format string) (string, bool) {
+	if strings.HasPrefix(format, "gguf-") {
+		return "llama.cpp", true
+	}
+	return "", false
+}
 
 func (fakeCatalog) CanRun(device, format string) (bool, string) {
 	switch {
