@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgepipe/edgepipe/pipelines"
+	"github.com/edgepipe/edgepipe/internal/event"
 )
 
 var allTargetsBench = benchmark{
@@ -67,11 +67,11 @@ func readOutcome(stdout []byte) (outcome, error) {
 	}
 	for _, ev := range evs {
 		switch ev.Type {
-		case pipelines.EvPublished:
+		case event.Published:
 			o.published[ev.Target] = ev.Path
-		case pipelines.EvFailed:
+		case event.Failed:
 			o.failed = append(o.failed, ev.Step+": "+firstLine(ev.Message))
-		case pipelines.EvGate:
+		case event.Gate:
 			o.gates = append(o.gates, ev.Target+": "+firstLine(ev.Message))
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgepipe/edgepipe/pipelines"
+	"github.com/edgepipe/edgepipe/internal/event"
 )
 
 var noopRerunBench = benchmark{
@@ -193,8 +193,8 @@ func cachedRun(ctx context.Context, c command) (measurement, error) {
 	if err != nil {
 		return m, err
 	}
-	if counts[pipelines.EvStarted] > 0 || counts[pipelines.EvCached] == 0 {
-		return m, fmt.Errorf("expected every step cached, got %d started and %d cached", counts[pipelines.EvStarted], counts[pipelines.EvCached])
+	if counts[event.Started] > 0 || counts[event.Cached] == 0 {
+		return m, fmt.Errorf("expected every step cached, got %d started and %d cached", counts[event.Started], counts[event.Cached])
 	}
 	return m, nil
 }
@@ -210,8 +210,8 @@ func countEvents(out []byte) (map[string]int, error) {
 }
 
 // events parses edgepipe's --json output.
-func events(out []byte) ([]pipelines.Event, error) {
-	var evs []pipelines.Event
+func events(out []byte) ([]event.Event, error) {
+	var evs []event.Event
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -219,7 +219,7 @@ func events(out []byte) ([]pipelines.Event, error) {
 		if len(line) == 0 {
 			continue
 		}
-		var ev pipelines.Event
+		var ev event.Event
 		if err := json.Unmarshal(line, &ev); err != nil {
 			return evs, fmt.Errorf("edgepipe --json printed a line that is not an event: %q", line)
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgepipe/edgepipe/pipelines"
+	"github.com/edgepipe/edgepipe/internal/event"
 )
 
 var schedulerBench = benchmark{
@@ -142,7 +142,7 @@ func runScheduler(ctx context.Context, e *env) (result, error) {
 		if err != nil {
 			return res, err
 		}
-		if n := counts[pipelines.EvFinished]; n != e.schedSteps {
+		if n := counts[event.Finished]; n != e.schedSteps {
 			return res, fmt.Errorf("edgepipe reported %d finished steps, want the %d user steps", n, e.schedSteps)
 		}
 		epT, epCPU = append(epT, m.wall), append(epCPU, m.cpu)

@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/tools"
+
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/dag"
 	"github.com/edgepipe/edgepipe/internal/digest"
@@ -35,9 +39,9 @@ type Options struct {
 	// Verify rehashes every input and cached output instead of trusting
 	// the stat memo.
 	Verify  bool
-	Tools   *ToolResolver
+	Tools   *tools.Resolver
 	Data    func(ref string) (string, error)
-	OnEvent func(Event)
+	OnEvent func(event.Event)
 	// OnProgress receives byte progress of long transfers, by step.
 	OnProgress func(step, label string, done, total int64)
 	// Verbose copies child output here as well as to the step logs.
@@ -83,13 +87,13 @@ type Output struct {
 	Started  time.Time
 	Finished time.Time
 	LogPath  string
-	Tools    []*Tool
+	Tools    []*tools.Tool
 }
 
 // NewEngine prepares a plan for running.
 func NewEngine(p *Plan, opt Options) *Engine {
 	if opt.Tools == nil {
-		opt.Tools = &ToolResolver{}
+		opt.Tools = &tools.Resolver{}
 	}
 	if opt.Tools.Memo == nil {
 		opt.Tools.Memo = opt.Cache.Memo()
@@ -103,7 +107,7 @@ func NewEngine(p *Plan, opt Options) *Engine {
 	return &Engine{plan: p, opt: opt, outputs: map[string]*Output{}, keys: map[string]string{}}
 }
 
-func (e *Engine) emit(ev Event) {
+func (e *Engine) emit(ev event.Event) {
 	if e.opt.OnEvent == nil {
 		return
 	}
@@ -188,7 +192,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 				if st, ok := e.plan.Step(ev.ID); ok {
 					kind = st.Kind
 				}
-				e.emit(Event{Type: EvCanceled, Step: ev.ID, Kind: kind})
+				e.emit(event.Event{Type: event.Canceled, Step: ev.ID, Kind: kind})
 			}
 		},
 	})
@@ -208,7 +212,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 			if r.BlockedBy != "" {
 				msg = fmt.Sprintf("skipped (upstream %s failed)", r.BlockedBy)
 			}
-			e.emit(Event{Type: EvSkipped, Step: id, Message: msg})
+			e.emit(event.Event{Type: event.Skipped, Step: id, Message: msg})
 		}
 	}
 	if err := e.opt.Cache.Memo().Save(); err != nil {
@@ -327,7 +331,7 @@ func contentDigest(files []digest.FileDigest) string {
 // key computes a step's cache key: its kind and kind version, canonical
 // params, the content digests of its inputs and data files, and the
 // identity of every tool it runs.
-func (e *Engine) key(ctx context.Context, s *Step) (string, []*Tool, error) {
+func (e *Engine) key(ctx context.Context, s *Step) (string, []*tools.Tool, error) {
 	k, ok := steps.Lookup(s.Kind)
 	if !ok {
 		return "", nil, fmt.Errorf("step %s: unknown kind %q", s.ID, s.Kind)
@@ -352,7 +356,7 @@ func (e *Engine) key(ctx context.Context, s *Step) (string, []*Tool, error) {
 		}
 		data[role] = fd.SHA256
 	}
-	var tools []*Tool
+	var tools []*tools.Tool
 	toolIDs := map[string]string{}
 	for _, name := range k.Tools(s.Params) {
 		t, err := e.opt.Tools.Resolve(name)
@@ -393,9 +397,9 @@ func (e *Engine) key(ctx context.Context, s *Step) (string, []*Tool, error) {
 func (e *Engine) runStep(ctx context.Context, s *Step) error {
 	if _, ok, err := e.external(s); ok || err != nil {
 		if err == nil {
-			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
+			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
 		} else {
-			e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 		}
 		return err
 	}
@@ -406,20 +410,20 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 		if !out.CacheHit {
 			msg = "fetched before the run, for the lock"
 		}
-		e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: msg})
+		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: msg})
 		return nil
 	}
 	kind, _ := steps.Lookup(s.Kind)
 	if hr, ok := kind.(steps.HostRequirer); ok {
 		if err := hr.RequireHost(s.Params); err != nil {
 			err = fmt.Errorf("step %s: %w", s.ID, err)
-			e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 			return err
 		}
 	}
 	key, tools, err := e.key(ctx, s)
 	if err != nil {
-		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+		e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 		return err
 	}
 	if _, uncached := kind.(steps.Uncached); uncached {
@@ -427,7 +431,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 	}
 	if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
 		if hit {
-			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key})
+			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
 			e.record(out)
 		}
 		return err
@@ -440,7 +444,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 	// Another process may have made it while we waited for the lock.
 	if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
 		if hit {
-			e.emit(Event{Type: EvCached, Step: s.ID, Kind: s.Kind, Key: key, Message: "made by another run"})
+			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key, Message: "made by another run"})
 			e.record(out)
 		}
 		return err
@@ -453,7 +457,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 // committed to the cache under key when the kind succeeded, otherwise it
 // is thrown away after downstream steps had no chance to see it (uncached
 // kinds produce no outputs anyone needs).
-func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key string, tools []*Tool, cached bool) error {
+func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key string, tools []*tools.Tool, cached bool) error {
 	ins, err := e.inputsOf(ctx, s)
 	if err != nil {
 		return err
@@ -530,7 +534,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	}
 
 	started := time.Now()
-	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: s.Kind, Key: key, Path: logPath})
+	e.emit(event.Event{Type: event.Started, Step: s.ID, Kind: s.Kind, Key: key, Path: logPath})
 	var runErr error
 	if kind.Resources(s.Params).Network {
 		// Downloads fail for passing reasons; each attempt starts from an
@@ -564,7 +568,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 		if ctx.Err() != nil {
 			return ctx.Err() // the scheduler reports it canceled
 		}
-		e.emit(Event{Type: EvFailed, Step: s.ID, Kind: s.Kind, Seconds: time.Since(started).Seconds(), Message: runErr.Error(), Path: logPath})
+		e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Seconds: time.Since(started).Seconds(), Message: runErr.Error(), Path: logPath})
 		return &StepError{Step: s.ID, LogPath: logPath, Err: runErr}
 	}
 	logf.Close()
@@ -572,7 +576,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 		out := &Output{StepID: s.ID, Kind: s.Kind, Dir: tmp, Key: key, Result: result, Started: started,
 			Finished: time.Now(), LogPath: logPath, Tools: tools}
 		e.record(out)
-		e.emit(Event{Type: EvFinished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
+		e.emit(event.Event{Type: event.Finished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
 		return nil
 	}
 	if err := copyFile(logPath, filepath.Join(tmp, stepLogName)); err != nil {
@@ -589,13 +593,13 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	out.Started, out.Finished = started, time.Now()
 	out.Tools = tools
 	e.record(out)
-	e.emit(Event{Type: EvFinished, Step: s.ID, Kind: s.Kind, Key: key, Seconds: out.Finished.Sub(started).Seconds()})
+	e.emit(event.Event{Type: event.Finished, Step: s.ID, Kind: s.Kind, Key: key, Seconds: out.Finished.Sub(started).Seconds()})
 	return nil
 }
 
 // lookup finds key in the cache; a hit carries the tools its key was made
 // with (resolved for the key just now), so nobody resolves them again.
-func (e *Engine) lookup(s *Step, key string, tools []*Tool) (*Output, bool, error) {
+func (e *Engine) lookup(s *Step, key string, tools []*tools.Tool) (*Output, bool, error) {
 	if e.opt.Force {
 		return nil, false, nil
 	}
@@ -614,7 +618,7 @@ func (e *Engine) record(out *Output) {
 	e.mu.Unlock()
 }
 
-func toolVersions(tools []*Tool) map[string]string {
+func toolVersions(tools []*tools.Tool) map[string]string {
 	m := map[string]string{}
 	for _, t := range tools {
 		m[t.Name] = t.Version
@@ -704,7 +708,7 @@ func IsInterrupted(err error) bool {
 }
 
 // SetOnEvent sets the event callback (progress output, --json).
-func (e *Engine) SetOnEvent(f func(Event)) { e.opt.OnEvent = f }
+func (e *Engine) SetOnEvent(f func(event.Event)) { e.opt.OnEvent = f }
 
 // SetOnProgress sets the byte-progress callback: download bars, and bars
 // for hashing big files (a multi-GB source is read once before its first

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/tools"
+
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/steps"
@@ -111,7 +113,7 @@ func (e *Engine) provenanceDeps(s *Step) []provenance.ResourceDescriptor {
 // this engine never looked at (a transitive need under `step run`) has no
 // output; its key would hold the same identities, so resolving them
 // (answered from the resolver's memo) names the same tools.
-func (e *Engine) toolsOf(st *Step) []*Tool {
+func (e *Engine) toolsOf(st *Step) []*tools.Tool {
 	if out := e.output(st.ID); out != nil && len(out.Tools) > 0 {
 		return out.Tools
 	}
@@ -119,7 +121,7 @@ func (e *Engine) toolsOf(st *Step) []*Tool {
 	if !ok {
 		return nil
 	}
-	var tools []*Tool
+	var tools []*tools.Tool
 	for _, name := range k.Tools(st.Params) {
 		if t, err := e.opt.Tools.Resolve(name); err == nil {
 			tools = append(tools, t)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
@@ -109,7 +111,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		for _, c := range in.Result.Checks {
 			if !c.Passed {
 				c := c
-				e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+				e.emit(event.Event{Type: event.Gate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
 				return "", gate, failed(&GateError{Target: s.Target, Check: &c, Step: in.StepID})
 			}
 		}
@@ -123,7 +125,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 		d, r, v := Judge(base, conv, warn, max)
 		gate = &GateResult{Target: s.Target, Baseline: base, Converted: conv, Delta: d, Ratio: r,
 			WarnDelta: warn, MaxDelta: max, Verdict: v, Step: in.StepID}
-		e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target,
+		e.emit(event.Event{Type: event.Gate, Step: s.ID, Target: s.Target,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
 			return "", gate, failed(&GateError{Target: s.Target, Gate: gate})
@@ -133,7 +135,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	budgets := budgetChecks(e.plan.Recipe.TargetNamed(s.Target), bench)
 	for _, c := range budgets {
 		if !c.Passed {
-			e.emit(Event{Type: EvGate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+			e.emit(event.Event{Type: event.Gate, Step: s.ID, Target: s.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
 			return "", gate, failed(&GateError{Target: s.Target, Check: &c, Step: bench.StepID})
 		}
 	}
@@ -144,11 +146,11 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	}
 	if !e.opt.Force && alreadyPublished(final, s.ID, pubKey) && e.provenanceCurrent(final) {
 		e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model), CacheHit: true})
-		e.emit(Event{Type: EvCached, Step: s.ID, Target: s.Target, Path: final, Message: "already published"})
+		e.emit(event.Event{Type: event.Cached, Step: s.ID, Target: s.Target, Path: final, Message: "already published"})
 		return final, gate, e.pushRemotes(ctx, s, final)
 	}
 
-	e.emit(Event{Type: EvStarted, Step: s.ID, Kind: "publish", Target: s.Target})
+	e.emit(event.Event{Type: event.Started, Step: s.ID, Kind: "publish", Target: s.Target})
 	if err := manifest.CleanStale(filepath.Dir(final)); err != nil {
 		return "", gate, err
 	}
@@ -206,7 +208,7 @@ func (e *Engine) publish(ctx context.Context, s *Step) (string, *GateResult, err
 	}
 	ok = true
 	e.record(&Output{StepID: s.ID, Kind: "publish", Dir: final, Result: publishedResult(model)})
-	e.emit(Event{Type: EvPublished, Step: s.ID, Target: s.Target, Path: final, Seconds: time.Since(started).Seconds()})
+	e.emit(event.Event{Type: event.Published, Step: s.ID, Target: s.Target, Path: final, Seconds: time.Since(started).Seconds()})
 	return final, gate, e.pushRemotes(ctx, s, final)
 }
 

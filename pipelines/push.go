@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/edgepipe/edgepipe/internal/remote"
 )
 
@@ -56,11 +58,11 @@ func (e *Engine) pushRemotes(ctx context.Context, s *Step, final string) error {
 		where := d.Where(s.Target)
 		res, err := d.Push(ctx, final, s.Target)
 		if err != nil {
-			e.emit(Event{Type: EvPushFailed, Step: s.ID, Target: s.Target, Path: where, Message: err.Error()})
+			e.emit(event.Event{Type: event.PushFailed, Step: s.ID, Target: s.Target, Path: where, Message: err.Error()})
 			errs = append(errs, &PushError{Target: s.Target, Dir: final, Dest: where, Err: err})
 			continue
 		}
-		e.emit(Event{Type: EvPushed, Step: s.ID, Target: s.Target, Path: res.Where, Seconds: time.Since(started).Seconds(),
+		e.emit(event.Event{Type: event.Pushed, Step: s.ID, Target: s.Target, Path: res.Where, Seconds: time.Since(started).Seconds(),
 			Message: fmt.Sprintf("%d uploaded", res.Uploaded)})
 	}
 	if len(errs) == 1 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/edgepipe/edgepipe/internal/tools"
+
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -85,9 +87,9 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*Output, erro
 
 // ResolveTools resolves every tool the plan's steps run (once each),
 // sorted by name.
-func (e *Engine) ResolveTools() ([]*Tool, error) {
+func (e *Engine) ResolveTools() ([]*tools.Tool, error) {
 	seen := map[string]bool{}
-	var out []*Tool
+	var out []*tools.Tool
 	for _, s := range e.plan.Steps {
 		k, ok := steps.Lookup(s.Kind)
 		if !ok {

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
@@ -48,7 +50,7 @@ func newCIReport(plan *pipelines.Plan) *ciReport {
 		pushed: map[string][]string{}, pushFailed: map[string][]string{}}
 }
 
-func (c *ciReport) event(ev pipelines.Event) {
+func (c *ciReport) event(ev event.Event) {
 	if ev.Step == "" {
 		return
 	}
@@ -60,14 +62,14 @@ func (c *ciReport) event(ev pipelines.Event) {
 		c.steps[ev.Step] = r
 	}
 	switch ev.Type {
-	case pipelines.EvStarted:
+	case event.Started:
 		r.kind, r.log = ev.Kind, ev.Path
-	case pipelines.EvGate:
+	case event.Gate:
 		return // a verdict, not the step's end
-	case pipelines.EvPushed:
+	case event.Pushed:
 		c.pushed[ev.Target] = append(c.pushed[ev.Target], ev.Path)
 		return // after the publish, which already ended the step
-	case pipelines.EvPushFailed:
+	case event.PushFailed:
 		c.pushFailed[ev.Target] = append(c.pushFailed[ev.Target], ev.Path)
 		return
 	}
@@ -75,7 +77,7 @@ func (c *ciReport) event(ev pipelines.Event) {
 	if ev.Seconds > 0 {
 		r.seconds = ev.Seconds
 	}
-	if ev.Type == pipelines.EvFailed {
+	if ev.Type == event.Failed {
 		r.message = ev.Message
 		if ev.Path != "" {
 			r.log = ev.Path
@@ -90,7 +92,7 @@ func (c *ciReport) failedSteps() []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, s := range c.plan.Steps {
-		if r := c.steps[s.ID]; r != nil && r.status == pipelines.EvFailed {
+		if r := c.steps[s.ID]; r != nil && r.status == event.Failed {
 			out = append(out, s.ID)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -45,9 +47,9 @@ targets:
 		t.Fatal(err)
 	}
 	c := newCIReport(plan)
-	c.event(pipelines.Event{Type: pipelines.EvCached, Step: pipelines.SourceStepID})
-	c.event(pipelines.Event{Type: pipelines.EvStarted, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
-	c.event(pipelines.Event{Type: pipelines.EvFailed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
+	c.event(event.Event{Type: event.Cached, Step: pipelines.SourceStepID})
+	c.event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
+	c.event(event.Event{Type: event.Failed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
 	stepErr := &pipelines.StepError{Step: "gguf-convert:f16", LogPath: log, Err: errors.New("convert_hf_to_gguf.py exited with code 1")}
 	res := &pipelines.RunResult{Published: map[string]string{}, Gates: map[string]*pipelines.GateResult{},
 		Failed: []error{stepErr}, Skipped: []string{"publish:a", "publish:b"}}

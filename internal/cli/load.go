@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/tools"
 
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/cache"
@@ -72,10 +73,10 @@ func (c *common) openCache(env *Env) (*cache.Cache, error) {
 	return ca, nil
 }
 
-// tools builds the tool resolver: recipe overrides, then --tool-path, then
+// toolResolver builds the tool resolver: recipe overrides, then --tool-path, then
 // the installed toolchains.
-func (c *common) tools(plan *pipelines.Plan, cacheRoot string) *pipelines.ToolResolver {
-	tr := &pipelines.ToolResolver{Toolchains: installedToolchains{cacheRoot: cacheRoot}}
+func (c *common) toolResolver(plan *pipelines.Plan, cacheRoot string) *tools.Resolver {
+	tr := &tools.Resolver{Toolchains: installedToolchains{cacheRoot: cacheRoot}}
 	if c.toolPath != "" {
 		for _, d := range strings.Split(c.toolPath, string(os.PathListSeparator)) {
 			if d != "" {

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/edgepipe/edgepipe/internal/report"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/report"
 
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/lockfile"

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
@@ -86,7 +88,7 @@ func newReporter(env *Env, asJSON bool, total int) *reporter {
 	return r
 }
 
-func (r *reporter) event(ev pipelines.Event) {
+func (r *reporter) event(ev event.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.json {
@@ -97,14 +99,14 @@ func (r *reporter) event(ev pipelines.Event) {
 	line := r.line(ev)
 	if r.bar != nil {
 		switch ev.Type {
-		case pipelines.EvFinished, pipelines.EvCached, pipelines.EvFailed, pipelines.EvSkipped, pipelines.EvPublished:
-			if ev.Type != pipelines.EvPublished || ev.Message == "" {
+		case event.Finished, event.Cached, event.Failed, event.Skipped, event.Published:
+			if ev.Type != event.Published || ev.Message == "" {
 				r.bar.Add(1)
 			}
-		case pipelines.EvStarted:
+		case event.Started:
 			r.bar.Describe(ev.Step)
 		}
-		if ev.Type == pipelines.EvStarted {
+		if ev.Type == event.Started {
 			return
 		}
 		r.bar.Clear()
@@ -115,20 +117,20 @@ func (r *reporter) event(ev pipelines.Event) {
 	fmt.Fprintln(r.env.Stderr, line)
 }
 
-func (r *reporter) line(ev pipelines.Event) string {
+func (r *reporter) line(ev event.Event) string {
 	ts := ev.Time.Format("15:04:05")
 	switch ev.Type {
-	case pipelines.EvStarted:
+	case event.Started:
 		return fmt.Sprintf("%s start    %s", ts, ev.Step)
-	case pipelines.EvFinished:
+	case event.Finished:
 		return fmt.Sprintf("%s done     %s (%.1fs)", ts, ev.Step, ev.Seconds)
-	case pipelines.EvCached:
+	case event.Cached:
 		msg := "cached"
 		if ev.Message != "" {
 			msg += ", " + ev.Message
 		}
 		return fmt.Sprintf("%s cached   %s (%s)", ts, ev.Step, msg)
-	case pipelines.EvFailed:
+	case event.Failed:
 		s := fmt.Sprintf("%s FAILED   %s: %s", ts, ev.Step, ev.Message)
 		if ev.Path != "" && !strings.Contains(ev.Message, ev.Path) {
 			if tail := proc.Tail(ev.Path, 12); len(tail) > 0 {
@@ -138,17 +140,17 @@ func (r *reporter) line(ev pipelines.Event) string {
 			}
 		}
 		return s
-	case pipelines.EvSkipped:
+	case event.Skipped:
 		return fmt.Sprintf("%s skipped  %s: %s", ts, ev.Step, ev.Message)
-	case pipelines.EvCanceled:
+	case event.Canceled:
 		return fmt.Sprintf("%s canceled %s", ts, ev.Step)
-	case pipelines.EvGate:
+	case event.Gate:
 		return fmt.Sprintf("%s gate     %s: %s", ts, ev.Target, ev.Message)
-	case pipelines.EvPublished:
+	case event.Published:
 		return fmt.Sprintf("%s publish  %s -> %s", ts, ev.Target, ev.Path)
-	case pipelines.EvPushed:
+	case event.Pushed:
 		return fmt.Sprintf("%s pushed   %s -> %s (%s)", ts, ev.Target, ev.Path, ev.Message)
-	case pipelines.EvPushFailed:
+	case event.PushFailed:
 		return fmt.Sprintf("%s FAILED   push %s -> %s: %s", ts, ev.Target, ev.Path, ev.Message)
 	}
 	return fmt.Sprintf("%s %s %s %s", ts, ev.Type, ev.Step, ev.Message)

@@ -15,6 +15,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/reproduce"
+	"github.com/edgepipe/edgepipe/internal/tools"
 	"github.com/edgepipe/edgepipe/pipelines"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -84,14 +85,14 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	only := closure(plan, targets)
-	tools := c.tools(plan, userRoot)
-	if err := sameToolchains(plan, only, tools, pubs, pos); err != nil {
+	resolver := c.toolResolver(plan, userRoot)
+	if err := sameToolchains(plan, only, resolver, pubs, pos); err != nil {
 		return err
 	}
 	jobs, memGB := c.budgets(plan)
 	opt := pipelines.Options{
 		Cache: ca, OutDir: filepath.Join(scratch, "out"), Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
-		KeepGoing: true, Tools: tools, Data: dataResolver(ca.Root(), plan.Recipe.Dir()),
+		KeepGoing: true, Tools: resolver, Data: dataResolver(ca.Root(), plan.Recipe.Dir()),
 		Version: Version, Only: only,
 		// The rebuild is compared, never released: it must not reach the
 		// recipe's publish: remotes (it would overwrite the release tag).
@@ -314,7 +315,7 @@ func closure(plan *pipelines.Plan, targets []string) []string {
 
 // sameToolchains refuses up front, before hours of conversion, when an
 // installed toolchain is not the one the artifact was made with.
-func sameToolchains(plan *pipelines.Plan, only []string, tools *pipelines.ToolResolver, pubs []*manifest.Manifest, dirs []string) error {
+func sameToolchains(plan *pipelines.Plan, only []string, resolver *tools.Resolver, pubs []*manifest.Manifest, dirs []string) error {
 	now := map[string]string{}
 	for _, id := range only {
 		s, _ := plan.Step(id)
@@ -323,7 +324,7 @@ func sameToolchains(plan *pipelines.Plan, only []string, tools *pipelines.ToolRe
 			continue
 		}
 		for _, name := range k.Tools(s.Params) {
-			t, err := tools.Resolve(name)
+			t, err := resolver.Resolve(name)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("step %s: %w", id, err)}
 			}

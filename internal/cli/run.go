@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/event"
+
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/pipelines"
 )
@@ -66,7 +68,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	rep := newReporter(env, c.json, len(plan.Steps))
 	ci := newCIReport(plan)
 	ci.outDir = out
-	eng.SetOnEvent(func(ev pipelines.Event) { rep.event(ev); ci.event(ev) })
+	eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.event(ev) })
 	eng.SetOnProgress(rep.progress)
 	if err := lock.check(ctx, env, rep, eng, plan, cacheRoot); err != nil {
 		rep.done()
@@ -161,7 +163,7 @@ func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelin
 	opt := pipelines.Options{
 		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
-		Tools:   c.tools(plan, ca.Root()),
+		Tools:   c.toolResolver(plan, ca.Root()),
 		Data:    dataResolver(ca.Root(), plan.Recipe.Dir()),
 		Version: Version, Only: only,
 	}

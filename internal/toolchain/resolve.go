@@ -191,7 +191,7 @@ func (in *Installed) Tool(tool string) (argv []string, identity string, err erro
 }
 
 // FindTool looks a tool up across the installed toolchains, in the shape
-// of pipelines.Toolchains.Lookup: argv prefix, identity, a version string
+// of tools.Toolchains.Lookup: argv prefix, identity, a version string
 // for manifests and the toolchain's name.
 func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchain string, err error) {
 	for _, spec := range Specs() {

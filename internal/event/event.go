@@ -1,4 +1,6 @@
-package pipelines
+// Package event is the vocabulary of a run: what happened to which step, for
+// progress output, the --json event stream, CI summaries and reports.
+package event
 
 import "time"
 
@@ -18,17 +20,17 @@ type Event struct {
 
 // Event types.
 const (
-	EvStarted   = "step-started"
-	EvFinished  = "step-finished"
-	EvCached    = "step-cached"
-	EvFailed    = "step-failed"
-	EvSkipped   = "step-skipped"
-	EvCanceled  = "step-canceled"
-	EvGate      = "gate"
-	EvPublished = "published"
-	// EvPushed and EvPushFailed report a push to a remote (publish: in the
+	Started   = "step-started"
+	Finished  = "step-finished"
+	Cached    = "step-cached"
+	Failed    = "step-failed"
+	Skipped   = "step-skipped"
+	Canceled  = "step-canceled"
+	Gate      = "gate"
+	Published = "published"
+	// Pushed and PushFailed report a push to a remote (publish: in the
 	// recipe); Path is where it went (oci://HOST/REPO:TAG@DIGEST, or the
 	// S3 prefix).
-	EvPushed     = "pushed"
-	EvPushFailed = "push-failed"
+	Pushed     = "pushed"
+	PushFailed = "push-failed"
 )

@@ -1,4 +1,8 @@
-package pipelines
+// Package tools finds the tools step kinds run and identifies them: recipe
+// overrides first, then --tool-path, then the installed pinned toolchains.
+// A tool's identity (its bytes or its toolchain's lock) joins every cache key
+// that uses it.
+package tools
 
 import (
 	"context"
@@ -39,9 +43,9 @@ type Toolchains interface {
 	Lookup(tool string) (argv []string, identity, version, toolchain string, err error)
 }
 
-// ToolResolver finds tools: recipe overrides first, then the tool path
+// Resolver finds tools: recipe overrides first, then the tool path
 // (`--tool-path`, EDGEPIPE_TOOL_PATH), then the installed toolchains.
-type ToolResolver struct {
+type Resolver struct {
 	// Overrides maps a tool name to an executable path (recipe
 	// `toolchains: {NAME: {tools: {...}}}`).
 	Overrides map[string]string
@@ -57,7 +61,7 @@ type ToolResolver struct {
 }
 
 // Resolve returns the tool with the given name, resolving it once per run.
-func (tr *ToolResolver) Resolve(name string) (*Tool, error) {
+func (tr *Resolver) Resolve(name string) (*Tool, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if t, ok := tr.cache[name]; ok {
@@ -74,7 +78,7 @@ func (tr *ToolResolver) Resolve(name string) (*Tool, error) {
 	return t, nil
 }
 
-func (tr *ToolResolver) resolve(name string) (*Tool, error) {
+func (tr *Resolver) resolve(name string) (*Tool, error) {
 	if p, ok := tr.Overrides[name]; ok {
 		return tr.fromFile(name, p, "recipe")
 	}
@@ -100,7 +104,7 @@ func (tr *ToolResolver) resolve(name string) (*Tool, error) {
 
 // fromFile identifies a tool the user pointed at by the digest of its bytes
 // and asks it for its version.
-func (tr *ToolResolver) fromFile(name, path, origin string) (*Tool, error) {
+func (tr *Resolver) fromFile(name, path, origin string) (*Tool, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
