@@ -3,16 +3,19 @@ package cli
 import (
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/report"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // printBenches adds each benched target's measurement to the run summary:
 // decode speed and its latency percentiles, time to first token, and the
 // decode speed against this host's bandwidth ceiling.
-func printBenches(env *Env, plan *pipelines.Plan, res *pipelines.RunResult) {
-	for _, t := range plan.Recipe.Targets {
-		b, standIn := pipelines.TargetBench(plan, res, t.Name)
+func printBenches(env *Env, pl *plan.Plan, res *engine.RunResult) {
+	for _, t := range pl.Recipe.Targets {
+		b, standIn := engine.TargetBench(pl, res, t.Name)
 		if b == nil {
 			continue
 		}

@@ -12,13 +12,18 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/event"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // ciReport is what a run tells CI: the Markdown job summary appended to
@@ -26,7 +31,7 @@ import (
 // run-finished line of --json. It watches the run's events for what
 // RunResult does not keep: which step failed, when, and its log.
 type ciReport struct {
-	plan    *pipelines.Plan
+	plan    *plan.Plan
 	started time.Time
 	// outDir, when set, receives report.html and report.md.
 	outDir string
@@ -45,8 +50,8 @@ type stepRecord struct {
 	log     string
 }
 
-func newCIReport(plan *pipelines.Plan) *ciReport {
-	return &ciReport{plan: plan, started: time.Now(), steps: map[string]*stepRecord{},
+func newCIReport(pl *plan.Plan) *ciReport {
+	return &ciReport{plan: pl, started: time.Now(), steps: map[string]*stepRecord{},
 		pushed: map[string][]string{}, pushFailed: map[string][]string{}}
 }
 
@@ -109,14 +114,14 @@ const (
 
 // targetOutcome is one target's row in every CI report.
 type targetOutcome struct {
-	Target    string                `json:"target"`
-	Device    string                `json:"device"`
-	Format    string                `json:"format"`
-	Outcome   string                `json:"outcome"`
-	Verdict   string                `json:"verdict,omitempty"`
-	Gate      *pipelines.GateResult `json:"gate,omitempty"`
-	SizeBytes int64                 `json:"size_bytes,omitempty"`
-	Artifact  string                `json:"artifact,omitempty"`
+	Target    string              `json:"target"`
+	Device    string              `json:"device"`
+	Format    string              `json:"format"`
+	Outcome   string              `json:"outcome"`
+	Verdict   string              `json:"verdict,omitempty"`
+	Gate      *publish.GateResult `json:"gate,omitempty"`
+	SizeBytes int64               `json:"size_bytes,omitempty"`
+	Artifact  string              `json:"artifact,omitempty"`
 	// Error is the gate's sentence, or which upstream steps failed.
 	Error       string   `json:"error,omitempty"`
 	FailedSteps []string `json:"failed_steps,omitempty"`
@@ -126,7 +131,7 @@ type targetOutcome struct {
 	PushFailed []string `json:"push_failed,omitempty"`
 }
 
-func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
+func (c *ciReport) outcomes(res *engine.RunResult) []targetOutcome {
 	failed := c.failedSteps()
 	isFailed := map[string]bool{}
 	for _, id := range failed {
@@ -155,7 +160,7 @@ func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
 			if o.Verdict == "" {
 				o.Verdict = manifest.VerdictFail
 			}
-		} else if up := c.upstream(pipelines.PublishStepID(t.Name), isFailed); len(up) > 0 {
+		} else if up := c.upstream(plan.PublishStepID(t.Name), isFailed); len(up) > 0 {
 			o.Outcome, o.FailedSteps = outcomeBlocked, up
 			o.Error = fmt.Sprintf("not built: step %s failed", strings.Join(up, ", "))
 		}
@@ -164,9 +169,9 @@ func (c *ciReport) outcomes(res *pipelines.RunResult) []targetOutcome {
 	return out
 }
 
-func gateErrorFor(res *pipelines.RunResult, target string) *pipelines.GateError {
+func gateErrorFor(res *engine.RunResult, target string) *publish.GateError {
 	for _, err := range res.Failed {
-		var ge *pipelines.GateError
+		var ge *publish.GateError
 		if errors.As(err, &ge) && ge.Target == target {
 			return ge
 		}
@@ -202,7 +207,7 @@ func (c *ciReport) upstream(id string, failed map[string]bool) []string {
 // finish writes the reports a run was asked for and returns err, the
 // run's own error. A report that cannot be written fails a run that
 // otherwise succeeded: CI would lose its record of it.
-func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *pipelines.RunResult, err error) error {
+func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *engine.RunResult, err error) error {
 	outcomes := c.outcomes(res)
 	code := runExitCode(err)
 	var problems []error
@@ -259,11 +264,11 @@ func runExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case pipelines.IsInterrupted(err):
+	case engine.IsInterrupted(err):
 		return ExitInterrupted
-	case pipelines.IsGateFailure(err):
+	case publish.IsGateFailure(err):
 		return ExitGateFailed
-	case pipelines.IsPushFailure(err):
+	case publish.IsPushFailure(err):
 		return ExitPushFailed
 	}
 	return ExitStepFailed
@@ -282,7 +287,7 @@ var exitMeaning = map[int]string{
 
 // markdown is the run's summary for a GitHub job page: report.md, the
 // Markdown twin of report.html.
-func (c *ciReport) markdown(outcomes []targetOutcome, res *pipelines.RunResult, code int) []byte {
+func (c *ciReport) markdown(outcomes []targetOutcome, res *engine.RunResult, code int) []byte {
 	return report.Markdown(c.report(outcomes, res, code))
 }
 
@@ -357,7 +362,7 @@ func (c *ciReport) junit(outcomes []targetOutcome) []byte {
 	}
 	for _, o := range outcomes {
 		tc := junitCase{Name: o.Target, Classname: recipe + ".gate",
-			Time: seconds(record(pipelines.PublishStepID(o.Target)).seconds)}
+			Time: seconds(record(plan.PublishStepID(o.Target)).seconds)}
 		var out []string
 		out = append(out, fmt.Sprintf("format %s on %s", o.Format, o.Device))
 		if g := o.Gate; g != nil {

@@ -11,21 +11,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/event"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
-func testPlan(t *testing.T, src string) *pipelines.Plan {
+func testPlan(t *testing.T, src string) *plan.Plan {
 	t.Helper()
 	r, err := recipe.Parse("recipe.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipelines.Expand(r)
+	p, err := plan.Expand(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +40,7 @@ func testPlan(t *testing.T, src string) *pipelines.Plan {
 // A step that fails upstream of targets: they are skipped test cases that
 // name it, and the step itself is an error case carrying its log.
 func TestReportsOfAFailedSharedStep(t *testing.T) {
-	plan := testPlan(t, `edgepipe: 1
+	pl := testPlan(t, `edgepipe: 1
 name: shared
 model: {source: ./model}
 targets:
@@ -46,12 +51,12 @@ targets:
 	if err := os.WriteFile(log, []byte("loading\nerror: tensor\x01 blk.0 | has no data\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := newCIReport(plan)
-	c.event(event.Event{Type: event.Cached, Step: pipelines.SourceStepID})
+	c := newCIReport(pl)
+	c.event(event.Event{Type: event.Cached, Step: plan.SourceStepID})
 	c.event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
 	c.event(event.Event{Type: event.Failed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
-	stepErr := &pipelines.StepError{Step: "gguf-convert:f16", LogPath: log, Err: errors.New("convert_hf_to_gguf.py exited with code 1")}
-	res := &pipelines.RunResult{Published: map[string]string{}, Gates: map[string]*pipelines.GateResult{},
+	stepErr := &engine.StepError{Step: "gguf-convert:f16", LogPath: log, Err: errors.New("convert_hf_to_gguf.py exited with code 1")}
+	res := &engine.RunResult{Published: map[string]string{}, Gates: map[string]*publish.GateResult{},
 		Failed: []error{stepErr}, Skipped: []string{"publish:a", "publish:b"}}
 
 	outcomes := c.outcomes(res)
@@ -121,13 +126,13 @@ targets:
 // Without a run result (the run never started) every target is "not run",
 // and every report still renders.
 func TestReportsWithoutAResult(t *testing.T) {
-	plan := testPlan(t, `edgepipe: 1
+	pl := testPlan(t, `edgepipe: 1
 name: x
 model: {source: ./model}
 targets:
   a: {device: x86-laptop, format: gguf-q8_0}
 `)
-	c := newCIReport(plan)
+	c := newCIReport(pl)
 	var stdout, stderr bytes.Buffer
 	summary := filepath.Join(t.TempDir(), "summary.md")
 	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {

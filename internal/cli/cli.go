@@ -13,10 +13,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/provenance"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // Version is edgepipe's version, set at build time with -ldflags.
@@ -163,10 +166,10 @@ func exitCode(env *Env, err error) int {
 			fmt.Fprintf(env.Stderr, "edgepipe: %v\n", ee.Err)
 		}
 		return ee.Code
-	case pipelines.IsInterrupted(err):
+	case engine.IsInterrupted(err):
 		fmt.Fprintln(env.Stderr, "edgepipe: interrupted; finished steps are cached, rerun to resume")
 		return ExitInterrupted
-	case pipelines.IsGateFailure(err):
+	case publish.IsGateFailure(err):
 		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
 		return ExitGateFailed
 	}

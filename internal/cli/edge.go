@@ -13,12 +13,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/pipelines"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -209,16 +210,16 @@ func shellWord(s string) string {
 
 // pipelineFor expands a recipe text the way `edgepipe plan` would; a
 // format without a built-in pipeline yet comes back as the reason.
-func pipelineFor(path string, data []byte) ([]*pipelines.Step, error) {
+func pipelineFor(path string, data []byte) ([]*plan.Step, error) {
 	r, err := recipe.LoadBytes(path, data, catalog.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
 	}
-	plan, err := pipelines.Expand(r)
+	pl, err := plan.Expand(r)
 	if err != nil {
 		return nil, err
 	}
-	return plan.Steps, nil
+	return pl.Steps, nil
 }
 
 // pickJSON is `pick --json`: the pick and the steps it expands to.
@@ -315,7 +316,7 @@ func buildableInstead(pf pickFlags, pk edge.Pick) string {
 	return fmt.Sprintf("this build converts %s, and %s runs it through %s, which loads %s: %s", buildableFormat, d.ID, rt, loads, pf.commandLine("pick"))
 }
 
-func printPick(w io.Writer, pk edge.Pick, stepList []*pipelines.Step, missing, instead string) {
+func printPick(w io.Writer, pk edge.Pick, stepList []*plan.Step, missing, instead string) {
 	pr := pk.Prediction
 	d, _ := catalog.Lookup(pk.Device)
 	row := func(label, format string, args ...any) {

@@ -6,19 +6,20 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/tools"
 
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/pipelines"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
 // loadPlan parses, validates and expands a recipe; every problem found is
 // reported at once, with its place in the file.
-func loadPlan(path string) (*pipelines.Plan, error) {
+func loadPlan(path string) (*plan.Plan, error) {
 	if path == "" {
 		return nil, usageErr("name a recipe file, e.g. edgepipe run recipes/demo.yaml")
 	}
@@ -28,16 +29,16 @@ func loadPlan(path string) (*pipelines.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := pipelines.Expand(r)
+	pl, err := plan.Expand(r)
 	if err != nil {
 		return nil, err
 	}
 	// The memory pre-flight and budgets: a target that cannot work on its
 	// device is refused before an hour of conversion.
-	if diags, _ := pipelines.Preflight(plan); len(diags) > 0 {
+	if diags, _ := plan.Preflight(pl); len(diags) > 0 {
 		return nil, diags
 	}
-	return plan, nil
+	return pl, nil
 }
 
 // cacheDir is --cache-dir, else EDGEPIPE_CACHE, else the user cache folder.
@@ -75,7 +76,7 @@ func (c *common) openCache(env *Env) (*cache.Cache, error) {
 
 // toolResolver builds the tool resolver: recipe overrides, then --tool-path, then
 // the installed toolchains.
-func (c *common) toolResolver(plan *pipelines.Plan, cacheRoot string) *tools.Resolver {
+func (c *common) toolResolver(pl *plan.Plan, cacheRoot string) *tools.Resolver {
 	tr := &tools.Resolver{Toolchains: installedToolchains{cacheRoot: cacheRoot}}
 	if c.toolPath != "" {
 		for _, d := range strings.Split(c.toolPath, string(os.PathListSeparator)) {
@@ -84,14 +85,14 @@ func (c *common) toolResolver(plan *pipelines.Plan, cacheRoot string) *tools.Res
 			}
 		}
 	}
-	if plan != nil {
-		for _, tc := range plan.Recipe.Toolchains {
+	if pl != nil {
+		for _, tc := range pl.Recipe.Toolchains {
 			for name, p := range tc.Tools {
 				if tr.Overrides == nil {
 					tr.Overrides = map[string]string{}
 				}
 				if !filepath.IsAbs(p) && strings.Contains(p, "/") {
-					p = filepath.Join(plan.Recipe.Dir(), p)
+					p = filepath.Join(pl.Recipe.Dir(), p)
 				}
 				tr.Overrides[name] = p
 			}

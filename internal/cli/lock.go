@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/report"
 
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/lockfile"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
-	"github.com/edgepipe/edgepipe/pipelines"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -31,18 +34,18 @@ func cmdLock(ctx context.Context, env *Env, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("lock takes one recipe file, e.g. edgepipe lock recipes/demo.yaml")
 	}
-	plan, err := loadPlan(pos[0])
+	pl, err := loadPlan(pos[0])
 	if err != nil {
 		return err
 	}
-	eng, cacheRoot, _, err := c.engine(env, plan, nil)
+	eng, cacheRoot, _, err := c.engine(env, pl, nil)
 	if err != nil {
 		return err
 	}
 	rep := newReporter(env, c.json, 1)
 	eng.SetOnEvent(rep.event)
 	eng.SetOnProgress(rep.progress)
-	now, err := resolveLock(ctx, eng, plan, cacheRoot, true)
+	now, err := resolveLock(ctx, eng, pl, cacheRoot, true)
 	rep.done()
 	if err != nil {
 		return err
@@ -97,11 +100,11 @@ func lockSummary(l *lockfile.Lock) string {
 // resolveLock works out what the plan's inputs are now: the source (from
 // this run, the cache, or fetched), the data files and the tools. Nothing
 // is rehashed that the cache or the stat memo already knows.
-func resolveLock(ctx context.Context, eng *pipelines.Engine, plan *pipelines.Plan, cacheRoot string, refetch bool) (*lockfile.Lock, error) {
+func resolveLock(ctx context.Context, eng *engine.Engine, pl *plan.Plan, cacheRoot string, refetch bool) (*lockfile.Lock, error) {
 	l := &lockfile.Lock{
 		LockVersion: lockfile.Version, EdgepipeVersion: Version,
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
-		Source:   lockfile.Source{URI: getter.Redact(plan.Recipe.Model.Source), Files: []lockfile.File{}},
+		Source:   lockfile.Source{URI: getter.Redact(pl.Recipe.Model.Source), Files: []lockfile.File{}},
 	}
 	src, err := eng.ResolveSource(ctx, refetch)
 	if err != nil {
@@ -159,7 +162,7 @@ type runLock struct {
 // openLock reads the recipe's lock and pins the plan's source to the
 // locked commit (unless the lock is being updated): with a lock, a branch
 // that moved since is not followed.
-func openLock(recipe string, plan *pipelines.Plan, locked, update bool) (*runLock, error) {
+func openLock(recipe string, pl *plan.Plan, locked, update bool) (*runLock, error) {
 	if locked && update {
 		return nil, usageErr("--locked and --update-lock contradict each other: --locked fails when the lock is out of date, --update-lock rewrites it")
 	}
@@ -174,9 +177,9 @@ func openLock(recipe string, plan *pipelines.Plan, locked, update bool) (*runLoc
 		}
 	}
 	rl.have = have
-	if have != nil && !update && have.Source.URI == getter.Redact(plan.Recipe.Model.Source) && have.Source.Revision != "" {
-		if pinned, ok := steps.PinRevision(plan.Recipe.Model.Source, have.Source.Revision); ok {
-			plan.SetSource(pinned)
+	if have != nil && !update && have.Source.URI == getter.Redact(pl.Recipe.Model.Source) && have.Source.Revision != "" {
+		if pinned, ok := steps.PinRevision(pl.Recipe.Model.Source, have.Source.Revision); ok {
+			pl.SetSource(pinned)
 			rl.pinned = have.Source.Revision
 		}
 	}
@@ -186,13 +189,13 @@ func openLock(recipe string, plan *pipelines.Plan, locked, update bool) (*runLoc
 // check resolves the plan's inputs and compares them with the lock, or
 // writes the lock. It runs after the reporter is attached: resolving may
 // fetch the source.
-func (rl *runLock) check(ctx context.Context, env *Env, rep *reporter, eng *pipelines.Engine, plan *pipelines.Plan, cacheRoot string) error {
+func (rl *runLock) check(ctx context.Context, env *Env, rep *reporter, eng *engine.Engine, pl *plan.Plan, cacheRoot string) error {
 	if rl.locked && rl.have == nil {
 		return rl.fail(env, rep, &ExitError{Code: ExitLockMismatch, Err: fmt.Errorf("--locked, but %s has no lock (%s does not exist): run `edgepipe lock %s` and commit the lock", rl.recipe, rl.path, rl.recipe)}, nil)
 	}
-	now, err := resolveLock(ctx, eng, plan, cacheRoot, rl.update)
+	now, err := resolveLock(ctx, eng, pl, cacheRoot, rl.update)
 	if err != nil {
-		if pipelines.IsInterrupted(err) {
+		if engine.IsInterrupted(err) {
 			return err
 		}
 		if rl.locked {

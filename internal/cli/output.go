@@ -10,6 +10,10 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/event"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,7 +21,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // reporter prints run events: JSON lines with --json, a progress bar on a
@@ -165,13 +168,13 @@ func (r *reporter) done() {
 
 // printSummary prints one row per target: format, size, perplexity delta,
 // verdict and where the artifact is.
-func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outDir string) {
+func printSummary(env *Env, pl *plan.Plan, res *engine.RunResult, outDir string) {
 	if res == nil {
 		return
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\tVERDICT\tARTIFACT")
-	for _, t := range plan.Recipe.Targets {
+	for _, t := range pl.Recipe.Targets {
 		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
 		if g := res.Gates[t.Name]; g != nil {
 			ppl = fmt.Sprintf("%.3f", g.Converted)
@@ -190,7 +193,7 @@ func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outD
 			switch {
 			case verdict == manifest.VerdictFail:
 				where = "not published (gate failed)"
-			case contains(res.Skipped, pipelines.PublishStepID(t.Name)):
+			case contains(res.Skipped, plan.PublishStepID(t.Name)):
 				where = "not published (upstream failed)"
 			default:
 				where = "not published"
@@ -199,9 +202,9 @@ func printSummary(env *Env, plan *pipelines.Plan, res *pipelines.RunResult, outD
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
 	}
 	tw.Flush()
-	printBenches(env, plan, res)
+	printBenches(env, pl, res)
 	for _, err := range res.Failed {
-		var se *pipelines.StepError
+		var se *engine.StepError
 		if errors.As(err, &se) {
 			fmt.Fprintf(env.Stderr, "failed: %s (log: %s)\n", se.Step, se.LogPath)
 		}

@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // Report file names, beside the run's target folders.
@@ -21,7 +24,7 @@ const (
 // report gathers what report.html, report.md and the job summary show:
 // each target's outcome, its gate, and, from its manifest (or the run's
 // outputs when nothing was published), its bench and stand-in steps.
-func (c *ciReport) report(outcomes []targetOutcome, res *pipelines.RunResult, code int) report.Report {
+func (c *ciReport) report(outcomes []targetOutcome, res *engine.RunResult, code int) report.Report {
 	r := report.Report{Recipe: c.plan.Recipe.Name, ExitCode: code, ExitText: exitMeaning[code]}
 	for _, o := range outcomes {
 		t := report.Target{Name: o.Target, Format: o.Format, Device: o.Device, Outcome: o.Outcome,
@@ -48,8 +51,8 @@ func (c *ciReport) report(outcomes []targetOutcome, res *pipelines.RunResult, co
 				}
 			}
 		} else {
-			t.Bench, t.BenchStandIn = pipelines.TargetBench(c.plan, res, o.Target)
-			t.StandIns = pipelines.TargetStandIns(c.plan, res, o.Target)
+			t.Bench, t.BenchStandIn = engine.TargetBench(c.plan, res, o.Target)
+			t.StandIns = engine.TargetStandIns(c.plan, res, o.Target)
 		}
 		r.Targets = append(r.Targets, t)
 	}
@@ -57,8 +60,8 @@ func (c *ciReport) report(outcomes []targetOutcome, res *pipelines.RunResult, co
 		return r
 	}
 	for _, err := range res.Failed {
-		var ge *pipelines.GateError
-		var se *pipelines.StepError
+		var ge *publish.GateError
+		var se *engine.StepError
 		switch {
 		case errors.As(err, &ge):
 			r.Failures = append(r.Failures, report.Failure{Subject: ge.Target, Message: err.Error()})

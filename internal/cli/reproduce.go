@@ -11,12 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/reproduce"
 	"github.com/edgepipe/edgepipe/internal/tools"
-	"github.com/edgepipe/edgepipe/pipelines"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -55,13 +60,13 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := loadPlan(recipe)
+	pl, err := loadPlan(recipe)
 	if err != nil {
 		return err
 	}
 	var targets []string
 	for i, m := range pubs {
-		if !hasTarget(plan, m.Target.Name, m.Target.Format) {
+		if !hasTarget(pl, m.Target.Name, m.Target.Format) {
 			return usageErr("%s is target %s (%s), which %s does not have now: the recipe's sha256 matches, so this edgepipe expands it differently; reproduce with edgepipe %s", pos[i], m.Target.Name, m.Target.Format, recipe, m.EdgepipeVersion)
 		}
 		targets = append(targets, m.Target.Name)
@@ -70,7 +75,7 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	notes := pinRecordedSource(plan, pubs[0])
+	notes := pinRecordedSource(pl, pubs[0])
 	if pubs[0].EdgepipeVersion != Version {
 		notes = append(notes, fmt.Sprintf("the artifact was made by edgepipe %s, this is %s: a step kind that changed since makes different bytes", pubs[0].EdgepipeVersion, Version))
 	}
@@ -84,15 +89,15 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	only := closure(plan, targets)
-	resolver := c.toolResolver(plan, userRoot)
-	if err := sameToolchains(plan, only, resolver, pubs, pos); err != nil {
+	only := closure(pl, targets)
+	resolver := c.toolResolver(pl, userRoot)
+	if err := sameToolchains(pl, only, resolver, pubs, pos); err != nil {
 		return err
 	}
-	jobs, memGB := c.budgets(plan)
-	opt := pipelines.Options{
+	jobs, memGB := c.budgets(pl)
+	opt := engine.Options{
 		Cache: ca, OutDir: filepath.Join(scratch, "out"), Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
-		KeepGoing: true, Tools: resolver, Data: dataResolver(ca.Root(), plan.Recipe.Dir()),
+		KeepGoing: true, Tools: resolver, Data: dataResolver(ca.Root(), pl.Recipe.Dir()),
 		Version: Version, Only: only,
 		// The rebuild is compared, never released: it must not reach the
 		// recipe's publish: remotes (it would overwrite the release tag).
@@ -101,7 +106,7 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	if c.verbose {
 		opt.Verbose = env.Stderr
 	}
-	eng := pipelines.NewEngine(plan, opt)
+	eng := engine.NewEngine(pl, opt)
 	rep := newReporter(env, c.json, len(only))
 	for _, n := range notes {
 		rep.raw(noteLine(c.json, n))
@@ -112,11 +117,11 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 	res, runErr := eng.Run(ctx)
 	rep.done()
 	if runErr != nil {
-		if pipelines.IsInterrupted(runErr) {
+		if engine.IsInterrupted(runErr) {
 			return runErr
 		}
 		for _, e := range res.Failed {
-			if !pipelines.IsGateFailure(e) {
+			if !publish.IsGateFailure(e) {
 				// The logs the error points at are in the scratch folder.
 				cleanup = func() {}
 				rep.raw(noteLine(c.json, "kept "+scratch+" for the failed step's log"))
@@ -127,7 +132,7 @@ func cmdReproduce(ctx context.Context, env *Env, args []string) error {
 
 	var reports []reproduce.Report
 	var sourceFiles []manifest.File
-	if src := res.Outputs[pipelines.SourceStepID]; src != nil {
+	if src := res.Outputs[plan.SourceStepID]; src != nil {
 		sourceFiles = manifestFiles(src.ContentFiles())
 	}
 	userCache, _ := cache.Open(userRoot)
@@ -230,16 +235,16 @@ func recipeOf(dirs []string, pubs []*manifest.Manifest, override string) (string
 }
 
 // pinRecordedSource makes the plan fetch the commit the manifest records.
-func pinRecordedSource(plan *pipelines.Plan, m *manifest.Manifest) []string {
+func pinRecordedSource(pl *plan.Plan, m *manifest.Manifest) []string {
 	rev := m.Source.ResolvedRevision
 	if rev == "" {
 		return nil
 	}
-	if pinned, ok := steps.PinRevision(plan.Source(), rev); ok {
-		plan.SetSource(pinned)
+	if pinned, ok := steps.PinRevision(pl.Source(), rev); ok {
+		pl.SetSource(pinned)
 		return []string{"source pinned to the recorded commit " + rev}
 	}
-	return []string{fmt.Sprintf("the manifest records revision %s, but %s cannot be pinned to it: the source is fetched as the recipe names it", rev, plan.Source())}
+	return []string{fmt.Sprintf("the manifest records revision %s, but %s cannot be pinned to it: the source is fetched as the recipe names it", rev, pl.Source())}
 }
 
 // scratchFolder makes the folder a reproduction works in; cleanup removes
@@ -288,7 +293,7 @@ func scratchCache(root, userRoot string) (*cache.Cache, error) {
 }
 
 // closure lists the publish steps of the targets and every step they need.
-func closure(plan *pipelines.Plan, targets []string) []string {
+func closure(pl *plan.Plan, targets []string) []string {
 	seen := map[string]bool{}
 	var walk func(id string)
 	walk = func(id string) {
@@ -296,16 +301,16 @@ func closure(plan *pipelines.Plan, targets []string) []string {
 			return
 		}
 		seen[id] = true
-		s, _ := plan.Step(id)
+		s, _ := pl.Step(id)
 		for _, n := range s.Needs {
 			walk(n)
 		}
 	}
 	for _, t := range targets {
-		walk(pipelines.PublishStepID(t))
+		walk(plan.PublishStepID(t))
 	}
 	var out []string
-	for _, s := range plan.Steps {
+	for _, s := range pl.Steps {
 		if seen[s.ID] {
 			out = append(out, s.ID)
 		}
@@ -315,10 +320,10 @@ func closure(plan *pipelines.Plan, targets []string) []string {
 
 // sameToolchains refuses up front, before hours of conversion, when an
 // installed toolchain is not the one the artifact was made with.
-func sameToolchains(plan *pipelines.Plan, only []string, resolver *tools.Resolver, pubs []*manifest.Manifest, dirs []string) error {
+func sameToolchains(pl *plan.Plan, only []string, resolver *tools.Resolver, pubs []*manifest.Manifest, dirs []string) error {
 	now := map[string]string{}
 	for _, id := range only {
-		s, _ := plan.Step(id)
+		s, _ := pl.Step(id)
 		k, ok := steps.Lookup(s.Kind)
 		if !ok {
 			continue
@@ -354,7 +359,7 @@ func lockPart(identity string) string {
 // compareSteps compares each step's rebuilt output with the original,
 // where the user's cache still holds it under the manifest's key, and
 // each step's command lines, cache paths aside.
-func compareSteps(pub, rebuilt *manifest.Manifest, res *pipelines.RunResult, userCache *cache.Cache, scratchRoot, userRoot string) []reproduce.Step {
+func compareSteps(pub, rebuilt *manifest.Manifest, res *engine.RunResult, userCache *cache.Cache, scratchRoot, userRoot string) []reproduce.Step {
 	origRoot := reproduce.CacheRoot(pub.Steps)
 	var againSteps map[string]manifest.Step
 	if rebuilt != nil {
@@ -365,7 +370,7 @@ func compareSteps(pub, rebuilt *manifest.Manifest, res *pipelines.RunResult, use
 	}
 	var out []reproduce.Step
 	for _, s := range pub.Steps {
-		if s.Kind == "publish" || s.ID == pipelines.SourceStepID {
+		if s.Kind == "publish" || s.ID == plan.SourceStepID {
 			continue
 		}
 		st := reproduce.Step{ID: s.ID}
@@ -381,7 +386,7 @@ func compareSteps(pub, rebuilt *manifest.Manifest, res *pipelines.RunResult, use
 				st.Status = reproduce.OriginalGone
 				break
 			}
-			orig := (&pipelines.Output{Key: ent.Key, Files: ent.Tree.Files}).ContentFiles()
+			orig := (&steps.Output{Key: ent.Key, Files: ent.Tree.Files}).ContentFiles()
 			st.Files = reproduce.DiffFiles(manifestFiles(orig), manifestFiles(again.ContentFiles()))
 			st.Status = reproduce.Identical
 			if len(st.Files) > 0 {
@@ -405,8 +410,8 @@ func manifestFiles(fs []digest.FileDigest) []manifest.File {
 	return out
 }
 
-func hasTarget(plan *pipelines.Plan, name, format string) bool {
-	for _, t := range plan.Recipe.Targets {
+func hasTarget(pl *plan.Plan, name, format string) bool {
+	for _, t := range pl.Recipe.Targets {
 		if t.Name == name && t.Format == format {
 			return true
 		}

@@ -11,10 +11,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/event"
 
 	"github.com/edgepipe/edgepipe/internal/provenance"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 func cmdValidate(ctx context.Context, env *Env, args []string) error {
@@ -48,36 +53,36 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
 	}
-	plan, err := loadPlan(pos[0])
+	pl, err := loadPlan(pos[0])
 	if err != nil {
 		return err
 	}
-	lock, err := openLock(pos[0], plan, *locked, *updateLock)
+	lock, err := openLock(pos[0], pl, *locked, *updateLock)
 	if err != nil {
 		return err
 	}
-	eng, cacheRoot, out, err := c.engine(env, plan, nil)
+	eng, cacheRoot, out, err := c.engine(env, pl, nil)
 	if err != nil {
 		return err
 	}
 	if !c.json {
-		for _, d := range pipelines.PlanNotes(plan) {
+		for _, d := range plan.PlanNotes(pl) {
 			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
 		}
 	}
-	rep := newReporter(env, c.json, len(plan.Steps))
-	ci := newCIReport(plan)
+	rep := newReporter(env, c.json, len(pl.Steps))
+	ci := newCIReport(pl)
 	ci.outDir = out
 	eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.event(ev) })
 	eng.SetOnProgress(rep.progress)
-	if err := lock.check(ctx, env, rep, eng, plan, cacheRoot); err != nil {
+	if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
 		rep.done()
 		return err
 	}
 	res, runErr := eng.Run(ctx)
 	rep.done()
 	if !c.json {
-		printSummary(env, plan, res, out)
+		printSummary(env, pl, res, out)
 	}
 	// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
 	return ci.finish(env, *junit, c.json, res, runError(res, runErr))
@@ -85,21 +90,21 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 
 // runError picks the exit status: interrupted beats everything, then a
 // failed step, then a failed gate, then a failed push.
-func runError(res *pipelines.RunResult, runErr error) error {
+func runError(res *engine.RunResult, runErr error) error {
 	if runErr == nil {
 		return nil
 	}
-	if pipelines.IsInterrupted(runErr) {
+	if engine.IsInterrupted(runErr) {
 		return runErr
 	}
 	var gate, step, push error
 	for _, e := range res.Failed {
 		switch {
-		case pipelines.IsGateFailure(e):
+		case publish.IsGateFailure(e):
 			if gate == nil {
 				gate = e
 			}
-		case pipelines.IsPushFailure(e):
+		case publish.IsPushFailure(e):
 			if push == nil {
 				push = e
 			}
@@ -125,19 +130,19 @@ func runError(res *pipelines.RunResult, runErr error) error {
 
 // budgets are the steps run at once and the memory budget in GiB: the
 // flags, else the recipe's resources, else the machine's.
-func (c *common) budgets(plan *pipelines.Plan) (jobs int, memGB float64) {
+func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
 	// An explicit -j wins over the recipe, the recipe over the core count.
 	switch {
 	case c.jobs > 0:
 		jobs = c.jobs
-	case plan.Recipe.Resources.Jobs > 0:
-		jobs = plan.Recipe.Resources.Jobs
+	case pl.Recipe.Resources.Jobs > 0:
+		jobs = pl.Recipe.Resources.Jobs
 	default:
 		jobs = runtime.NumCPU()
 	}
 	memGB = c.maxMemGB
 	if memGB == 0 {
-		memGB = plan.Recipe.Resources.MaxMemoryGB
+		memGB = pl.Recipe.Resources.MaxMemoryGB
 	}
 	if memGB == 0 {
 		memGB = machineMemoryGB()
@@ -146,25 +151,25 @@ func (c *common) budgets(plan *pipelines.Plan) (jobs int, memGB float64) {
 }
 
 // engine wires a plan to the cache, tools and data.
-func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelines.Engine, string, string, error) {
+func (c *common) engine(env *Env, pl *plan.Plan, only []string) (*engine.Engine, string, string, error) {
 	ca, err := c.openCache(env)
 	if err != nil {
 		return nil, "", "", err
 	}
 	out := c.out
 	if out == "" {
-		out = filepath.Join("artifacts", plan.Recipe.Name)
+		out = filepath.Join("artifacts", pl.Recipe.Name)
 	}
 	out, err = filepath.Abs(out)
 	if err != nil {
 		return nil, "", "", err
 	}
-	jobs, memGB := c.budgets(plan)
-	opt := pipelines.Options{
+	jobs, memGB := c.budgets(pl)
+	opt := engine.Options{
 		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
-		Tools:   c.toolResolver(plan, ca.Root()),
-		Data:    dataResolver(ca.Root(), plan.Recipe.Dir()),
+		Tools:   c.toolResolver(pl, ca.Root()),
+		Data:    dataResolver(ca.Root(), pl.Recipe.Dir()),
 		Version: Version, Only: only,
 	}
 	if c.verbose {
@@ -175,7 +180,7 @@ func (c *common) engine(env *Env, plan *pipelines.Plan, only []string) (*pipelin
 	}
 	opt.Run = provenance.RunFromEnv(env.Getenv)
 	opt.NoPush = c.noPush
-	return pipelines.NewEngine(plan, opt), ca.Root(), out, nil
+	return engine.NewEngine(pl, opt), ca.Root(), out, nil
 }
 
 // machineMemoryGB reads MemTotal; the memory weights keep steps running at
@@ -220,20 +225,20 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("plan takes one recipe file")
 	}
-	plan, err := loadPlan(pos[0])
+	pl, err := loadPlan(pos[0])
 	if err != nil {
 		return err
 	}
 	// The source as run would fetch it: pinned by the lock, if any.
-	_, _ = openLock(pos[0], plan, false, false)
-	eng, _, _, err := c.engine(env, plan, nil)
+	_, _ = openLock(pos[0], pl, false, false)
+	eng, _, _, err := c.engine(env, pl, nil)
 	if err != nil {
 		return err
 	}
 	status := eng.CacheStatus(ctx)
 	abs, _ := filepath.Abs(pos[0])
 	pj := planJSON{Recipe: abs}
-	for _, s := range plan.Steps {
+	for _, s := range pl.Steps {
 		needs := s.Needs
 		if needs == nil {
 			needs = []string{}
@@ -249,8 +254,8 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(pj)
 	}
-	fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", plan.Recipe.Name, plural(len(plan.Recipe.Targets), "target"), plural(len(plan.Steps), "step"))
-	for _, s := range plan.Steps {
+	fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", pl.Recipe.Name, plural(len(pl.Recipe.Targets), "target"), plural(len(pl.Steps), "step"))
+	for _, s := range pl.Steps {
 		st := status[s.ID]
 		needs := ""
 		if len(s.Needs) > 0 {
@@ -258,18 +263,18 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
 	}
-	printPlanNotes(env, plan)
+	printPlanNotes(env, pl)
 	return nil
 }
 
 // printPlanNotes says up front what the run will not be able to do on
 // this host (formats that need an NVIDIA GPU) and what the pre-flight
 // could only warn about or assume.
-func printPlanNotes(env *Env, plan *pipelines.Plan) {
-	for _, d := range pipelines.PlanNotes(plan) {
+func printPlanNotes(env *Env, pl *plan.Plan) {
+	for _, d := range plan.PlanNotes(pl) {
 		fmt.Fprintf(env.Stdout, "note: %s\n  %s\n", d.Msg, d.Hint)
 	}
-	_, fits := pipelines.Preflight(plan)
+	_, fits := plan.Preflight(pl)
 	for _, f := range fits {
 		for _, w := range f.Warnings {
 			fmt.Fprintf(env.Stdout, "warning: target %s: %s\n", f.Target, w)
@@ -287,17 +292,17 @@ func cmdGraph(ctx context.Context, env *Env, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("graph takes one recipe file")
 	}
-	plan, err := loadPlan(pos[0])
+	pl, err := loadPlan(pos[0])
 	if err != nil {
 		return err
 	}
 	switch *format {
 	case "dot":
-		fmt.Fprintf(env.Stdout, "digraph %q {\n  rankdir=LR;\n", plan.Recipe.Name)
-		for _, s := range plan.Steps {
+		fmt.Fprintf(env.Stdout, "digraph %q {\n  rankdir=LR;\n", pl.Recipe.Name)
+		for _, s := range pl.Steps {
 			fmt.Fprintf(env.Stdout, "  %q [label=%q];\n", s.ID, s.ID+"\\n("+s.Kind+")")
 		}
-		for _, s := range plan.Steps {
+		for _, s := range pl.Steps {
 			for _, n := range s.Needs {
 				fmt.Fprintf(env.Stdout, "  %q -> %q;\n", n, s.ID)
 			}
@@ -306,11 +311,11 @@ func cmdGraph(ctx context.Context, env *Env, args []string) error {
 	case "mermaid":
 		fmt.Fprintln(env.Stdout, "flowchart LR")
 		ids := map[string]string{}
-		for i, s := range plan.Steps {
+		for i, s := range pl.Steps {
 			ids[s.ID] = fmt.Sprintf("s%d", i)
 			fmt.Fprintf(env.Stdout, "  %s[\"%s<br/>(%s)\"]\n", ids[s.ID], s.ID, s.Kind)
 		}
-		for _, s := range plan.Steps {
+		for _, s := range pl.Steps {
 			for _, n := range s.Needs {
 				fmt.Fprintf(env.Stdout, "  %s --> %s\n", ids[n], ids[s.ID])
 			}
@@ -343,19 +348,19 @@ func cmdStep(ctx context.Context, env *Env, args []string) error {
 	if err := json.Unmarshal(b, &pj); err != nil {
 		return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
 	}
-	plan, err := loadPlan(pj.Recipe)
+	pl, err := loadPlan(pj.Recipe)
 	if err != nil {
 		return err
 	}
-	if err := samePlan(plan, &pj); err != nil {
+	if err := samePlan(pl, &pj); err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	// The source as the plan saw it: pinned by the lock, if any.
-	_, _ = openLock(pj.Recipe, plan, false, false)
-	if _, ok := plan.Step(pos[2]); !ok {
+	_, _ = openLock(pj.Recipe, pl, false, false)
+	if _, ok := pl.Step(pos[2]); !ok {
 		return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 	}
-	eng, _, _, err := c.engine(env, plan, []string{pos[2]})
+	eng, _, _, err := c.engine(env, pl, []string{pos[2]})
 	if err != nil {
 		return err
 	}
@@ -368,7 +373,7 @@ func cmdStep(ctx context.Context, env *Env, args []string) error {
 
 // samePlan refuses to run a step when the recipe changed since the plan
 // was saved: the step would not be the one the plan describes.
-func samePlan(p *pipelines.Plan, pj *planJSON) error {
+func samePlan(p *plan.Plan, pj *planJSON) error {
 	if len(p.Steps) != len(pj.Steps) {
 		return fmt.Errorf("the recipe %s changed since the plan was saved (%d steps now, %d then): save the plan again", pj.Recipe, len(p.Steps), len(pj.Steps))
 	}

@@ -5,17 +5,21 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/publish"
 
-	"github.com/edgepipe/edgepipe/pipelines"
+	"github.com/edgepipe/edgepipe/internal/engine"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
 // The exit code says the worst thing that happened: a failed step, then a
 // failed gate, then a failed push (whose artifacts are published locally).
 func TestRunErrorRanksPushFailuresLast(t *testing.T) {
-	step := &pipelines.StepError{Step: "gguf-convert:f16", Err: errors.New("exit status 1")}
-	gate := &pipelines.GateError{Target: "q2", Gate: &pipelines.GateResult{Target: "q2"}}
-	push := &pipelines.PushError{Target: "q8", Dir: "artifacts/x/q8", Dest: "oci://localhost:5000/x:q8", Err: errors.New("connection refused")}
+	step := &engine.StepError{Step: "gguf-convert:f16", Err: errors.New("exit status 1")}
+	gate := &publish.GateError{Target: "q2", Gate: &publish.GateResult{Target: "q2"}}
+	push := &publish.PushError{Target: "q8", Dir: "artifacts/x/q8", Dest: "oci://localhost:5000/x:q8", Err: errors.New("connection refused")}
 	for _, tc := range []struct {
 		failed []error
 		want   int
@@ -26,7 +30,7 @@ func TestRunErrorRanksPushFailuresLast(t *testing.T) {
 		{[]error{push, gate, step}, ExitStepFailed},
 		{[]error{errors.Join(push, push)}, ExitPushFailed},
 	} {
-		res := &pipelines.RunResult{Failed: tc.failed}
+		res := &engine.RunResult{Failed: tc.failed}
 		err := runError(res, tc.failed[0])
 		if got := runExitCode(err); got != tc.want {
 			t.Errorf("failures %v: exit %d, want %d", tc.failed, got, tc.want)
@@ -38,12 +42,12 @@ func TestRunErrorRanksPushFailuresLast(t *testing.T) {
 // the core count; the recipe wins over the default; --max-memory-gb over
 // the recipe's max_memory_gb.
 func TestBudgets(t *testing.T) {
-	withRecipe := &pipelines.Plan{Recipe: &recipe.Recipe{Resources: recipe.Resources{Jobs: 3, MaxMemoryGB: 6}}}
-	bare := &pipelines.Plan{Recipe: &recipe.Recipe{}}
+	withRecipe := &plan.Plan{Recipe: &recipe.Recipe{Resources: recipe.Resources{Jobs: 3, MaxMemoryGB: 6}}}
+	bare := &plan.Plan{Recipe: &recipe.Recipe{}}
 	for _, tc := range []struct {
 		name     string
 		c        common
-		plan     *pipelines.Plan
+		plan     *plan.Plan
 		wantJobs int
 		wantMem  float64
 	}{

@@ -4,11 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
-	"github.com/edgepipe/edgepipe/pipelines"
 )
 
 // Every platform's pick renders to a recipe the real parser and validator
@@ -40,12 +41,12 @@ func TestRenderedRecipesValidate(t *testing.T) {
 			tg.Context != 8192 || tg.KVDtype != p.KVDtype || tg.MinTokensPerS != 5 || tg.MaxMemoryGB != 3.5 {
 			t.Errorf("%s: recipe %+v target %+v, pick %s on %s", platform, r, tg, p.Format, p.Device)
 		}
-		plan, err := pipelines.Expand(r)
+		pl, err := plan.Expand(r)
 		if err != nil {
 			t.Errorf("%s: %s does not expand: %v", platform, p.Format, err)
 		}
 		if err == nil {
-			if diags, fits := pipelines.Preflight(plan); len(diags) > 0 || len(fits) != 1 || fits[0].Memory == nil {
+			if diags, fits := plan.Preflight(pl); len(diags) > 0 || len(fits) != 1 || fits[0].Memory == nil {
 				t.Errorf("%s: pre-flight %v %+v", platform, diags, fits)
 			}
 		}

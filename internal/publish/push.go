@@ -1,4 +1,4 @@
-package pipelines
+package publish
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/event"
-
 	"github.com/edgepipe/edgepipe/internal/remote"
 )
 
@@ -39,30 +38,27 @@ func IsPushFailure(err error) bool {
 // gates did not pass, and a failed push never touches the local folder. It
 // runs on every run, cached or not, so a push that failed before is retried;
 // pushes are content-addressed, so one that is already there sends nothing.
-func (e *Engine) pushRemotes(ctx context.Context, s *Step, final string) error {
-	if e.opt.NoPush {
+func (p *Publisher) pushRemotes(ctx context.Context, req *Request, final string) error {
+	if p.NoPush {
 		return nil
 	}
-	t := e.plan.Recipe.TargetNamed(s.Target)
-	if t == nil {
-		return nil
-	}
+	t := req.Target
 	var errs []error
 	for _, pt := range t.Publish {
 		started := time.Now()
 		d, err := remote.Parse(pt.URL, pt.Insecure)
 		if err != nil {
-			errs = append(errs, &PushError{Target: s.Target, Dir: final, Dest: pt.URL, Err: err})
+			errs = append(errs, &PushError{Target: t.Name, Dir: final, Dest: pt.URL, Err: err})
 			continue
 		}
-		where := d.Where(s.Target)
-		res, err := d.Push(ctx, final, s.Target)
+		where := d.Where(t.Name)
+		res, err := d.Push(ctx, final, t.Name)
 		if err != nil {
-			e.emit(event.Event{Type: event.PushFailed, Step: s.ID, Target: s.Target, Path: where, Message: err.Error()})
-			errs = append(errs, &PushError{Target: s.Target, Dir: final, Dest: where, Err: err})
+			p.emit(event.Event{Type: event.PushFailed, Step: req.StepID, Target: t.Name, Path: where, Message: err.Error()})
+			errs = append(errs, &PushError{Target: t.Name, Dir: final, Dest: where, Err: err})
 			continue
 		}
-		e.emit(event.Event{Type: event.Pushed, Step: s.ID, Target: s.Target, Path: res.Where, Seconds: time.Since(started).Seconds(),
+		p.emit(event.Event{Type: event.Pushed, Step: req.StepID, Target: t.Name, Path: res.Where, Seconds: time.Since(started).Seconds(),
 			Message: fmt.Sprintf("%d uploaded", res.Uploaded)})
 	}
 	if len(errs) == 1 {

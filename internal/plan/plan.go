@@ -1,4 +1,4 @@
-package pipelines
+package plan
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/suggest"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
@@ -352,4 +353,28 @@ func (p *Plan) findCycle() []string {
 		}
 	}
 	return nil
+}
+
+// SetSource makes the plan fetch src instead of the recipe's model.source
+// (the same model pinned to a commit). Call it before NewEngine.
+func (p *Plan) SetSource(src string) {
+	if s, ok := p.Step(SourceStepID); ok {
+		s.Params["source"] = src
+	}
+}
+
+// Source is the source the plan fetches.
+func (p *Plan) Source() string {
+	if s, ok := p.Step(SourceStepID); ok {
+		return s.Params.String("source", "")
+	}
+	return ""
+}
+
+// hintKind suggests a registered step kind for a mistyped one.
+func hintKind(kind string) string {
+	if c := suggest.Closest(kind, steps.Names()); c != "" {
+		return fmt.Sprintf("did you mean %q? step kinds: %s", c, strings.Join(steps.Names(), ", "))
+	}
+	return "step kinds: " + strings.Join(steps.Names(), ", ")
 }

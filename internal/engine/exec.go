@@ -1,4 +1,4 @@
-package pipelines
+package engine
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/publish"
 
 	"github.com/edgepipe/edgepipe/internal/tools"
 
@@ -21,7 +23,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/provenance"
-	"github.com/edgepipe/edgepipe/internal/suggest"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -60,38 +61,20 @@ type Options struct {
 
 // Engine runs a plan against the cache.
 type Engine struct {
-	plan *Plan
+	plan *plan.Plan
 	opt  Options
 
 	mu      sync.Mutex
-	outputs map[string]*Output
+	outputs map[string]*steps.Output
 	keys    map[string]string
 	events  sync.Mutex
 
 	fitsOnce sync.Once
-	fits     []TargetFit
-}
-
-// Output is where a finished step's output lives and what it is.
-type Output struct {
-	StepID string
-	Kind   string
-	Dir    string
-	Key    string
-	// Digest identifies the output's content, without its log and
-	// timings, so downstream keys move only when content moves.
-	Digest   string
-	Files    []digest.FileDigest
-	Result   *steps.Result
-	CacheHit bool
-	Started  time.Time
-	Finished time.Time
-	LogPath  string
-	Tools    []*tools.Tool
+	fits     []plan.TargetFit
 }
 
 // NewEngine prepares a plan for running.
-func NewEngine(p *Plan, opt Options) *Engine {
+func NewEngine(p *plan.Plan, opt Options) *Engine {
 	if opt.Tools == nil {
 		opt.Tools = &tools.Resolver{}
 	}
@@ -104,7 +87,7 @@ func NewEngine(p *Plan, opt Options) *Engine {
 	if opt.Run.StartedOn.IsZero() {
 		opt.Run.StartedOn = time.Now()
 	}
-	return &Engine{plan: p, opt: opt, outputs: map[string]*Output{}, keys: map[string]string{}}
+	return &Engine{plan: p, opt: opt, outputs: map[string]*steps.Output{}, keys: map[string]string{}}
 }
 
 func (e *Engine) emit(ev event.Event) {
@@ -133,9 +116,9 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // RunResult is what a run did.
 type RunResult struct {
-	Outputs   map[string]*Output
+	Outputs   map[string]*steps.Output
 	Published map[string]string // target -> folder
-	Gates     map[string]*GateResult
+	Gates     map[string]*publish.GateResult
 	Failed    []error // root causes only
 	Skipped   []string
 }
@@ -143,7 +126,7 @@ type RunResult struct {
 // Run executes the plan. Its error is the first root cause (or the
 // context's error when interrupted); RunResult lists them all.
 func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
-	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*GateResult{}}
+	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{}}
 	var nodes []dag.Node
 	var pubMu sync.Mutex
 	only := map[string]bool{}
@@ -169,15 +152,17 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MemoryMB: mem,
 			Run: func(ctx context.Context) error {
 				if s.Kind == "publish" {
-					dir, gate, err := e.publish(ctx, s)
-					pubMu.Lock()
-					if gate != nil {
-						res.Gates[s.Target] = gate
+					pr, err := e.publish(ctx, s)
+					if pr != nil {
+						pubMu.Lock()
+						if pr.Gate != nil {
+							res.Gates[s.Target] = pr.Gate
+						}
+						if pr.Dir != "" {
+							res.Published[s.Target] = pr.Dir
+						}
+						pubMu.Unlock()
 					}
-					if dir != "" {
-						res.Published[s.Target] = dir
-					}
-					pubMu.Unlock()
 					return err
 				}
 				return e.runStep(ctx, s)
@@ -229,8 +214,8 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 
 // inputsOf returns the outputs of a step's needs, computing them from the
 // cache when this run did not produce them (a single-step run).
-func (e *Engine) inputsOf(ctx context.Context, s *Step) ([]*Output, error) {
-	var ins []*Output
+func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, error) {
+	var ins []*steps.Output
 	for _, n := range s.Needs {
 		e.mu.Lock()
 		out := e.outputs[n]
@@ -252,7 +237,7 @@ func (e *Engine) inputsOf(ctx context.Context, s *Step) ([]*Output, error) {
 }
 
 // cached returns a step's output from the cache without running it.
-func (e *Engine) cached(ctx context.Context, s *Step) (*Output, error) {
+func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error) {
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
@@ -275,7 +260,7 @@ func (e *Engine) cached(ctx context.Context, s *Step) (*Output, error) {
 
 // external handles steps whose output is a folder outside the cache (a
 // local model folder): never copied, digested through the stat memo.
-func (e *Engine) external(s *Step) (*Output, bool, error) {
+func (e *Engine) external(s *plan.Step) (*steps.Output, bool, error) {
 	k, ok := steps.Lookup(s.Kind)
 	if !ok {
 		return nil, false, nil
@@ -296,42 +281,26 @@ func (e *Engine) external(s *Step) (*Output, bool, error) {
 	if err := ext.CheckExternal(s.Params, dir, td.Files); err != nil {
 		return nil, true, err
 	}
-	out := &Output{StepID: s.ID, Kind: s.Kind, Dir: dir, Digest: td.SHA256, Files: td.Files, Result: &steps.Result{}, CacheHit: true}
+	out := &steps.Output{StepID: s.ID, Kind: s.Kind, Dir: dir, Digest: td.SHA256, Files: td.Files, Result: &steps.Result{}, CacheHit: true}
 	e.mu.Lock()
 	e.outputs[s.ID] = out
 	e.mu.Unlock()
 	return out, true, nil
 }
 
-func (e *Engine) fromEntry(s *Step, ent *cache.Entry) *Output {
+func (e *Engine) fromEntry(s *plan.Step, ent *cache.Entry) *steps.Output {
 	res, err := steps.ReadResult(ent.Dir)
 	if err != nil {
 		res = &steps.Result{}
 	}
-	return &Output{StepID: s.ID, Kind: s.Kind, Dir: ent.Dir, Key: ent.Key, Digest: contentDigest(ent.Tree.Files),
-		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, stepLogName)}
-}
-
-const stepLogName = "step.log"
-
-// contentDigest digests a step's output files without its log, so a rerun
-// that made the same bytes leaves downstream keys unchanged.
-func contentDigest(files []digest.FileDigest) string {
-	var kept []digest.FileDigest
-	for _, f := range files {
-		if f.Path == stepLogName {
-			continue
-		}
-		kept = append(kept, f)
-	}
-	k, _ := digest.Key(kept)
-	return k
+	return &steps.Output{StepID: s.ID, Kind: s.Kind, Dir: ent.Dir, Key: ent.Key, Digest: steps.ContentDigest(ent.Tree.Files),
+		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, steps.LogFile)}
 }
 
 // key computes a step's cache key: its kind and kind version, canonical
 // params, the content digests of its inputs and data files, and the
 // identity of every tool it runs.
-func (e *Engine) key(ctx context.Context, s *Step) (string, []*tools.Tool, error) {
+func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, error) {
 	k, ok := steps.Lookup(s.Kind)
 	if !ok {
 		return "", nil, fmt.Errorf("step %s: unknown kind %q", s.ID, s.Kind)
@@ -394,7 +363,7 @@ func (e *Engine) key(ctx context.Context, s *Step) (string, []*tools.Tool, error
 // runStep runs one cacheable step: a cache hit is used as is; otherwise the
 // kind fills a fresh folder that is committed to the cache only when the
 // kind succeeded.
-func (e *Engine) runStep(ctx context.Context, s *Step) error {
+func (e *Engine) runStep(ctx context.Context, s *plan.Step) error {
 	if _, ok, err := e.external(s); ok || err != nil {
 		if err == nil {
 			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
@@ -457,7 +426,7 @@ func (e *Engine) runStep(ctx context.Context, s *Step) error {
 // committed to the cache under key when the kind succeeded, otherwise it
 // is thrown away after downstream steps had no chance to see it (uncached
 // kinds produce no outputs anyone needs).
-func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key string, tools []*tools.Tool, cached bool) error {
+func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key string, tools []*tools.Tool, cached bool) error {
 	ins, err := e.inputsOf(ctx, s)
 	if err != nil {
 		return err
@@ -474,7 +443,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	}()
 	// Keyed by step and cache key: two runs sharing the cache may run the
 	// same step id with different inputs at once.
-	logPath := filepath.Join(e.opt.Cache.Root(), "logs", safeName(s.ID)+"-"+short(key)+".log")
+	logPath := filepath.Join(e.opt.Cache.Root(), "logs", steps.FileName(s.ID)+"-"+short(key)+".log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return err
 	}
@@ -573,13 +542,13 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 	}
 	logf.Close()
 	if !cached {
-		out := &Output{StepID: s.ID, Kind: s.Kind, Dir: tmp, Key: key, Result: result, Started: started,
+		out := &steps.Output{StepID: s.ID, Kind: s.Kind, Dir: tmp, Key: key, Result: result, Started: started,
 			Finished: time.Now(), LogPath: logPath, Tools: tools}
 		e.record(out)
 		e.emit(event.Event{Type: event.Finished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
 		return nil
 	}
-	if err := copyFile(logPath, filepath.Join(tmp, stepLogName)); err != nil {
+	if err := copyFile(logPath, filepath.Join(tmp, steps.LogFile)); err != nil {
 		return err
 	}
 	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,
@@ -599,7 +568,7 @@ func (e *Engine) execute(ctx context.Context, s *Step, kind steps.Kind, key stri
 
 // lookup finds key in the cache; a hit carries the tools its key was made
 // with (resolved for the key just now), so nobody resolves them again.
-func (e *Engine) lookup(s *Step, key string, tools []*tools.Tool) (*Output, bool, error) {
+func (e *Engine) lookup(s *plan.Step, key string, tools []*tools.Tool) (*steps.Output, bool, error) {
 	if e.opt.Force {
 		return nil, false, nil
 	}
@@ -612,7 +581,7 @@ func (e *Engine) lookup(s *Step, key string, tools []*tools.Tool) (*Output, bool
 	return out, true, nil
 }
 
-func (e *Engine) record(out *Output) {
+func (e *Engine) record(out *steps.Output) {
 	e.mu.Lock()
 	e.outputs[out.StepID] = out
 	e.mu.Unlock()
@@ -659,11 +628,6 @@ func short(key string) string {
 	return key
 }
 
-func safeName(id string) string {
-	r := strings.NewReplacer(":", "_", "/", "_", "@", "_", "+", "_")
-	return r.Replace(id)
-}
-
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -692,14 +656,6 @@ func emptyDir(dir string) error {
 		}
 	}
 	return nil
-}
-
-// hintKind suggests a registered step kind for a mistyped one.
-func hintKind(kind string) string {
-	if c := suggest.Closest(kind, steps.Names()); c != "" {
-		return fmt.Sprintf("did you mean %q? step kinds: %s", c, strings.Join(steps.Names(), ", "))
-	}
-	return "step kinds: " + strings.Join(steps.Names(), ", ")
 }
 
 // IsInterrupted reports whether err means the run was interrupted.

@@ -1,13 +1,14 @@
-package pipelines
+package engine
 
 import (
 	"context"
 	"fmt"
 	"sort"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
+
 	"github.com/edgepipe/edgepipe/internal/tools"
 
-	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -16,31 +17,15 @@ import (
 // made of it, and it costs no hashing that the cache and the stat memo
 // already did.
 
-// SetSource makes the plan fetch src instead of the recipe's model.source
-// (the same model pinned to a commit). Call it before NewEngine.
-func (p *Plan) SetSource(src string) {
-	if s, ok := p.Step(SourceStepID); ok {
-		s.Params["source"] = src
-	}
-}
-
-// Source is the source the plan fetches.
-func (p *Plan) Source() string {
-	if s, ok := p.Step(SourceStepID); ok {
-		return s.Params.String("source", "")
-	}
-	return ""
-}
-
 // ResolveSource returns the source step's output: this run's, the cached
 // one, or a fresh fetch. With refetch, a source whose revision can move (a
 // branch of a Hugging Face or git repository) is fetched again so that it
 // resolves to where the branch is now; the cache entry is replaced. The
 // run that follows reuses the output instead of fetching again.
-func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*Output, error) {
-	s, ok := e.plan.Step(SourceStepID)
+func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output, error) {
+	s, ok := e.plan.Step(plan.SourceStepID)
 	if !ok {
-		return nil, fmt.Errorf("the plan has no %s step", SourceStepID)
+		return nil, fmt.Errorf("the plan has no %s step", plan.SourceStepID)
 	}
 	if out := e.output(s.ID); out != nil && !refetch {
 		return out, nil
@@ -80,7 +65,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*Output, erro
 	}
 	out := e.output(s.ID)
 	if out == nil {
-		return nil, fmt.Errorf("the %s step left no output", SourceStepID)
+		return nil, fmt.Errorf("the %s step left no output", plan.SourceStepID)
 	}
 	return out, nil
 }
@@ -138,17 +123,4 @@ func (e *Engine) ResolveData() (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// ContentFiles are the output's files without the step's log and result
-// record: what the step made (a local folder's files are all content).
-func (o *Output) ContentFiles() []digest.FileDigest {
-	var out []digest.FileDigest
-	for _, f := range o.Files {
-		if o.Key != "" && (f.Path == stepLogName || f.Path == steps.ResultFile) {
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package pipelines
+package plan
 
 import (
 	"strings"
@@ -115,26 +115,6 @@ func TestBenchRefusesFormatsWithoutTokenByTokenDecode(t *testing.T) {
 	diags := recipe.Validate(r, catalog.Catalog{}, nil)
 	if len(diags) != 1 || diags[0].Pos.Line != 8 || !strings.Contains(diags[0].Msg, "bench cannot measure coreml-int4") {
 		t.Errorf("diagnostics: %v", diags)
-	}
-}
-
-func TestBudgetChecks(t *testing.T) {
-	out := &Output{StepID: "bench:x", Kind: "bench", Result: &steps.Result{
-		Metrics: map[string]float64{"decode_tok_s": 40, "first_token_ms": 120, "prompt_tokens": 128},
-		Facts:   map[string]string{"host": "h"}}}
-	tgt := &recipe.Target{MinTokensPerS: 50, MaxFirstTokenMS: 150}
-	checks := budgetChecks(tgt, out)
-	if len(checks) != 2 || checks[0].Passed || !checks[1].Passed {
-		t.Fatalf("checks %+v: want min_tokens_per_s failed (40 < 50), max_first_token_ms passed (120 <= 150)", checks)
-	}
-	if !strings.Contains(checks[0].Detail, "measured decode 40 tok/s on this host (h) against min_tokens_per_s 50") {
-		t.Errorf("detail %q", checks[0].Detail)
-	}
-	if got := budgetChecks(&recipe.Target{}, out); len(got) != 0 {
-		t.Errorf("no budgets: checks %v", got)
-	}
-	if got := budgetChecks(tgt, nil); len(got) != 0 {
-		t.Errorf("no bench: checks %v", got)
 	}
 }
 

@@ -1,16 +1,15 @@
-package pipelines
+package engine
 
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"sort"
 	"strings"
-	"time"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
 
 	"github.com/edgepipe/edgepipe/internal/tools"
 
-	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -27,52 +26,10 @@ func newInvocationID() string {
 	return "urn:uuid:" + h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// writeProvenance writes the target's provenance (and, with a signer, its
-// signature) into the staged folder after its manifest, and checks the
-// result against the manifest, so a folder is never published with
-// provenance that does not describe it.
-func (e *Engine) writeProvenance(s *Step, staging string, m *manifest.Manifest) error {
-	run := e.opt.Run
-	run.FinishedOn = time.Now()
-	st, err := provenance.New(staging, m, run, e.provenanceDeps(s))
-	if err != nil {
-		return err
-	}
-	if err := provenance.Write(staging, st, e.opt.Signer); err != nil {
-		return err
-	}
-	var pub any
-	if e.opt.Signer != nil {
-		pub = e.opt.Signer.Public()
-	}
-	res, err := provenance.Check(staging, pub)
-	if err != nil {
-		return err
-	}
-	if len(res.Problems) > 0 {
-		return fmt.Errorf("the provenance written does not match the folder: %s", strings.Join(res.Problems, "; "))
-	}
-	return nil
-}
-
-// provenanceCurrent reports whether a published folder's provenance is what
-// this run would write: present, and signed by this run's key when it signs.
-// A folder published before signing was asked for is published again.
-func (e *Engine) provenanceCurrent(final string) bool {
-	res, err := provenance.Check(final, nil)
-	if err != nil || !res.HasProvenance || len(res.Problems) > 0 {
-		return false
-	}
-	if e.opt.Signer == nil {
-		return true
-	}
-	return res.Signed && res.KeyHint == e.opt.Signer.Hint
-}
-
 // provenanceDeps lists what the target's steps read that the manifest does
 // not record: the data files (evaluation, calibration) with their digests,
 // and tools found outside the pinned toolchains.
-func (e *Engine) provenanceDeps(s *Step) []provenance.ResourceDescriptor {
+func (e *Engine) provenanceDeps(s *plan.Step) []provenance.ResourceDescriptor {
 	var deps []provenance.ResourceDescriptor
 	seen := map[string]bool{}
 	add := func(key string, d provenance.ResourceDescriptor) {
@@ -113,7 +70,7 @@ func (e *Engine) provenanceDeps(s *Step) []provenance.ResourceDescriptor {
 // this engine never looked at (a transitive need under `step run`) has no
 // output; its key would hold the same identities, so resolving them
 // (answered from the resolver's memo) names the same tools.
-func (e *Engine) toolsOf(st *Step) []*tools.Tool {
+func (e *Engine) toolsOf(st *plan.Step) []*tools.Tool {
 	if out := e.output(st.ID); out != nil && len(out.Tools) > 0 {
 		return out.Tools
 	}

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/publish"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// TargetBench returns what a run's bench measured for a target, published
+// or not (a budget miss publishes nothing), and whether a stand-in tool
+// produced the timings; nil when the target was not benched in this run.
+func TargetBench(p *plan.Plan, res *RunResult, target string) (*manifest.Bench, bool) {
+	if res == nil {
+		return nil, false
+	}
+	for _, s := range p.Steps {
+		if s.Kind != "bench" || !slices.Contains(s.Targets, target) {
+			continue
+		}
+		if out := res.Outputs[s.ID]; out != nil && out.Result != nil {
+			return publish.ManifestBench(out), standIn(out.Result)
+		}
+	}
+	return nil, false
+}
+
+// TargetStandIns lists the steps of a target that ran with stand-in
+// tools in this run, in plan order.
+func TargetStandIns(p *plan.Plan, res *RunResult, target string) []string {
+	if res == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range p.Steps {
+		if s.Kind == "publish" || !slices.Contains(s.Targets, target) {
+			continue
+		}
+		if o := res.Outputs[s.ID]; o != nil && o.Result != nil && standIn(o.Result) {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+func standIn(r *steps.Result) bool {
+	for k := range r.Facts {
+		if strings.HasPrefix(k, "stand_in:") {
+			return true
+		}
+	}
+	return false
+}

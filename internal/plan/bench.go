@@ -1,0 +1,60 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// BenchBackend names the runtime that measures a format on this host, or
+// false when the format does not run here token by token: GGUF through
+// llama.cpp and ONNX (with its KV cache) through ONNX Runtime. QNN's QDQ
+// graphs run on ONNX Runtime's CPU provider too, but with static shapes
+// and no KV cache, so they have no per-token decode to time.
+func BenchBackend(format string) (string, bool) {
+	f, err := catalog.ParseFormat(format)
+	if err != nil {
+		return "", false
+	}
+	switch f.Family {
+	case "gguf":
+		return steps.BenchBackendLlamaCpp, true
+	case "onnx":
+		return steps.BenchBackendONNX, true
+	}
+	return "", false
+}
+
+// addBench adds the bench step of a target's model. Targets with the same
+// model and the same bench settings share one measurement.
+func addBench(t *recipe.Target, model *Step, add AddFunc) *Step {
+	backend, _ := BenchBackend(t.Format)
+	b := t.Bench
+	params := steps.Params{"backend": backend, "warmup": b.Warmup, "runs": b.Runs,
+		"prompt_tokens": b.PromptTokens, "threads": b.Threads, "probe_mib": b.ProbeMiB}
+	var opts []string
+	for _, o := range []struct {
+		name     string
+		val, def int
+	}{
+		{"prompt_tokens", b.PromptTokens, recipe.DefaultBenchPromptTokens},
+		{"probe_mib", b.ProbeMiB, recipe.DefaultBenchProbeMiB},
+		{"runs", b.Runs, recipe.DefaultBenchRuns},
+		{"threads", b.Threads, 0},
+		{"warmup", b.Warmup, recipe.DefaultBenchWarmup},
+	} {
+		if o.val != o.def {
+			opts = append(opts, fmt.Sprintf("%s=%d", o.name, o.val))
+		}
+	}
+	sort.Strings(opts)
+	id := "bench:" + model.ID
+	if len(opts) > 0 {
+		id += "+" + strings.Join(opts, "+")
+	}
+	return add(&Step{ID: id, Kind: "bench", Needs: []string{model.ID}, Params: params, Pos: t.BenchPos}, t.Name)
+}

@@ -1,0 +1,79 @@
+package publish
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// GateResult is a target's quality gate: perplexity of the converted model
+// against the unconverted baseline, on the same tokens.
+type GateResult struct {
+	Target    string  `json:"target"`
+	Baseline  float64 `json:"baseline"`
+	Converted float64 `json:"converted"`
+	Delta     float64 `json:"delta"`
+	Ratio     float64 `json:"ratio"`
+	WarnDelta float64 `json:"warn_delta"`
+	MaxDelta  float64 `json:"max_delta"`
+	Verdict   string  `json:"verdict"`
+	Step      string  `json:"step"`
+}
+
+// GateError is a target whose quality gate failed: nothing was published.
+// Gate is set for a perplexity gate; Check for any other validation.
+type GateError struct {
+	Target string
+	Gate   *GateResult
+	Check  *steps.Check
+	Step   string
+	// Earlier is the target's folder when an earlier run published there:
+	// it is left as it was (nothing already done is destroyed), but it is
+	// not this recipe's result, and the message says so.
+	Earlier string
+}
+
+func (e *GateError) Error() string {
+	var msg string
+	if e.Check != nil {
+		msg = fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
+			e.Target, e.Check.Name, e.Step, e.Check.Detail)
+	} else {
+		g := e.Gate
+		msg = fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %+.4f, over max_delta %.2f; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
+			g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
+	}
+	if e.Earlier != "" {
+		msg += fmt.Sprintf(". %s still holds an earlier run's artifacts, which this run did not replace: they are not this recipe's result (delete the folder if nothing may pick them up)", e.Earlier)
+	}
+	return msg
+}
+
+// Contained marks a gate failure as a verdict on its own target: under
+// fail-fast, other targets still convert and publish (the run exits 3).
+func (e *GateError) Contained() bool { return true }
+
+// Judge applies the domain brief's thresholds: under warn_delta is
+// excellent, over max_delta is a failure.
+func Judge(baseline, converted, warnDelta, maxDelta float64) (delta, ratio float64, verdict string) {
+	delta = converted - baseline
+	ratio = converted / baseline
+	switch {
+	case math.IsNaN(converted) || delta > maxDelta:
+		verdict = manifest.VerdictFail
+	case delta < warnDelta:
+		verdict = manifest.VerdictExcellent
+	default:
+		verdict = manifest.VerdictOK
+	}
+	return delta, ratio, verdict
+}
+
+// IsGateFailure reports whether err is (or wraps) a failed quality gate.
+func IsGateFailure(err error) bool {
+	var ge *GateError
+	return errors.As(err, &ge)
+}

@@ -1,0 +1,383 @@
+// Package publish is the last stage of a run: it judges a target's quality
+// gate on its check steps' results, and only when every check passed writes
+// the target's folder (model files, manifest, logs, provenance) by atomic
+// rename, then pushes it to the target's remotes. It works on typed records
+// of finished steps; the executor decides when it runs.
+package publish
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/event"
+	"github.com/edgepipe/edgepipe/internal/getter"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/provenance"
+	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Publisher publishes targets into OutDir/<target>.
+type Publisher struct {
+	OutDir  string
+	Version string
+	// Force publishes again even when the folder already holds this build.
+	Force bool
+	// NoPush skips the targets' remotes.
+	NoPush bool
+	// Signer signs each target's provenance; nil leaves it unsigned.
+	Signer *provenance.Signer
+	// Run identifies the invocation in provenance.
+	Run  provenance.Run
+	Emit func(event.Event)
+}
+
+// Request is one target's publish: every record it judges and writes.
+type Request struct {
+	// StepID is the publish step's id.
+	StepID       string
+	Recipe       *recipe.Recipe
+	RecipeSHA256 string
+	Target       *recipe.Target
+	// Model is the step whose output is the artifact.
+	Model *steps.Output
+	// Checks are the steps that gate it (quality checks, the bench).
+	Checks []*steps.Output
+	// Upstream is every step the target depends on, in plan order, each
+	// with the tools it ran.
+	Upstream []*steps.Output
+	// Source is the source step's output, when this run has it.
+	Source *steps.Output
+	// Fit is the plan-time memory pre-flight and budget prediction.
+	Fit *edge.Prediction
+	// Deps are what the steps read that the manifest does not record.
+	Deps []provenance.ResourceDescriptor
+	// Key identifies what this publish writes (its inputs' content, the
+	// target's settings, the edgepipe version).
+	Key string
+}
+
+// Result is what a publish did.
+type Result struct {
+	// Dir is the published folder ("" when nothing was published).
+	Dir  string
+	Gate *GateResult
+	// Cached is true when the folder already held this build.
+	Cached bool
+}
+
+func (p *Publisher) emit(ev event.Event) {
+	if p.Emit != nil {
+		p.Emit(ev)
+	}
+}
+
+// Dir is where a target is published.
+func (p *Publisher) Dir(target string) string { return filepath.Join(p.OutDir, target) }
+
+// Current reports whether the target's folder already holds exactly what
+// this request would publish: same key, every file present at its size, and
+// provenance this publisher would write.
+func (p *Publisher) Current(req *Request) bool {
+	final := p.Dir(req.Target.Name)
+	return alreadyPublished(final, req.StepID, req.Key) && p.provenanceCurrent(final)
+}
+
+// Publish gates a target on its checks and, when they pass, publishes its
+// folder atomically. A target whose folder already holds exactly this
+// build (same publish key, files present) is left alone, so a no-op rerun
+// reads no model bytes.
+func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) {
+	started := time.Now()
+	t := req.Target
+	res := &Result{}
+	final := p.Dir(t.Name)
+	failed := func(ge *GateError) error {
+		if _, err := os.Stat(filepath.Join(final, manifest.FileName)); err == nil {
+			ge.Earlier = final
+		}
+		return ge
+	}
+	gate, gerr := p.judge(req)
+	res.Gate = gate
+	if gerr != nil {
+		return res, failed(gerr)
+	}
+	bench := benchOutput(req.Checks)
+	budgets := budgetChecks(t, bench)
+	for _, c := range budgets {
+		if !c.Passed {
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+			return res, failed(&GateError{Target: t.Name, Check: &c, Step: bench.StepID})
+		}
+	}
+
+	if !p.Force && p.Current(req) {
+		p.emit(event.Event{Type: event.Cached, Step: req.StepID, Target: t.Name, Path: final, Message: "already published"})
+		res.Dir, res.Cached = final, true
+		return res, p.pushRemotes(ctx, req, final)
+	}
+
+	p.emit(event.Event{Type: event.Started, Step: req.StepID, Kind: "publish", Target: t.Name})
+	if err := manifest.CleanStale(filepath.Dir(final)); err != nil {
+		return res, err
+	}
+	staging, err := manifest.Stage(final)
+	if err != nil {
+		return res, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(staging)
+		}
+	}()
+	var size int64
+	for _, f := range req.Model.ContentFiles() {
+		if err := copyInto(filepath.Join(req.Model.Dir, f.Path), filepath.Join(staging, f.Path)); err != nil {
+			return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		}
+		size += f.Size
+	}
+	m := p.manifestFor(req, gate, size)
+	if bench != nil {
+		m.Metrics.Bench = ManifestBench(bench)
+		fillBudgetActuals(m.Budgets, m.Metrics.Bench)
+		for _, c := range budgets {
+			m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+		}
+		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	}
+	for _, out := range req.Upstream {
+		if out.LogPath == "" {
+			continue
+		}
+		if _, err := os.Stat(out.LogPath); err != nil {
+			continue
+		}
+		if err := copyInto(out.LogPath, filepath.Join(staging, "logs", steps.FileName(out.StepID)+".log")); err != nil {
+			return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		}
+	}
+	m.Steps = append(m.Steps, manifest.Step{ID: req.StepID, Kind: "publish", KindVersion: 1, CacheKey: req.Key,
+		Started: started, Finished: time.Now(), DurationS: time.Since(started).Seconds()})
+	if err := manifest.WriteContext(ctx, staging, m); err != nil {
+		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+	}
+	if err := p.writeProvenance(staging, m, req.Deps); err != nil {
+		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+	}
+	if err := manifest.PublishContext(ctx, staging, final); err != nil {
+		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+	}
+	ok = true
+	res.Dir = final
+	p.emit(event.Event{Type: event.Published, Step: req.StepID, Target: t.Name, Path: final, Seconds: time.Since(started).Seconds()})
+	return res, p.pushRemotes(ctx, req, final)
+}
+
+// judge applies the target's checks: any validation a check step recorded
+// as failed fails the target (a logits mismatch, a structural check), and so
+// does perplexity drift over the target's max_delta.
+func (p *Publisher) judge(req *Request) (*GateResult, *GateError) {
+	t := req.Target
+	var gate *GateResult
+	for _, in := range req.Checks {
+		for _, c := range in.Result.Checks {
+			if !c.Passed {
+				c := c
+				p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+				return gate, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
+			}
+		}
+		m := in.Result.Metrics
+		conv, okc := m["ppl"]
+		base, okb := m["baseline_ppl"]
+		if !okc || !okb {
+			continue
+		}
+		warn, max := t.Quality.Perplexity.WarnDelta, t.Quality.Perplexity.MaxDelta
+		d, r, v := Judge(base, conv, warn, max)
+		gate = &GateResult{Target: t.Name, Baseline: base, Converted: conv, Delta: d, Ratio: r,
+			WarnDelta: warn, MaxDelta: max, Verdict: v, Step: in.StepID}
+		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
+		if v == manifest.VerdictFail {
+			return gate, &GateError{Target: t.Name, Gate: gate}
+		}
+	}
+	return gate, nil
+}
+
+// alreadyPublished reports whether final holds the build with this publish
+// key, with every file present at its recorded size.
+func alreadyPublished(final, stepID, key string) bool {
+	m, err := manifest.Read(final)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, st := range m.Steps {
+		if st.ID == stepID && st.CacheKey == key {
+			found = true
+		}
+	}
+	if !found {
+		return false
+	}
+	for _, f := range m.Files {
+		st, err := os.Stat(filepath.Join(final, filepath.FromSlash(f.Path)))
+		if err != nil || st.Size() != f.Size {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *manifest.Manifest {
+	r, t := req.Recipe, req.Target
+	m := &manifest.Manifest{
+		ManifestVersion: manifest.Version,
+		EdgepipeVersion: p.Version,
+		Recipe:          manifest.Recipe{Name: r.Name, Path: r.Path},
+		Target:          manifest.Target{Name: t.Name, Device: t.Device, Format: t.Format, Context: t.Context, KVDtype: t.KVDtype},
+		Source:          manifest.Source{URI: getter.Redact(r.Model.Source)}, // manifests are published: no credentials
+		Toolchains:      map[string]manifest.Toolchain{},
+	}
+	m.Recipe.SHA256 = req.RecipeSHA256
+	if src := req.Source; src != nil {
+		for _, f := range src.ContentFiles() {
+			m.Source.Files = append(m.Source.Files, manifest.File{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
+		}
+		if src.Result != nil {
+			m.Source.ResolvedRevision = src.Result.Facts["resolved_revision"]
+		}
+	}
+	for _, out := range req.Upstream {
+		ms := manifest.Step{ID: out.StepID, Kind: out.Kind, KindVersion: out.KindVersion, CacheKey: out.Key, CacheHit: out.CacheHit}
+		if out.Result != nil {
+			ms.Argv = out.Result.Argv
+			for fact, v := range out.Result.Facts {
+				if tool, ok := strings.CutPrefix(fact, "version:"); ok {
+					if ms.ToolVersions == nil {
+						ms.ToolVersions = map[string]string{}
+					}
+					ms.ToolVersions[tool] = v
+				}
+				if strings.HasPrefix(fact, "stand_in:") {
+					ms.StandIn = true
+				}
+			}
+			ms.Note = stepNote(out.Result.Facts, ms.StandIn)
+			for _, c := range out.Result.Checks {
+				m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: out.StepID + ": " + c.Name, Passed: c.Passed, Detail: c.Detail})
+			}
+		}
+		if !out.Started.IsZero() {
+			ms.Started, ms.Finished = out.Started, out.Finished
+			ms.DurationS = out.Finished.Sub(out.Started).Seconds()
+		}
+		for _, tool := range out.Tools {
+			if name, ok := strings.CutPrefix(tool.Origin, "toolchain "); ok {
+				ms.Toolchain = name
+				tc := m.Toolchains[name]
+				tc.LockDigest = tool.Identity
+				if tc.Versions == nil {
+					tc.Versions = map[string]string{}
+				}
+				tc.Versions[tool.Name] = tool.Version
+				m.Toolchains[name] = tc
+			}
+		}
+		m.Steps = append(m.Steps, ms)
+	}
+	if len(m.Toolchains) == 0 {
+		m.Toolchains = nil
+	}
+	sz := size
+	m.Metrics.SizeBytes = &sz
+	if dev, ok := catalog.Lookup(m.Target.Device); ok && size > 0 && dev.MemoryBandwidthGBs > 0 {
+		c := catalog.DecodeCeiling(dev.MemoryBandwidthGBs, float64(size)/1e9)
+		m.Metrics.DecodeCeilingTokS = &c
+	}
+	if fit := req.Fit; fit != nil {
+		m.Metrics.MemoryFit = fit.ManifestMemoryFit()
+		m.Budgets = fit.ManifestBudgets()
+	}
+	if gate != nil {
+		var chk *steps.Output
+		for _, c := range req.Checks {
+			if c.StepID == gate.Step {
+				chk = c
+			}
+		}
+		p := &manifest.Perplexity{Baseline: gate.Baseline, Converted: gate.Converted, Delta: gate.Delta, Ratio: gate.Ratio,
+			Verdict: gate.Verdict, WarnDelta: gate.WarnDelta, MaxDelta: gate.MaxDelta}
+		if chk != nil {
+			mt := chk.Result.Metrics
+			p.EvalTokens, p.Context, p.Chunks = int(mt["eval_tokens"]), int(mt["context"]), int(mt["chunks"])
+			p.Backend = chk.Result.Facts["backend"]
+			if v, ok := mt["kl_divergence"]; ok {
+				m.Metrics.KLDivergence = &v
+			}
+			if v, ok := mt["top1_agreement"]; ok {
+				m.Metrics.Top1Agreement = &v
+			}
+		}
+		m.Metrics.Perplexity = p
+		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "perplexity gate", Passed: gate.Verdict != manifest.VerdictFail,
+			Detail: fmt.Sprintf("delta %+.4f (warn %.2f, max %.2f): %s", gate.Delta, gate.WarnDelta, gate.MaxDelta, gate.Verdict)})
+	}
+	sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	return m
+}
+
+// stepNote keeps what a step observed (the fallbacks llama-quantize really
+// used, the backend) in the manifest, in a stable order.
+func stepNote(facts map[string]string, standIn bool) string {
+	var parts []string
+	if standIn {
+		parts = append(parts, "ran with a stand-in tool, not the real one")
+	}
+	var keys []string
+	for k := range facts {
+		if !strings.HasPrefix(k, "version:") && !strings.HasPrefix(k, "stand_in:") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+": "+facts[k])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// copyInto copies src to dst, creating dst's folder. Copies, not hard
+// links: a user editing a published file must never change the cache.
+func copyInto(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
