@@ -1,17 +1,15 @@
 package steps
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"sort"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/host"
@@ -35,14 +33,38 @@ type bench struct{}
 
 func init() { Register(bench{}) }
 
-// Tools and backends of the bench step.
-const (
-	ToolLlamaBench = "llama-bench"
-	ToolONNXBench  = "onnx_bench.py"
+// BenchBackend is a runtime that times a model token by token on this
+// host; a format family brings it (GGUF: llama.cpp, ONNX: ONNX Runtime),
+// and a format's catalog row names it.
+type BenchBackend interface {
+	// Name is the backend's name in catalog rows and manifests.
+	Name() string
+	// Tool is the tool it runs.
+	Tool() string
+	// Measure returns reps prompt timings (a prompt-token prompt from an
+	// empty cache) and reps single-token decode timings at a KV-cache
+	// depth of prompt, in nanoseconds.
+	Measure(ctx context.Context, sc *Context, model string, prompt, reps, threads int) (promptNS, decodeNS []float64, err error)
+}
 
-	BenchBackendLlamaCpp = "llama.cpp"
-	BenchBackendONNX     = "onnxruntime"
-)
+var benchBackends = map[string]BenchBackend{}
+
+// RegisterBenchBackend makes a backend available to the bench step.
+func RegisterBenchBackend(b BenchBackend) {
+	if _, dup := benchBackends[b.Name()]; dup {
+		panic("steps: duplicate bench backend " + b.Name())
+	}
+	benchBackends[b.Name()] = b
+}
+
+func benchBackendNames() []string {
+	var out []string
+	for n := range benchBackends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // HostBound is implemented by kinds whose output is a measurement of the
 // machine they ran on: the executor adds HostIdentity to their cache key.
@@ -53,11 +75,8 @@ func (bench) Version() int         { return 1 }
 func (bench) HostIdentity() string { return host.Identity() }
 
 func (bench) Tools(p Params) []string {
-	switch p.String("backend", "") {
-	case BenchBackendLlamaCpp:
-		return []string{ToolLlamaBench}
-	case BenchBackendONNX:
-		return []string{ToolONNXBench}
+	if b, ok := benchBackends[p.String("backend", "")]; ok {
+		return []string{b.Tool()}
 	}
 	return nil
 }
@@ -121,14 +140,11 @@ func (bench) Run(ctx context.Context, sc *Context) error {
 
 	s := benchSamples{Host: host.Identity(), Threads: threads, PromptTokens: prompt, Warmup: warmup, Bandwidth: bw}
 	backend := sc.Params.String("backend", "")
-	switch backend {
-	case BenchBackendLlamaCpp:
-		s.PromptNS, s.DecodeNS, err = llamaBench(ctx, sc, modelPath, prompt, warmup+runs, threads)
-	case BenchBackendONNX:
-		s.PromptNS, s.DecodeNS, err = onnxBench(ctx, sc, modelPath, prompt, warmup+runs, threads)
-	default:
-		return fmt.Errorf("step %s: backend %q is not one the bench runs: %s or %s", sc.StepID, backend, BenchBackendLlamaCpp, BenchBackendONNX)
+	b, ok := benchBackends[backend]
+	if !ok {
+		return fmt.Errorf("step %s: backend %q is not one the bench runs: %s", sc.StepID, backend, strings.Join(benchBackendNames(), ", "))
 	}
+	s.PromptNS, s.DecodeNS, err = b.Measure(ctx, sc, modelPath, prompt, warmup+runs, threads)
 	if err != nil {
 		return err
 	}
@@ -136,11 +152,11 @@ func (bench) Run(ctx context.Context, sc *Context) error {
 	if err := recordBench(sc.Result, s, warmup, modelBytes); err != nil {
 		return fmt.Errorf("step %s: %w (see %s)", sc.StepID, err, sc.LogPath)
 	}
-	b, err := json.MarshalIndent(s, "", "  ")
+	raw, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(sc.Out, "samples.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(sc.Out, "samples.json"), append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
 	sc.Result.SetFile("samples", "samples.json")
@@ -216,109 +232,4 @@ func artifactBytes(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
-}
-
-// llamaBench times the prompt and the decode with llama-bench, in two
-// runs of reps repetitions each, and returns every repetition's time:
-//
-//   - prompt: -p P -n 0, a P-token prompt from an empty KV cache;
-//   - decode: -p 0 -n 1 -d P, one token generated with P tokens already
-//     in the KV cache. llama-bench fills the cache once, restores it before
-//     each repetition and starts the clock after the restore, so each
-//     sample is exactly one decode step at depth P.
-//
-// llama-bench's own warm-up run (one prompt, one token) comes on top of
-// the step's warm-up repetitions, which the caller drops.
-func llamaBench(ctx context.Context, sc *Context, model string, prompt, reps, threads int) (promptNS, decodeNS []float64, err error) {
-	common := []string{"-m", model, "-r", strconv.Itoa(reps), "-t", strconv.Itoa(threads), "-o", "jsonl"}
-	if err := sc.RunTool(ctx, ToolLlamaBench, append(append([]string{}, common...), "-p", strconv.Itoa(prompt), "-n", "0")...); err != nil {
-		return nil, nil, err
-	}
-	if err := sc.RunTool(ctx, ToolLlamaBench, append(append([]string{}, common...), "-p", "0", "-n", "1", "-d", strconv.Itoa(prompt))...); err != nil {
-		return nil, nil, err
-	}
-	tests, err := readLlamaBenchTests(sc.LogPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, t := range tests {
-		switch {
-		case t.NPrompt == prompt && t.NGen == 0 && t.NDepth == 0:
-			promptNS = t.SamplesNS
-		case t.NPrompt == 0 && t.NGen == 1 && t.NDepth == prompt:
-			decodeNS = t.SamplesNS
-		}
-	}
-	if promptNS == nil || decodeNS == nil {
-		return nil, nil, fmt.Errorf("llama-bench printed no result for the prompt (pp%d) or the decode (tg1 at depth %d) test (see %s)", prompt, prompt, sc.LogPath)
-	}
-	if len(promptNS) != reps || len(decodeNS) != reps {
-		return nil, nil, fmt.Errorf("llama-bench printed %d prompt and %d decode timings, %d repetitions were asked for (see %s)", len(promptNS), len(decodeNS), reps, sc.LogPath)
-	}
-	return promptNS, decodeNS, nil
-}
-
-// llamaBenchTest is one line of `llama-bench -o jsonl`.
-type llamaBenchTest struct {
-	NPrompt   int       `json:"n_prompt"`
-	NGen      int       `json:"n_gen"`
-	NDepth    int       `json:"n_depth"`
-	NThreads  int       `json:"n_threads"`
-	SamplesNS []float64 `json:"samples_ns"`
-}
-
-// readLlamaBenchTests reads every llama-bench JSONL result in a log, in
-// order; the log also holds llama.cpp's own messages.
-func readLlamaBenchTests(logPath string) ([]llamaBenchTest, error) {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []llamaBenchTest
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) < 2 || line[0] != '{' || !bytes.Contains(line, []byte(`"samples_ns"`)) {
-			continue
-		}
-		var t llamaBenchTest
-		if err := json.Unmarshal(line, &t); err != nil {
-			return nil, fmt.Errorf("a llama-bench result line does not parse: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", logPath, err)
-	}
-	return out, nil
-}
-
-// onnxBench runs onnx_bench.py: reps prompt runs and reps single-token
-// decode steps against a KV cache of the prompt's length, with ONNX
-// Runtime's CPU provider.
-func onnxBench(ctx context.Context, sc *Context, model string, prompt, reps, threads int) (promptNS, decodeNS []float64, err error) {
-	if err := sc.RunTool(ctx, ToolONNXBench, "--onnx", model, "--prompt-tokens", strconv.Itoa(prompt),
-		"--runs", strconv.Itoa(reps), "--threads", strconv.Itoa(threads)); err != nil {
-		return nil, nil, err
-	}
-	var res struct {
-		PromptNS  []float64 `json:"prompt_ns"`
-		DecodeNS  []float64 `json:"decode_ns"`
-		Providers []string  `json:"providers"`
-	}
-	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ToolONNXBench, err)
-	}
-	if len(res.PromptNS) != reps || len(res.DecodeNS) != reps {
-		return nil, nil, fmt.Errorf("%s reported %d prompt and %d decode timings, %d runs were asked for (see %s)",
-			ToolONNXBench, len(res.PromptNS), len(res.DecodeNS), reps, sc.LogPath)
-	}
-	for _, v := range append(append([]float64{}, res.PromptNS...), res.DecodeNS...) {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return nil, nil, fmt.Errorf("%s reported a timing of %v ns (see %s)", ToolONNXBench, v, sc.LogPath)
-		}
-	}
-	return res.PromptNS, res.DecodeNS, nil
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 // hfPerplexity scores an unconverted Hugging Face checkpoint through
@@ -19,12 +21,11 @@ type hfPerplexity struct{}
 
 func init() { Register(hfPerplexity{}) }
 
-// ToolHFPerplexity is the transformers perplexity script.
-const ToolHFPerplexity = "hf_perplexity.py"
+// toolchain.ToolHFPPL is the transformers perplexity script.
 
 func (hfPerplexity) Name() string          { return "hf-perplexity" }
 func (hfPerplexity) Version() int          { return 1 }
-func (hfPerplexity) Tools(Params) []string { return []string{ToolHFPerplexity} }
+func (hfPerplexity) Tools(Params) []string { return []string{toolchain.ToolHFPPL} }
 func (hfPerplexity) Resources(Params) Resources {
 	// fp32 weights (0.5 GB for 135M parameters) plus torch and one chunk's
 	// logits; torch uses every core it is given.
@@ -36,35 +37,35 @@ func (hfPerplexity) Run(ctx context.Context, sc *Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := runTransformersPerplexity(ctx, sc, ToolHFPerplexity, src.Dir)
+	res, err := RunTransformersPerplexity(ctx, sc, toolchain.ToolHFPPL, src.Dir)
 	if err != nil {
 		return err
 	}
-	res.record(sc.Result)
+	res.Record(sc.Result)
 	sc.Result.SetFact("backend", "transformers")
 	return nil
 }
 
-// transformersPPL is what the transformers perplexity scripts print.
-type transformersPPL struct {
+// TransformersPPL is what the transformers perplexity scripts print.
+type TransformersPPL struct {
 	PPL    float64 `json:"ppl"`
 	Chunks int     `json:"chunks"`
 	Ctx    int     `json:"ctx"`
 	Scored int     `json:"scored"`
 }
 
-func (r transformersPPL) record(res *Result) {
+func (r TransformersPPL) Record(res *Result) {
 	res.SetMetric("ppl", r.PPL)
 	res.SetMetric("eval_tokens", float64(r.Scored))
 	res.SetMetric("chunks", float64(r.Chunks))
 	res.SetMetric("context", float64(r.Ctx))
 }
 
-// runTransformersPerplexity runs a perplexity script (hf_perplexity.py or
+// RunTransformersPerplexity runs a perplexity script (hf_perplexity.py or
 // one that wraps it in another toolchain) on modelDir with the step's
 // context, chunks and eval text, and reads its JSON result line.
-func runTransformersPerplexity(ctx context.Context, sc *Context, tool, modelDir string) (transformersPPL, error) {
-	var res transformersPPL
+func RunTransformersPerplexity(ctx context.Context, sc *Context, tool, modelDir string) (TransformersPPL, error) {
+	var res TransformersPPL
 	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
 	if err != nil {
 		return res, err

@@ -1,6 +1,8 @@
-package catalog
+package catalog_test
 
 import (
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 	"math"
 	"testing"
 )

@@ -37,7 +37,7 @@ func unknownDeviceMessage(id string) string {
 // (closest to what the recipe asked for), else the device's preferred format.
 func fixFor(d Device, want Format) string {
 	alt := d.PreferredFormat
-	for _, f := range formats {
+	for _, f := range Formats() {
 		if f.Family == want.Family && d.Runs(f.Name) {
 			alt = f.Name
 			break

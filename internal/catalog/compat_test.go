@@ -1,6 +1,8 @@
-package catalog
+package catalog_test
 
 import (
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 	"strings"
 	"testing"
 )
@@ -85,7 +87,7 @@ func TestFixPrefersSameFamily(t *testing.T) {
 		{Name: "ONNX Runtime", Loads: "fp32 ONNX models", Formats: []string{"onnx-fp32"}},
 	}}
 	want, _ := ParseFormat("onnx-int4")
-	got := fixFor(d, want)
+	got := FixFor(d, want)
 	if !strings.HasPrefix(got, "use onnx-fp32: ") || !strings.HasSuffix(got, "ONNX Runtime loads fp32 ONNX models") {
 		t.Errorf("fixFor = %q", got)
 	}

@@ -60,6 +60,9 @@ var devicesYAML []byte
 // catalogData is parsed once; the embedded file is checked by the tests, so
 // a failure here is a build defect, not a user error.
 var catalogData = sync.OnceValue(func() *deviceTable {
+	if len(Formats()) == 0 {
+		panic("catalog: no format families are registered: import github.com/edgepipe/edgepipe/pipelines")
+	}
 	devs, err := parseDevices(devicesYAML)
 	if err != nil {
 		panic(fmt.Sprintf("catalog: embedded devices.yaml: %v", err))
@@ -264,7 +267,7 @@ func checkDevice(d Device) error {
 }
 
 func patternMatchesAny(pattern string) bool {
-	for _, f := range formats {
+	for _, f := range Formats() {
 		if formatMatches(pattern, f.Name) {
 			return true
 		}

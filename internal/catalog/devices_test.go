@@ -1,6 +1,8 @@
-package catalog
+package catalog_test
 
 import (
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -8,7 +10,7 @@ import (
 )
 
 func TestEmbeddedCatalogParses(t *testing.T) {
-	devs, err := parseDevices(devicesYAML)
+	devs, err := ParseDevices(DevicesYAML)
 	if err != nil {
 		t.Fatalf("devices.yaml: %v", err)
 	}
@@ -225,7 +227,7 @@ const validDeviceYAML = `
 `
 
 func TestParseDevicesRejects(t *testing.T) {
-	if _, err := parseDevices([]byte(validDeviceYAML)); err != nil {
+	if _, err := ParseDevices([]byte(validDeviceYAML)); err != nil {
 		t.Fatalf("the valid fixture fails: %v", err)
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
@@ -245,16 +247,16 @@ func TestParseDevicesRejects(t *testing.T) {
 		if yamlText == validDeviceYAML {
 			t.Fatalf("%s: fixture edit did not apply", tc.name)
 		}
-		_, err := parseDevices([]byte(yamlText))
+		_, err := ParseDevices([]byte(yamlText))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
 	dup := validDeviceYAML + strings.Replace(validDeviceYAML, "id: test-phone", "id: other\n  aliases: [test-phone]", 1)
-	if _, err := parseDevices([]byte(dup)); err == nil || !strings.Contains(err.Error(), `name "test-phone" already used`) {
+	if _, err := ParseDevices([]byte(dup)); err == nil || !strings.Contains(err.Error(), `name "test-phone" already used`) {
 		t.Errorf("duplicate name: err = %v", err)
 	}
-	if _, err := parseDevices([]byte("[]")); err == nil {
+	if _, err := ParseDevices([]byte("[]")); err == nil {
 		t.Error("an empty catalog parses")
 	}
 }

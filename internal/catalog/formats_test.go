@@ -1,6 +1,8 @@
-package catalog
+package catalog_test
 
 import (
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 	"math"
 	"strings"
 	"testing"
@@ -118,7 +120,7 @@ func TestBitsPerWeight(t *testing.T) {
 	}
 	// Llama-3-8B's own Q4_K_M file is 4.58 GiB, about 4.92 GB.
 	f, _ := ParseFormat("gguf-q4_k_m")
-	if got := EstimateWeightsGB(llama3_8BParams, f); math.Abs(got-4.92) > 0.01 {
+	if got := EstimateWeightsGB(8030261248, f); math.Abs(got-4.92) > 0.01 {
 		t.Errorf("EstimateWeightsGB(8B, q4_k_m) = %.3f, want 4.92", got)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	_ "github.com/edgepipe/edgepipe/pipelines" // the built-in format families
+
 	"github.com/edgepipe/edgepipe/internal/publish"
 
 	"github.com/edgepipe/edgepipe/internal/engine"

@@ -58,7 +58,7 @@ func cmdCeiling(ctx context.Context, env *Env, args []string) error {
 		return ceilingTable(env.Stdout, rows, "")
 	}
 
-	r, err := recipe.Load(*recipePath, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.Load(*recipePath, plan.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func shellWord(s string) string {
 // pipelineFor expands a recipe text the way `edgepipe plan` would; a
 // format without a built-in pipeline yet comes back as the reason.
 func pipelineFor(path string, data []byte) ([]*plan.Step, error) {
-	r, err := recipe.LoadBytes(path, data, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.LoadBytes(path, data, plan.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +412,7 @@ func cmdInit(ctx context.Context, env *Env, args []string) error {
 	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
 	// The written file must parse and validate: a recipe that does not is
 	// a bug here, not the user's to find.
-	_, err = recipe.LoadBytes(*out, data, catalog.Catalog{}, append(steps.Names(), "publish"))
+	_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		var diags recipe.Diagnostics
 		if errors.As(err, &diags) && *name != "" {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/cache"
-	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -25,7 +25,7 @@ func loadPlan(path string) (*plan.Plan, error) {
 	}
 	// Load validates whatever parsed cleanly even when parsing found
 	// problems, so a mistyped key and an unknown device show up together.
-	r, err := recipe.Load(path, catalog.Catalog{}, append(steps.Names(), "publish"))
+	r, err := recipe.Load(path, plan.Catalog{}, append(steps.Names(), "publish"))
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func loadPlan(path string) (*plan.Plan, error) {
 	}
 	// The memory pre-flight and budgets: a target that cannot work on its
 	// device is refused before an hour of conversion.
-	if diags, _ := plan.Preflight(pl); len(diags) > 0 {
+	if diags, _ := edge.Preflight(pl.Recipe); len(diags) > 0 {
 		return nil, diags
 	}
 	return pl, nil

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/publish"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -66,7 +67,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	if !c.json {
-		for _, d := range plan.PlanNotes(pl) {
+		for _, d := range plan.Notes(pl) {
 			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
 		}
 	}
@@ -271,10 +272,10 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 // this host (formats that need an NVIDIA GPU) and what the pre-flight
 // could only warn about or assume.
 func printPlanNotes(env *Env, pl *plan.Plan) {
-	for _, d := range plan.PlanNotes(pl) {
+	for _, d := range plan.Notes(pl) {
 		fmt.Fprintf(env.Stdout, "note: %s\n  %s\n", d.Msg, d.Hint)
 	}
-	_, fits := plan.Preflight(pl)
+	_, fits := edge.Preflight(pl.Recipe)
 	for _, f := range fits {
 		for _, w := range f.Warnings {
 			fmt.Fprintf(env.Stdout, "warning: target %s: %s\n", f.Target, w)

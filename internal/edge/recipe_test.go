@@ -46,7 +46,7 @@ func TestRenderedRecipesValidate(t *testing.T) {
 			t.Errorf("%s: %s does not expand: %v", platform, p.Format, err)
 		}
 		if err == nil {
-			if diags, fits := plan.Preflight(pl); len(diags) > 0 || len(fits) != 1 || fits[0].Memory == nil {
+			if diags, fits := edge.Preflight(pl.Recipe); len(diags) > 0 || len(fits) != 1 || fits[0].Memory == nil {
 				t.Errorf("%s: pre-flight %v %+v", platform, diags, fits)
 			}
 		}

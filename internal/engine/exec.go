@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
 
@@ -70,7 +71,7 @@ type Engine struct {
 	events  sync.Mutex
 
 	fitsOnce sync.Once
-	fits     []plan.TargetFit
+	fits     []edge.TargetFit
 }
 
 // NewEngine prepares a plan for running.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
 
@@ -133,8 +134,8 @@ func (e *Engine) upstream(s *plan.Step) []*plan.Step {
 
 // fitFor returns the plan-time memory pre-flight and budget predictions of
 // a target, computed once per run.
-func (e *Engine) fitFor(target string) *plan.TargetFit {
-	e.fitsOnce.Do(func() { _, e.fits = plan.Preflight(e.plan) })
+func (e *Engine) fitFor(target string) *edge.TargetFit {
+	e.fitsOnce.Do(func() { _, e.fits = edge.Preflight(e.plan.Recipe) })
 	for i := range e.fits {
 		if e.fits[i].Target == target {
 			return &e.fits[i]

@@ -10,23 +10,16 @@ import (
 	"github.com/edgepipe/edgepipe/steps"
 )
 
-// BenchBackend names the runtime that measures a format on this host, or
-// false when the format does not run here token by token: GGUF through
-// llama.cpp and ONNX (with its KV cache) through ONNX Runtime. QNN's QDQ
-// graphs run on ONNX Runtime's CPU provider too, but with static shapes
-// and no KV cache, so they have no per-token decode to time.
+// BenchBackend names the runtime that measures a format on this host, as
+// the format's catalog row says, or false when the format does not run
+// here token by token (QNN's QDQ graphs run on ONNX Runtime's CPU provider
+// too, but with static shapes and no KV cache: no per-token decode).
 func BenchBackend(format string) (string, bool) {
 	f, err := catalog.ParseFormat(format)
-	if err != nil {
+	if err != nil || f.Bench == "" {
 		return "", false
 	}
-	switch f.Family {
-	case "gguf":
-		return steps.BenchBackendLlamaCpp, true
-	case "onnx":
-		return steps.BenchBackendONNX, true
-	}
-	return "", false
+	return f.Bench, true
 }
 
 // addBench adds the bench step of a target's model. Targets with the same

@@ -1,12 +1,15 @@
-package plan
+package plan_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	. "github.com/edgepipe/edgepipe/internal/plan"
+	_ "github.com/edgepipe/edgepipe/pipelines"
+
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
-	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -16,7 +19,7 @@ func benchPlan(t *testing.T, targets string) *Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diags := recipe.Validate(r, catalog.Catalog{}, steps.Names()); len(diags) > 0 {
+	if diags := recipe.Validate(r, Catalog{}, steps.Names()); len(diags) > 0 {
 		t.Fatal(diags)
 	}
 	p, err := Expand(r)
@@ -37,11 +40,11 @@ func TestBenchDefaultsAndEmptySections(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q: no bench step with the default id; steps: %v", section, ids(p))
 		}
-		if s.Kind != "bench" || s.Params.String("backend", "") != steps.BenchBackendLlamaCpp || s.Needs[0] != "gguf-quantize:q8_0" {
+		if s.Kind != "bench" || s.Params.String("backend", "") != "llama.cpp" || s.Needs[0] != "gguf-quantize:q8_0" {
 			t.Errorf("bench step = %+v", s)
 		}
 		pub, _ := p.Step(PublishStepID("q8"))
-		if !contains(pub.Needs, s.ID) {
+		if !slices.Contains(pub.Needs, s.ID) {
 			t.Errorf("publish:q8 needs %v, not the bench", pub.Needs)
 		}
 	}
@@ -64,7 +67,7 @@ func TestBenchStepsAreSharedBySettings(t *testing.T) {
 	for _, s := range p.Steps {
 		if s.Kind == "bench" {
 			benches = append(benches, s.ID)
-			if s.Params.String("backend", "") != steps.BenchBackendONNX {
+			if s.Params.String("backend", "") != "onnxruntime" {
 				t.Errorf("%s: backend %v", s.ID, s.Params["backend"])
 			}
 		}
@@ -112,7 +115,7 @@ func TestBenchRefusesFormatsWithoutTokenByTokenDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diags := recipe.Validate(r, catalog.Catalog{}, nil)
+	diags := recipe.Validate(r, Catalog{}, nil)
 	if len(diags) != 1 || diags[0].Pos.Line != 8 || !strings.Contains(diags[0].Msg, "bench cannot measure coreml-int4") {
 		t.Errorf("diagnostics: %v", diags)
 	}

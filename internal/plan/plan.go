@@ -44,9 +44,7 @@ func (p *Plan) Step(id string) (*Step, bool) {
 
 // Step ids of the shared part of every pipeline.
 const (
-	SourceStepID   = "source"
-	F16StepID      = "gguf-convert:f16"
-	BaselineStepID = "perplexity:baseline"
+	SourceStepID = "source"
 	// HFBaselineStepID scores the unconverted checkpoint through
 	// transformers; every pipeline that is not scored by llama.cpp compares
 	// against it, and the GGUF pipeline checks its F16 model against it.
@@ -94,14 +92,12 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos, Msg: err.Error()})
 			continue
 		}
-		expander, ok := pipelineFor[f.Family]
-		if !ok {
-			diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
-				Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
-				Hint: "formats with a pipeline in this build: " + strings.Join(BuiltinFamilies(), ", ")})
+		fam, ok := FamilyOf(f.Name)
+		if !ok || fam.Expand == nil {
+			diags = append(diags, noPipeline(t))
 			continue
 		}
-		model, checks := expander(r, t, f, add)
+		model, checks := fam.Expand(r, t, f, add)
 		if t.Bench != nil {
 			checks = append(checks, addBench(t, model, add).ID)
 		}
@@ -171,94 +167,6 @@ type AddFunc func(s *Step, target string) *Step
 // the quality steps that gate it (their results must record "ppl" and
 // "baseline_ppl" metrics, or checks that failed make the step fail).
 type Expander func(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (model *Step, checks []string)
-
-var pipelineFor = map[string]Expander{}
-
-// RegisterPipeline makes a format family expandable; each family's
-// pipeline lives in its own file and registers itself from init.
-func RegisterPipeline(family string, e Expander) {
-	if _, dup := pipelineFor[family]; dup {
-		panic("pipelines: duplicate pipeline for " + family)
-	}
-	pipelineFor[family] = e
-}
-
-func init() { RegisterPipeline("gguf", expandGGUF) }
-
-// BuiltinFamilies lists the format families that have a pipeline.
-func BuiltinFamilies() []string {
-	var out []string
-	for k := range pipelineFor {
-		out = append(out, k+"-*")
-	}
-	sort.Strings(out)
-	return out
-}
-
-// expandGGUF: source -> convert_hf_to_gguf (f16, shared) -> llama-quantize
-// (one per GGUF type, shared by targets of that type) -> perplexity against
-// the F16 baseline on the same tokens.
-func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add AddFunc) (*Step, []string) {
-	ppl := t.Quality.Perplexity
-	f16 := add(&Step{ID: F16StepID, Kind: "gguf-convert", Needs: []string{SourceStepID},
-		Params: steps.Params{"outtype": "f16"}}, t.Name)
-	baseline := add(&Step{ID: BaselineStepID, Kind: "perplexity", Needs: []string{f16.ID},
-		Params: pplParams(ppl, "baseline"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
-	// The baseline is only comparable to converted models scored with the
-	// same context and chunks; a target asking for another context gets
-	// its own baseline.
-	if !sameEval(baseline.Params, pplParams(ppl, "baseline")) {
-		baseline = add(&Step{ID: fmt.Sprintf("%s@c%d", BaselineStepID, ppl.Context), Kind: "perplexity",
-			Needs: []string{f16.ID}, Params: pplParams(ppl, "baseline"),
-			Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
-	}
-
-	typ := strings.ToLower(f.GGUFType)
-	model := f16
-	if typ != "f16" {
-		imatrix := boolWith(t.With, "imatrix")
-		qid := "gguf-quantize:" + typ
-		needs := []string{f16.ID}
-		params := steps.Params{"type": f.GGUFType}
-		if imatrix {
-			im := add(&Step{ID: "imatrix:calibration", Kind: "imatrix", Needs: []string{f16.ID},
-				Params: steps.Params{"context": ppl.Context},
-				Data:   map[string]string{"calibration": r.Data.Calibration}}, t.Name)
-			needs = append(needs, im.ID)
-			qid += "+imatrix"
-		}
-		model = add(&Step{ID: qid, Kind: "gguf-quantize", Needs: needs, Params: params}, t.Name)
-	}
-	// The F16 GGUF must score like the checkpoint it came from (same tokens,
-	// same chunks, through transformers), or every type made from it
-	// inherits a conversion or tokenizer bug.
-	hfBase := add(&Step{ID: HFBaselineStepID, Kind: "hf-perplexity", Needs: []string{SourceStepID},
-		Params: steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks},
-		Data:   map[string]string{"eval": r.Data.Eval}}, t.Name)
-	consistent := add(&Step{ID: "compare-perplexity:f16", Kind: "compare-perplexity",
-		Needs: []string{baseline.ID, hfBase.ID}, Params: steps.Params{"max_rel_diff": steps.DefaultMaxRelDiff}}, t.Name)
-
-	pid := "perplexity:" + model.ID[strings.Index(model.ID, ":")+1:]
-	if baseline.ID != BaselineStepID {
-		pid += fmt.Sprintf("@c%d", ppl.Context)
-	}
-	conv := add(&Step{ID: pid, Kind: "perplexity", Needs: []string{model.ID, baseline.ID},
-		Params: pplParams(ppl, "converted"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
-	return model, []string{conv.ID, consistent.ID}
-}
-
-func pplParams(g recipe.PerplexityGate, role string) steps.Params {
-	return steps.Params{"context": g.Context, "max_chunks": g.MaxChunks, "role": role}
-}
-
-func sameEval(a, b steps.Params) bool {
-	return a.Int("context", 0) == b.Int("context", 0) && a.Int("max_chunks", 0) == b.Int("max_chunks", 0)
-}
-
-func boolWith(with map[string]any, key string) bool {
-	v, _ := with[key].(bool)
-	return v
-}
 
 func isTarget(r *recipe.Recipe, name string) bool {
 	for _, t := range r.Targets {

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/edgepipe/edgepipe/steps/toolchains"
 )
@@ -155,28 +156,59 @@ const (
 	ToolHFPPL      = "hf_perplexity.py"
 )
 
-// registered holds toolchains that format pipelines add from their own
-// files (RegisterPython), after the core ones.
-var registered []Spec
+// registered holds toolchains the format families bring, after the core
+// ones; extraTools the tools families add to toolchains they do not own.
+var (
+	regMu      sync.RWMutex
+	registered []Spec
+	extraTools = map[string][]string{}
+)
 
-// RegisterPython adds a pinned Python toolchain whose lock is embedded in
-// steps/toolchains as NAME.lock; call it from an init function.
-func RegisterPython(name string, tools []string, note string) {
-	registered = append(registered, Spec{Name: name, Kind: KindPython, Lock: embedded(name + ".lock"),
-		Tools: tools, Needs: []string{UV}, Note: note})
+// Python is a pinned Python toolchain whose lock is embedded in
+// steps/toolchains as NAME.lock.
+func Python(name string, tools []string, note string) Spec {
+	return Spec{Name: name, Kind: KindPython, Lock: embedded(name + ".lock"), Tools: tools, Needs: []string{UV}, Note: note}
 }
 
-// RegisterExternal declares tools a format needs that edgepipe cannot
-// install (a vendor SDK, a cloud service's client); doctor lists them with
-// the note, which must say plainly what they need and that they were not
-// run here. Call it from an init function.
-func RegisterExternal(name string, tools []string, note string) {
-	registered = append(registered, Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note})
+// External declares tools a format needs that edgepipe cannot install (a
+// vendor SDK, a cloud service's client); doctor lists them with the note,
+// which must say plainly what they need and that they were not run here.
+func External(name string, tools []string, note string) Spec {
+	return Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note}
+}
+
+// Register adds a toolchain a format family brings.
+func Register(s Spec) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, r := range append(coreSpecs(), registered...) {
+		if r.Name == s.Name {
+			panic("toolchain: " + s.Name + " registered twice")
+		}
+	}
+	registered = append(registered, s)
+}
+
+// AddTools declares tools of a family that live in a toolchain another
+// family (or the core) brings: the family's helper scripts run in that
+// environment.
+func AddTools(toolchain string, tools ...string) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	extraTools[toolchain] = append(extraTools[toolchain], tools...)
 }
 
 // Specs lists every toolchain edgepipe knows, in install order.
 func Specs() []Spec {
-	return append(coreSpecs(), registered...)
+	regMu.RLock()
+	defer regMu.RUnlock()
+	all := append(coreSpecs(), registered...)
+	for i := range all {
+		if extra := extraTools[all[i].Name]; len(extra) > 0 {
+			all[i].Tools = append(append([]string{}, all[i].Tools...), extra...)
+		}
+	}
+	return all
 }
 
 func coreSpecs() []Spec {

@@ -1,0 +1,41 @@
+package edge
+
+import (
+	"fmt"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
+)
+
+// TargetFit is the plan-time prediction for one target: the memory
+// pre-flight, the decode ceiling and its budgets, with notes on what was
+// assumed or could not be checked. Publish records its ManifestMemoryFit
+// and ManifestBudgets.
+type TargetFit struct {
+	Target string `json:"target"`
+	Prediction
+}
+
+// Preflight checks every target before any work runs: that the model, its
+// KV cache for the target's context and the runtime fit in what the device
+// leaves to apps (and under max_memory_gb), and that min_tokens_per_s is
+// under the decode ceiling. A target that cannot work is a Diagnostic at
+// the target, whose hint gives the fixes with their numbers. What plan time
+// cannot know (a model downloaded at run time, time to first token) is a
+// note on the TargetFit, not an error.
+func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
+	model := ResolveModel(r.Model.Source, r.Dir())
+	var diags recipe.Diagnostics
+	fits := make([]TargetFit, 0, len(r.Targets))
+	for _, t := range r.Targets {
+		pred := Predict(model, Request{
+			Device: t.Device, Format: t.Format, Context: t.Context, KVDtype: t.KVDtype,
+			MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS,
+		})
+		for _, prob := range pred.Problems {
+			diags = append(diags, recipe.Diagnostic{Pos: t.Pos, Msg: fmt.Sprintf("target %q: %s", t.Name, prob.Msg), Hint: prob.Hint})
+		}
+		fits = append(fits, TargetFit{Target: t.Name, Prediction: pred})
+	}
+	diags.Sort()
+	return diags, fits
+}

@@ -1,0 +1,135 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Family is one format family, everything edgepipe knows about it in one
+// value: its catalog rows, its with: options, how a target of it becomes
+// steps, the step kinds those steps run, and the toolchains their tools
+// come from. A family registers once (package pipelines registers the
+// built-in ones), so the catalog, the planner, the executor and the
+// toolchain installer cannot disagree about it.
+type Family struct {
+	// Name is the family's package name (gguf, llmcompressor, ...).
+	Name    string
+	Formats catalog.FormatSet
+	// Options returns a new, empty value of a format's typed with:
+	// options (a pointer to a struct), or nil when it takes none.
+	Options func(format string) any
+	Expand  Expander
+	Kinds   []steps.Kind
+	// Toolchains are the toolchains the family brings.
+	Toolchains []toolchain.Spec
+	// ToolsFrom adds the family's tools to toolchains another family or
+	// the core brings (toolchain name -> tool names).
+	ToolsFrom map[string][]string
+	// Bench is the runtime that times the family's formats on this host,
+	// when it has one.
+	Bench steps.BenchBackend
+	// Notes are what a run should say before it starts about targets of
+	// this family (a host that cannot build them, a flow known to fail).
+	Notes func(*Plan) recipe.Diagnostics
+}
+
+var families = struct {
+	sync.RWMutex
+	list     []*Family
+	byFormat map[string]*Family
+}{byFormat: map[string]*Family{}}
+
+// Register adds format families; a format, step kind or toolchain
+// registered twice is a programming error.
+func Register(fams ...Family) {
+	families.Lock()
+	defer families.Unlock()
+	for i := range fams {
+		f := &fams[i]
+		catalog.RegisterFormats(f.Formats)
+		for _, k := range f.Kinds {
+			steps.Register(k)
+		}
+		for _, s := range f.Toolchains {
+			toolchain.Register(s)
+		}
+		for tc, tools := range f.ToolsFrom {
+			toolchain.AddTools(tc, tools...)
+		}
+		if f.Bench != nil {
+			steps.RegisterBenchBackend(f.Bench)
+		}
+		for _, fm := range f.Formats.Formats {
+			families.byFormat[fm.Name] = f
+		}
+		families.list = append(families.list, f)
+	}
+}
+
+// FamilyOf returns the family a format belongs to.
+func FamilyOf(format string) (*Family, bool) {
+	families.RLock()
+	defer families.RUnlock()
+	f, ok := families.byFormat[format]
+	return f, ok
+}
+
+// Families lists the registered families in registration order.
+func Families() []*Family {
+	families.RLock()
+	defer families.RUnlock()
+	return append([]*Family(nil), families.list...)
+}
+
+// BuiltinFamilies lists the format prefixes that have a pipeline.
+func BuiltinFamilies() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range Families() {
+		for _, fm := range f.Formats.Formats {
+			if !seen[fm.Family] {
+				seen[fm.Family] = true
+				out = append(out, fm.Family+"-*")
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Catalog is what recipe validation checks targets against: the device
+// catalog and the registered families' formats, options and bench runtimes.
+type Catalog struct{ catalog.Catalog }
+
+// Options returns a new options value for the format's with:, or nil.
+func (Catalog) Options(format string) any {
+	f, ok := FamilyOf(format)
+	if !ok || f.Options == nil {
+		return nil
+	}
+	return f.Options(format)
+}
+
+// Notes collects what every family says about a plan before it runs.
+func Notes(p *Plan) recipe.Diagnostics {
+	var diags recipe.Diagnostics
+	for _, f := range Families() {
+		if f.Notes != nil {
+			diags = append(diags, f.Notes(p)...)
+		}
+	}
+	return diags
+}
+
+func noPipeline(t *recipe.Target) recipe.Diagnostic {
+	return recipe.Diagnostic{Pos: t.FormatPos,
+		Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
+		Hint: "formats with a pipeline in this build: " + strings.Join(BuiltinFamilies(), ", ")}
+}

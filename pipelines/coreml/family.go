@@ -1,0 +1,36 @@
+// Package coreml is the Core ML format family (Apple Neural Engine):
+// coremltools converts a Hugging Face checkpoint to an ML program for iOS 18
+// with INT4 weights and FP16 compute, and on Linux the package is checked
+// structurally and its INT4 weights scored in PyTorch against the
+// unconverted model (Core ML prediction itself needs macOS).
+package coreml
+
+import (
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Toolchain is the family's Python environment: coremltools 9.0 is tested
+// with torch up to 2.7.0, so it is an environment of its own beside the
+// llama toolchain's torch 2.11.
+const Toolchain = "coreml"
+
+// Family is the Core ML family, for registration.
+func Family() plan.Family {
+	return plan.Family{
+		Name: "coreml",
+		Formats: catalog.FormatSet{
+			Labels: map[string]string{"coreml": "Core ML"},
+			Formats: []catalog.Format{
+				{Name: "coreml-int4", Family: "coreml", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "partly",
+					Note: "INT4 weights (per-block, block 32, fp16 scales) with FP16 activations for the ANE; coremltools converts and saves on Linux, but Core ML prediction needs macOS"},
+			},
+		},
+		Expand: expandCoreML,
+		Kinds:  []steps.Kind{coremlConvert{}, coremlValidate{}},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolCoreMLConvert, ToolCoreMLValidate},
+			"coremltools 9.0 with torch 2.7.0 and transformers: Core ML conversion, INT4 per-block quantization and the Linux-side validation (Core ML prediction itself needs macOS)")},
+	}
+}

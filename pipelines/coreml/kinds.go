@@ -1,0 +1,177 @@
+package coreml
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// coremlConvert turns a Hugging Face checkpoint into a Core ML ML program
+// (iOS 18, FP16 compute) with INT4 per-block weights, with coremltools.
+type coremlConvert struct{}
+
+// coremlValidate checks the package without Core ML's runtime (which is
+// macOS-only): structurally, and by the perplexity of the same
+// quantization applied to the PyTorch model; on macOS it also runs it.
+type coremlValidate struct{}
+
+// Tool names, as the coreml toolchain provides them.
+const (
+	ToolCoreMLConvert  = "coreml_convert.py"
+	ToolCoreMLValidate = "coreml_validate.py"
+)
+
+// CoreMLPackage is the name of the converted package inside the step output.
+const CoreMLPackage = "model.mlpackage"
+
+func (coremlConvert) Name() string                { return "coreml-convert" }
+func (coremlConvert) Version() int                { return 1 }
+func (coremlConvert) Tools(steps.Params) []string { return []string{ToolCoreMLConvert} }
+func (coremlConvert) Resources(steps.Params) steps.Resources {
+	// torch holds the fp32 model and its trace, coremltools a second copy
+	// of the graph while it converts and quantizes: a few GB for 135M.
+	return steps.Resources{Cores: 2, MemoryMB: 6144}
+}
+
+func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	n := sc.Params.Int("context", 0)
+	if n < 2 {
+		return fmt.Errorf("coreml-convert: the target needs a context (tokens) to build the Core ML model for, got %d", n)
+	}
+	block := sc.Params.Int("block_size", 32)
+	kv := sc.Params.String("kv_cache", "stateful")
+	if kv != "stateful" && kv != "none" {
+		return fmt.Errorf("coreml-convert: kv_cache must be stateful or none, not %q", kv)
+	}
+	args := []string{"--model", src.Dir, "--out", filepath.Join(sc.Out, CoreMLPackage),
+		"--context", strconv.Itoa(n), "--block-size", strconv.Itoa(block), "--kv-cache", kv,
+		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
+	if err := sc.RunTool(ctx, ToolCoreMLConvert, args...); err != nil {
+		return err
+	}
+	var res struct {
+		KVCache   string   `json:"kv_cache"`
+		KVReason  string   `json:"kv_cache_reason"`
+		Inputs    []string `json:"inputs"`
+		ConvertS  float64  `json:"convert_s"`
+		QuantizeS float64  `json:"quantize_s"`
+		CoreMLV   string   `json:"coremltools"`
+		TorchV    string   `json:"torch"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolCoreMLConvert, err)
+	}
+	sc.Result.SetFile("model", CoreMLPackage)
+	sc.Result.SetFact("kv_cache", res.KVCache+" ("+res.KVReason+")")
+	sc.Result.SetFact("compute_precision", "float16")
+	sc.Result.SetFact("minimum_deployment_target", "iOS18")
+	sc.Result.SetFact("weights", fmt.Sprintf("int4 linear_symmetric per_block, block %d", block))
+	if res.CoreMLV != "" {
+		sc.Result.SetFact("coremltools", res.CoreMLV+" (torch "+res.TorchV+")")
+	}
+	sc.Result.SetMetric("context", float64(n))
+	sc.Result.SetMetric("convert_s", res.ConvertS)
+	sc.Result.SetMetric("quantize_s", res.QuantizeS)
+	return nil
+}
+
+func (coremlValidate) Name() string                { return "coreml-validate" }
+func (coremlValidate) Version() int                { return 1 }
+func (coremlValidate) Tools(steps.Params) []string { return []string{ToolCoreMLValidate} }
+func (coremlValidate) Resources(steps.Params) steps.Resources {
+	// Two fp32 copies of the model (unconverted and simulated INT4) and
+	// the package's weights read back.
+	return steps.Resources{Cores: 2, MemoryMB: 4096}
+}
+
+// coremlReport is coreml_validate.py's result line.
+type coremlReport struct {
+	Checks []struct {
+		Name   string `json:"name"`
+		Passed bool   `json:"passed"`
+		Detail string `json:"detail"`
+	} `json:"checks"`
+	PPL          float64 `json:"ppl"`
+	BaselinePPL  float64 `json:"baseline_ppl"`
+	CoreMLPPL    float64 `json:"coreml_ppl"`
+	Chunks       int     `json:"chunks"`
+	Ctx          int     `json:"ctx"`
+	Scored       int     `json:"scored"`
+	Compute      string  `json:"compute"`
+	Simulated    string  `json:"simulated"`
+	Quantized    int     `json:"quantized_weights"`
+	BlockSize    int     `json:"block_size"`
+	PackageBytes int64   `json:"package_bytes"`
+	RanCoreML    bool    `json:"ran_coreml"`
+	CoreMLReason string  `json:"coreml_reason"`
+}
+
+func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
+	pkg, err := sc.Input("coreml-convert")
+	if err != nil {
+		return err
+	}
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	if err != nil {
+		return err
+	}
+	args := []string{"--package", filepath.Join(pkg.Dir, pkg.Result.Files["model"]), "--model", src.Dir,
+		"--text", text, "--ctx", strconv.Itoa(sc.Params.Int("context", 512)),
+		"--block-size", strconv.Itoa(sc.Params.Int("block_size", 32)),
+		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
+	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+		args = append(args, "--chunks", strconv.Itoa(n))
+	}
+	if err := sc.RunTool(ctx, ToolCoreMLValidate, args...); err != nil {
+		return err
+	}
+	var res coremlReport
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolCoreMLValidate, err)
+	}
+	if len(res.Checks) == 0 {
+		return fmt.Errorf("%s reported no checks (see %s)", ToolCoreMLValidate, sc.LogPath)
+	}
+	for _, c := range res.Checks {
+		sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+	}
+	if !(res.PPL > 0) || !(res.BaselinePPL > 0) {
+		return fmt.Errorf("%s reported perplexity %v against baseline %v: no usable probabilities (see %s)",
+			ToolCoreMLValidate, res.PPL, res.BaselinePPL, sc.LogPath)
+	}
+	// On macOS the Core ML model itself is scored; that number is the one
+	// the gate judges. Elsewhere it is the simulated quantization.
+	ppl := res.PPL
+	if res.RanCoreML && res.CoreMLPPL > 0 {
+		ppl = res.CoreMLPPL
+		sc.Result.SetMetric("simulated_ppl", res.PPL)
+		sc.Result.SetFact("backend", "Core ML ("+res.Compute+")")
+	} else {
+		sc.Result.SetFact("backend", "transformers, "+res.Simulated+", "+res.Compute)
+	}
+	sc.Result.SetMetric("ppl", ppl)
+	sc.Result.SetMetric("baseline_ppl", res.BaselinePPL)
+	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
+	sc.Result.SetMetric("chunks", float64(res.Chunks))
+	sc.Result.SetMetric("context", float64(res.Ctx))
+	sc.Result.SetMetric("quantized_weights", float64(res.Quantized))
+	sc.Result.SetMetric("package_bytes", float64(res.PackageBytes))
+	ran := "no: " + res.CoreMLReason
+	if res.RanCoreML {
+		ran = "yes"
+	}
+	sc.Result.SetFact("coreml_prediction", ran)
+	return nil
+}

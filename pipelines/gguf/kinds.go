@@ -1,0 +1,194 @@
+package gguf
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// ggufConvert runs llama.cpp's convert_hf_to_gguf.py on a Hugging Face
+// checkpoint. One F16 GGUF serves every GGUF type of a recipe.
+type ggufConvert struct{}
+
+// ggufQuantize runs llama-quantize on the F16 GGUF.
+type ggufQuantize struct{}
+
+// imatrix runs llama-imatrix on the calibration text.
+type imatrix struct{}
+
+func (ggufConvert) Name() string                { return "gguf-convert" }
+func (ggufConvert) Version() int                { return 1 }
+func (ggufConvert) Tools(steps.Params) []string { return []string{toolchain.ToolConvertHF} }
+func (ggufConvert) Resources(steps.Params) steps.Resources {
+	// The converter holds the whole model in memory; a 135M model needs
+	// little, but the weight keeps two large conversions apart.
+	return steps.Resources{Cores: 1, MemoryMB: 4096}
+}
+
+func (ggufConvert) Run(ctx context.Context, sc *steps.Context) error {
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	outtype := sc.Params.String("outtype", "f16")
+	switch outtype {
+	case "f16", "bf16", "q8_0", "f32":
+	default:
+		return fmt.Errorf("gguf-convert: outtype %q is not one convert_hf_to_gguf.py writes; use f16, bf16, q8_0 or f32", outtype)
+	}
+	name := "model-" + outtype + ".gguf"
+	out := filepath.Join(sc.Out, name)
+	if err := sc.RunTool(ctx, toolchain.ToolConvertHF, src.Dir, "--outtype", outtype, "--outfile", out); err != nil {
+		return err
+	}
+	if err := checkGGUF(out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", name)
+	return nil
+}
+
+func (ggufQuantize) Name() string                { return "gguf-quantize" }
+func (ggufQuantize) Version() int                { return 2 }
+func (ggufQuantize) Tools(steps.Params) []string { return []string{toolchain.ToolQuantize} }
+func (ggufQuantize) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 2048}
+}
+
+func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
+	f16, err := sc.Input("gguf-convert")
+	if err != nil {
+		return err
+	}
+	typ := strings.ToUpper(sc.Params.String("type", ""))
+	if !knownType(typ) {
+		return fmt.Errorf("gguf-quantize: unknown type %q", typ)
+	}
+	in := filepath.Join(f16.Dir, f16.Result.Files["model"])
+	name := "model-" + strings.ToLower(typ) + ".gguf"
+	out := filepath.Join(sc.Out, name)
+	var args []string
+	if im, err := sc.Input("imatrix"); err == nil {
+		args = append(args, "--imatrix", filepath.Join(im.Dir, im.Result.Files["imatrix"]))
+	}
+	// The thread count is fixed so the output is the same on every machine.
+	args = append(args, in, out, typ, "2")
+	if err := sc.RunTool(ctx, toolchain.ToolQuantize, args...); err != nil {
+		return err
+	}
+	if err := checkGGUF(out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", name)
+	if fb := quantizeFallbacks(sc.LogPath); fb != "" {
+		sc.Result.SetFact("fallbacks", fb)
+	}
+	return nil
+}
+
+// fallbackLine matches llama-quantize's notes on tensors whose row size
+// does not divide the type's block (256 for K-quants), and its summary.
+var (
+	fallbackLine    = regexp.MustCompile(`required for type\s+(\S+)\)\s*->\s*falling back to\s+(\S+)`)
+	fallbackSummary = regexp.MustCompile(`(\d+) of (\d+) tensor\(s\) required fallback quantization`)
+)
+
+// quantizeFallbacks summarises what llama-quantize really did with tensors
+// whose width does not fit the chosen type's block, from its log: e.g.
+// "180 of 272 tensors required fallback quantization; 150 x q4_K->q5_0;
+// 30 x q6_K->q8_0".
+func quantizeFallbacks(logPath string) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	summary := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := fallbackLine.FindStringSubmatch(line); m != nil {
+			counts[m[1]+"->"+m[2]]++
+		} else if m := fallbackSummary.FindStringSubmatch(line); m != nil {
+			summary = fmt.Sprintf("%s of %s tensors required fallback quantization", m[1], m[2])
+		}
+	}
+	var parts []string
+	for k, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d x %s", n, k))
+	}
+	sort.Strings(parts)
+	if summary != "" {
+		parts = append([]string{summary}, parts...)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (imatrix) Name() string                { return "imatrix" }
+func (imatrix) Version() int                { return 1 }
+func (imatrix) Tools(steps.Params) []string { return []string{toolchain.ToolImatrix} }
+func (imatrix) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 2048}
+}
+
+func (imatrix) Run(ctx context.Context, sc *steps.Context) error {
+	f16, err := sc.Input("gguf-convert")
+	if err != nil {
+		return err
+	}
+	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(sc.Out, "imatrix.dat")
+	ctxLen := sc.Params.Int("context", 512)
+	args := []string{"-m", filepath.Join(f16.Dir, f16.Result.Files["model"]), "-f", text, "-o", out,
+		"-c", fmt.Sprint(ctxLen), "-b", fmt.Sprint(ctxLen), "-t", "2"}
+	if n := sc.Params.Int("chunks", 0); n > 0 {
+		args = append(args, "--chunks", fmt.Sprint(n))
+	}
+	if err := sc.RunTool(ctx, toolchain.ToolImatrix, args...); err != nil {
+		return err
+	}
+	if _, err := os.Stat(out); err != nil {
+		return fmt.Errorf("llama-imatrix exited 0 but wrote no %s", filepath.Base(out))
+	}
+	sc.Result.SetFile("imatrix", "imatrix.dat")
+	return nil
+}
+
+// checkGGUF refuses an output that is not a GGUF file, so a tool that exits
+// 0 without writing its output never reaches the cache.
+func checkGGUF(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("the tool exited 0 but wrote no %s", filepath.Base(path))
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
+		return fmt.Errorf("%s is not a GGUF file (magic %q)", filepath.Base(path), magic)
+	}
+	return nil
+}
+
+// knownType reports whether typ is a llama-quantize type of the family's
+// table (the formats a recipe may name).
+func knownType(typ string) bool {
+	for _, t := range ggufTypes {
+		if t.name == typ {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package gguf
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// perplexity scores a GGUF model on the evaluation text with
+// llama-perplexity. The baseline (the unconverted F16 model) also saves its
+// logits so every converted model is compared on exactly the same tokens,
+// with KL divergence and top-1 agreement besides perplexity.
+type perplexity struct{}
+
+func (perplexity) Name() string                { return "perplexity" }
+func (perplexity) Version() int                { return 2 }
+func (perplexity) Tools(steps.Params) []string { return []string{toolchain.ToolPerplexity} }
+func (perplexity) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 2048}
+}
+
+const klBaseFile = "logits.kld"
+
+func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
+	model, err := modelInput(sc)
+	if err != nil {
+		return err
+	}
+	ctxLen := sc.Params.Int("context", 512)
+	args := []string{"-m", filepath.Join(model.Dir, model.Result.Files["model"]),
+		"-c", strconv.Itoa(ctxLen), "-b", strconv.Itoa(ctxLen), "-t", "2"}
+	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+		args = append(args, "--chunks", strconv.Itoa(n))
+	}
+	role := sc.Params.String("role", "converted")
+	var base steps.Input
+	switch role {
+	case "baseline":
+		text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+		if err != nil {
+			return err
+		}
+		args = append(args, "-f", text, "--kl-divergence-base", filepath.Join(sc.Out, klBaseFile))
+	case "converted":
+		base, err = sc.Input("perplexity")
+		if err != nil {
+			return err
+		}
+		// With --kl-divergence the tokens come from the baseline's file, so
+		// both models are scored on the same tokens and chunks.
+		args = append(args, "--kl-divergence-base", filepath.Join(base.Dir, klBaseFile), "--kl-divergence")
+	default:
+		return fmt.Errorf("perplexity: role must be baseline or converted, not %q", role)
+	}
+	if err := sc.RunTool(ctx, toolchain.ToolPerplexity, args...); err != nil {
+		return err
+	}
+	log, err := os.ReadFile(sc.LogPath)
+	if err != nil {
+		return err
+	}
+	m, err := ParsePerplexityLog(string(log))
+	if err != nil {
+		return fmt.Errorf("llama-perplexity: %w (see %s)", err, sc.LogPath)
+	}
+	sc.Result.SetMetric("ppl", m.PPL)
+	if m.PPLErr > 0 {
+		sc.Result.SetMetric("ppl_stderr", m.PPLErr)
+	}
+	if m.Chunks == 0 && role == "converted" {
+		// In --kl-divergence mode llama-perplexity reads the baseline's
+		// tokens and does not announce the chunk count: it is the baseline's.
+		m.Chunks = int(base.Result.Metrics["chunks"])
+	}
+	if m.Chunks == 0 {
+		return fmt.Errorf("llama-perplexity did not say how many chunks it scored (see %s)", sc.LogPath)
+	}
+	sc.Result.SetMetric("chunks", float64(m.Chunks))
+	sc.Result.SetMetric("context", float64(ctxLen))
+	// llama-perplexity scores the second half of each chunk.
+	sc.Result.SetMetric("eval_tokens", float64(m.Chunks*(ctxLen-ctxLen/2)))
+	sc.Result.SetFact("backend", "llama.cpp")
+	if role == "baseline" {
+		sc.Result.SetFile("kl_base", klBaseFile)
+		return nil
+	}
+	bp, ok := base.Result.Metrics["ppl"]
+	if !ok {
+		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	sc.Result.SetMetric("baseline_ppl", bp)
+	if !math.IsNaN(m.KLD) {
+		sc.Result.SetMetric("kl_divergence", m.KLD)
+	}
+	if !math.IsNaN(m.SameTop) {
+		sc.Result.SetMetric("top1_agreement", m.SameTop)
+	}
+	return nil
+}
+
+// modelInput finds the input holding a model file (any kind but perplexity).
+func modelInput(sc *steps.Context) (steps.Input, error) {
+	for _, in := range sc.Inputs {
+		if in.Kind != "perplexity" && in.Result != nil && in.Result.Files["model"] != "" {
+			return in, nil
+		}
+	}
+	return steps.Input{}, fmt.Errorf("step %s needs a step that produced a model", sc.StepID)
+}
+
+// PerplexityLog is what llama-perplexity reports.
+type PerplexityLog struct {
+	PPL, PPLErr float64
+	Chunks      int
+	KLD         float64 // NaN when not computed
+	SameTop     float64 // fraction 0..1, NaN when not computed
+}
+
+var (
+	finalPPL  = regexp.MustCompile(`Final estimate: PPL = ([0-9.eE+-]+|nan|inf)(?: \+/- ([0-9.eE+-]+))?`)
+	chunksRe  = regexp.MustCompile(`calculating perplexity over (\d+) chunks`)
+	meanKLD   = regexp.MustCompile(`Mean\s+KLD:\s+([0-9.eE+-]+)`)
+	sameTopRe = regexp.MustCompile(`Same top p:\s+([0-9.eE+-]+)\s*±?`)
+	// In --kl-divergence mode the final estimate line is replaced by a
+	// statistics block whose first line is the converted model's PPL.
+	meanPPLQ = regexp.MustCompile(`Mean PPL\(Q\)\s*:\s+([0-9.eE+-]+)\s*±\s*([0-9.eE+-]+)`)
+)
+
+// ParsePerplexityLog extracts the numbers from llama-perplexity's output.
+func ParsePerplexityLog(log string) (PerplexityLog, error) {
+	out := PerplexityLog{KLD: math.NaN(), SameTop: math.NaN()}
+	if m := finalPPL.FindStringSubmatch(log); m != nil {
+		out.PPL, _ = strconv.ParseFloat(m[1], 64)
+		if m[2] != "" {
+			out.PPLErr, _ = strconv.ParseFloat(m[2], 64)
+		}
+	} else if m := meanPPLQ.FindStringSubmatch(log); m != nil {
+		out.PPL, _ = strconv.ParseFloat(m[1], 64)
+		out.PPLErr, _ = strconv.ParseFloat(m[2], 64)
+	} else {
+		return out, fmt.Errorf("no final perplexity in its output")
+	}
+	if math.IsNaN(out.PPL) || math.IsInf(out.PPL, 0) || out.PPL <= 0 {
+		return out, fmt.Errorf("perplexity is %v: the model produces no usable probabilities", out.PPL)
+	}
+	if m := chunksRe.FindStringSubmatch(log); m != nil {
+		out.Chunks, _ = strconv.Atoi(m[1])
+	}
+	if m := meanKLD.FindStringSubmatch(log); m != nil {
+		out.KLD, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := sameTopRe.FindStringSubmatch(log); m != nil {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		out.SameTop = v / 100
+	}
+	return out, nil
+}

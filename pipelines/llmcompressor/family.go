@@ -1,0 +1,38 @@
+// Package llmcompressor is the GPTQ and AWQ format family (CUDA/ROCm GPUs
+// through vLLM): llmcompressor's oneshot quantizes a checkpoint's linear
+// layers to INT4 (W4A16) on the CPU, calibrated on the recipe's text, into the
+// compressed-tensors checkpoint vLLM loads, gated by its perplexity through
+// transformers against the unconverted model on the same tokens.
+package llmcompressor
+
+import (
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Toolchain is the family's Python environment: llmcompressor 0.14 pins
+// transformers 5.x and a matching compressed-tensors, which conflicts with
+// the llama toolchain's transformers 4.57.
+const Toolchain = "llmcompressor"
+
+// Family is the GPTQ and AWQ family, for registration.
+func Family() plan.Family {
+	return plan.Family{
+		Name: "llmcompressor",
+		Formats: catalog.FormatSet{
+			Labels: map[string]string{"gptq": "GPTQ", "awq": "AWQ"},
+			Formats: []catalog.Format{
+				{Name: "gptq-w4a16", Family: "gptq", BitsPerWeight: 4.125, BlockSize: 128, RunsHere: "yes",
+					Note: "llmcompressor GPTQ, group 128 (a group must divide every layer's width); runs on the CPU for small models, vLLM serving itself is not exercised here"},
+				{Name: "awq-w4a16", Family: "awq", BitsPerWeight: 4.156, BlockSize: 128, RunsHere: "yes",
+					Note: "llmcompressor AWQ, group 128 with an fp16 scale and 4-bit zero point per group; runs on the CPU for small models, vLLM serving itself is not exercised here"},
+			},
+		},
+		Expand: expandLLMCompressor,
+		Kinds:  []steps.Kind{llmcQuantize{}, llmcPerplexity{}},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolLLMCQuantize, ToolLLMCPerplexity},
+			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity of the result")},
+	}
+}

@@ -1,0 +1,412 @@
+package llmcompressor
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// llmcQuantize quantizes a Hugging Face checkpoint's Linear weights to INT4
+// (W4A16: GPTQ or AWQ) with llmcompressor's oneshot on the CPU, and writes
+// the compressed-tensors checkpoint vLLM loads.
+type llmcQuantize struct{}
+
+// llmcPerplexity scores that checkpoint through transformers, with the same
+// script, tokens and chunks as the hf-perplexity baseline.
+type llmcPerplexity struct{}
+
+// Tools of the llmcompressor toolchain.
+const (
+	ToolLLMCQuantize   = "llmc_quantize.py"
+	ToolLLMCPerplexity = "llmc_perplexity.py"
+)
+
+// Defaults of llmc-quantize. Calibration is kept small because it runs on
+// the CPU: 32 samples of 512 tokens is llmcompressor's smallest documented
+// setting scaled down, and enough for a 135M model's Hessians.
+const (
+	DefaultCalibrationSamples = 32
+	DefaultCalibrationSeqLen  = 512
+	// DefaultAWQGrid is AWQModifier's own default number of candidate
+	// scales per layer; the grid search dominates AWQ's time on a CPU.
+	DefaultAWQGrid = 20
+)
+
+// groupSizeCandidates are tried largest first when a recipe sets none:
+// 128 is what vLLM's INT4 kernels are tuned for, the smaller ones fit
+// models whose widths are not multiples of 128 (SmolLM2-135M: 576).
+var groupSizeCandidates = []int{128, 64, 32}
+
+func (llmcQuantize) Name() string                { return "llmc-quantize" }
+func (llmcQuantize) Version() int                { return 1 }
+func (llmcQuantize) Tools(steps.Params) []string { return []string{ToolLLMCQuantize} }
+func (llmcQuantize) Resources(steps.Params) steps.Resources {
+	// One core: llmc_quantize.py runs torch single-threaded (see its
+	// --threads), so a GPTQ and an AWQ target quantize side by side. An
+	// fp32 copy of the model, calibration activations and per-layer
+	// Hessians, plus torch itself: about 3 GB for 135M parameters.
+	return steps.Resources{Cores: 1, MemoryMB: 4096}
+}
+
+func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	scheme := sc.Params.String("scheme", "")
+	if scheme != "gptq" && scheme != "awq" {
+		return fmt.Errorf("llmc-quantize: scheme must be gptq or awq, not %q", scheme)
+	}
+	widths, err := LinearWidths(filepath.Join(src.Dir, "config.json"))
+	if err != nil {
+		return err
+	}
+	asked, err := wholeParam(sc.Params, "group_size", 0)
+	if err != nil {
+		return err
+	}
+	group, err := ChooseGroupSize(asked, widths)
+	if err != nil {
+		return err
+	}
+	samples, err := wholeParam(sc.Params, "num_calibration_samples", DefaultCalibrationSamples)
+	if err != nil {
+		return err
+	}
+	seqLen, err := wholeParam(sc.Params, "max_seq_length", DefaultCalibrationSeqLen)
+	if err != nil {
+		return err
+	}
+	if samples <= 0 || seqLen < 8 {
+		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", samples, seqLen)
+	}
+	grid, err := wholeParam(sc.Params, "n_grid", DefaultAWQGrid)
+	if err != nil {
+		return err
+	}
+	if _, set := sc.Params["n_grid"]; set && scheme != "awq" {
+		return fmt.Errorf("with: n_grid is AWQ's number of candidate scales; %s has none: remove it from this target", scheme)
+	}
+	if grid < 1 {
+		return fmt.Errorf("with: n_grid must be at least 1, not %d", grid)
+	}
+	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	if err != nil {
+		return err
+	}
+	if err := sc.RunTool(ctx, ToolLLMCQuantize, "--model", src.Dir, "--calibration", text, "--out", sc.Out,
+		"--scheme", scheme, "--group-size", strconv.Itoa(group),
+		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid)); err != nil {
+		return err
+	}
+	var res struct {
+		Samples  int               `json:"samples"`
+		Tokens   int               `json:"calibration_tokens"`
+		Linears  int               `json:"quantized_linears"`
+		Versions map[string]string `json:"versions"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolLLMCQuantize, err)
+	}
+	layout, err := CheckCompressedTensors(sc.Out, group)
+	if err != nil {
+		return fmt.Errorf("%s wrote no usable checkpoint: %w", ToolLLMCQuantize, err)
+	}
+	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "compressed-tensors layout", Passed: true,
+		Detail: fmt.Sprintf("%d INT4 linears packed 8 per int32, one scale per %d columns, format %s", layout.Packed, group, layout.Format)})
+	sc.Result.SetFile("model", "config.json")
+	sc.Result.SetMetric("group_size", float64(group))
+	sc.Result.SetMetric("calibration_samples", float64(res.Samples))
+	sc.Result.SetMetric("calibration_seq_len", float64(seqLen))
+	sc.Result.SetMetric("quantized_linears", float64(layout.Packed))
+	sc.Result.SetFact("scheme", scheme)
+	if asked == 0 {
+		sc.Result.SetFact("group_size", fmt.Sprintf("%d, the largest of %s that divides every linear layer's input width (%s)",
+			group, joinInts(groupSizeCandidates, ", "), joinInts(widths, ", ")))
+	} else {
+		sc.Result.SetFact("group_size", fmt.Sprintf("%d, from the recipe", group))
+	}
+	sc.Result.SetFact("calibration", fmt.Sprintf("%d samples of %d tokens from a %d-token text", res.Samples, seqLen, res.Tokens))
+	if scheme == "awq" {
+		sc.Result.SetFact("awq_grid", fmt.Sprintf("%d candidate scales per layer", grid))
+	}
+	for name, v := range res.Versions {
+		sc.Result.SetFact("version:"+name, v)
+	}
+	return nil
+}
+
+// wholeParam returns a whole-number option, or def when it is not set; a
+// recipe's `with: {group_size: "64"}` is an error, not silently the default.
+func wholeParam(p steps.Params, key string, def int) (int, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return def, nil
+	}
+	n := p.Int(key, math.MinInt)
+	if f, isFloat := v.(float64); n == math.MinInt || (isFloat && f != math.Trunc(f)) {
+		return 0, fmt.Errorf("with: %s must be a whole number, not %v", key, v)
+	}
+	return n, nil
+}
+
+// LinearWidths returns the distinct input widths of a transformer's linear
+// layers from its config.json: the hidden size (q/k/v, gate/up), the
+// attention output (heads x head_dim, into o_proj) and the MLP width (into
+// down_proj). Multimodal configs keep the language model under text_config.
+func LinearWidths(configPath string) ([]int, error) {
+	b, err := os.ReadFile(configPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the model's config: %w", err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", configPath, err)
+	}
+	if tc, ok := cfg["text_config"].(map[string]any); ok {
+		cfg = tc
+	}
+	num := func(k string) int {
+		f, _ := cfg[k].(float64)
+		return int(f)
+	}
+	hidden := num("hidden_size")
+	if hidden <= 0 {
+		return nil, fmt.Errorf("%s has no hidden_size: edgepipe cannot tell this model's layer widths", configPath)
+	}
+	set := map[int]bool{hidden: true}
+	if heads := num("num_attention_heads"); heads > 0 {
+		hd := num("head_dim")
+		if hd <= 0 {
+			hd = hidden / heads
+		}
+		set[heads*hd] = true
+	}
+	for _, k := range []string{"intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"} {
+		if w := num(k); w > 0 {
+			set[w] = true
+		}
+	}
+	var widths []int
+	for w := range set {
+		widths = append(widths, w)
+	}
+	sort.Ints(widths)
+	return widths, nil
+}
+
+// ChooseGroupSize returns the recipe's group size if it divides every
+// width, or, when the recipe sets none (0), the largest candidate that does.
+func ChooseGroupSize(asked int, widths []int) (int, error) {
+	if asked < 0 {
+		return 0, fmt.Errorf("group_size %d: it must be a positive number of columns per scale (32, 64 or 128)", asked)
+	}
+	if asked > 0 {
+		if bad := notDivided(asked, widths); len(bad) > 0 {
+			hint := "set with: {group_size: N} to a size that divides them all"
+			if g, err := ChooseGroupSize(0, widths); err == nil {
+				hint = fmt.Sprintf("use group_size %d (or leave it out: edgepipe then picks %d)", g, g)
+			}
+			return 0, fmt.Errorf("group_size %d does not divide this model's linear layer widths (%s; not a multiple of %d: %s): every group must lie within one row, %s",
+				asked, joinInts(widths, ", "), asked, joinInts(bad, ", "), hint)
+		}
+		return asked, nil
+	}
+	for _, g := range groupSizeCandidates {
+		if len(notDivided(g, widths)) == 0 {
+			return g, nil
+		}
+	}
+	return 0, fmt.Errorf("none of the group sizes %s divides this model's linear layer widths (%s): set with: {group_size: N} to a size that divides them all",
+		joinInts(groupSizeCandidates, ", "), joinInts(widths, ", "))
+}
+
+func notDivided(g int, widths []int) []int {
+	var bad []int
+	for _, w := range widths {
+		if w%g != 0 {
+			bad = append(bad, w)
+		}
+	}
+	return bad
+}
+
+func joinInts(xs []int, sep string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, sep)
+}
+
+// CompressedLayout is what CheckCompressedTensors found.
+type CompressedLayout struct {
+	Format string // compressed-tensors format (pack-quantized)
+	Packed int    // linears stored as packed INT4
+}
+
+// CheckCompressedTensors checks that dir holds a W4A16 compressed-tensors
+// checkpoint with the given group size, as vLLM's loader reads it: a
+// quantization_config of quant_method compressed-tensors with 4-bit group
+// weights, and per quantized linear an int32 weight_packed [out, in/8] and a
+// weight_scale [out, in/group].
+func CheckCompressedTensors(dir string, group int) (CompressedLayout, error) {
+	var out CompressedLayout
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return out, err
+	}
+	var cfg struct {
+		QC *struct {
+			QuantMethod  string `json:"quant_method"`
+			Format       string `json:"format"`
+			ConfigGroups map[string]struct {
+				Weights *struct {
+					NumBits   int    `json:"num_bits"`
+					Strategy  string `json:"strategy"`
+					GroupSize int    `json:"group_size"`
+				} `json:"weights"`
+			} `json:"config_groups"`
+		} `json:"quantization_config"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return out, fmt.Errorf("config.json: %w", err)
+	}
+	qc := cfg.QC
+	if qc == nil || qc.QuantMethod != "compressed-tensors" {
+		return out, fmt.Errorf("config.json has no compressed-tensors quantization_config")
+	}
+	if len(qc.ConfigGroups) == 0 {
+		return out, fmt.Errorf("quantization_config has no config_groups")
+	}
+	for name, g := range qc.ConfigGroups {
+		if w := g.Weights; w == nil || w.NumBits != 4 || w.Strategy != "group" || w.GroupSize != group {
+			return out, fmt.Errorf("quantization_config group %s is not 4-bit weights in groups of %d: %+v", name, group, g.Weights)
+		}
+	}
+	out.Format = qc.Format
+	tensors := map[string]safetensorsEntry{}
+	shards, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(shards) == 0 {
+		return out, fmt.Errorf("no *.safetensors in the output")
+	}
+	for _, s := range shards {
+		h, err := readSafetensorsHeader(s)
+		if err != nil {
+			return out, err
+		}
+		for k, v := range h {
+			tensors[k] = v
+		}
+	}
+	for name, t := range tensors {
+		base, ok := strings.CutSuffix(name, ".weight_packed")
+		if !ok {
+			continue
+		}
+		scale, ok := tensors[base+".weight_scale"]
+		if t.Dtype != "I32" || len(t.Shape) != 2 || !ok || len(scale.Shape) != 2 {
+			return out, fmt.Errorf("%s: want an int32 [out, in/8] weight_packed beside a 2-D weight_scale", base)
+		}
+		in := t.Shape[1] * 8
+		if scale.Shape[0] != t.Shape[0] || scale.Shape[1]*int64(group) != in {
+			return out, fmt.Errorf("%s: weight_scale %v does not hold one scale per %d of %d input columns", base, scale.Shape, group, in)
+		}
+		out.Packed++
+	}
+	if out.Packed == 0 {
+		return out, fmt.Errorf("no packed INT4 weights (*.weight_packed) in the safetensors")
+	}
+	return out, nil
+}
+
+type safetensorsEntry struct {
+	Dtype string  `json:"dtype"`
+	Shape []int64 `json:"shape"`
+}
+
+// readSafetensorsHeader reads a safetensors file's JSON header (an 8-byte
+// little-endian length, then the JSON), without reading the tensors.
+func readSafetensorsHeader(path string) (map[string]safetensorsEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var n uint64
+	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
+		return nil, fmt.Errorf("%s: not a safetensors file: %w", filepath.Base(path), err)
+	}
+	if n > 100<<20 {
+		return nil, fmt.Errorf("%s: safetensors header of %d bytes is implausible", filepath.Base(path), n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("%s: truncated safetensors header: %w", filepath.Base(path), err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: safetensors header: %w", filepath.Base(path), err)
+	}
+	out := map[string]safetensorsEntry{}
+	for k, v := range raw {
+		if k == "__metadata__" {
+			continue
+		}
+		var e safetensorsEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, fmt.Errorf("%s: tensor %s: %w", filepath.Base(path), k, err)
+		}
+		out[k] = e
+	}
+	return out, nil
+}
+
+func (llmcPerplexity) Name() string                { return "llmc-perplexity" }
+func (llmcPerplexity) Version() int                { return 1 }
+func (llmcPerplexity) Tools(steps.Params) []string { return []string{ToolLLMCPerplexity} }
+func (llmcPerplexity) Resources(steps.Params) steps.Resources {
+	// compressed-tensors unpacks the INT4 weights to fp32 on load.
+	return steps.Resources{Cores: 2, MemoryMB: 3072}
+}
+
+func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
+	model, err := sc.Input("llmc-quantize")
+	if err != nil {
+		return err
+	}
+	base, err := sc.Input("hf-perplexity")
+	if err != nil {
+		return err
+	}
+	res, err := steps.RunTransformersPerplexity(ctx, sc, ToolLLMCPerplexity, model.Dir)
+	if err != nil {
+		return err
+	}
+	bm := base.Result.Metrics
+	bp, ok := bm["ppl"]
+	if !ok {
+		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	res.Record(sc.Result)
+	sc.Result.SetMetric("baseline_ppl", bp)
+	sc.Result.SetFact("backend", "transformers+compressed-tensors")
+	// The baseline ran in another toolchain (another transformers); the
+	// numbers only compare if both tokenized the text the same way and
+	// scored the same chunks, so that is checked, not assumed.
+	same := int(bm["eval_tokens"]) == res.Scored && int(bm["chunks"]) == res.Chunks && int(bm["context"]) == res.Ctx
+	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "same evaluation tokens as the baseline", Passed: same,
+		Detail: fmt.Sprintf("converted: %d tokens scored in %d chunks of %d; baseline %s: %d in %d chunks of %d",
+			res.Scored, res.Chunks, res.Ctx, base.StepID, int(bm["eval_tokens"]), int(bm["chunks"]), int(bm["context"]))})
+	return nil
+}

@@ -1,0 +1,67 @@
+package nvidia
+
+import (
+	"fmt"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// expandNvidia: source -> modelopt-quantize (INT4 AWQ to a TensorRT-LLM
+// checkpoint, or NVFP4 with the target's KV cache type to a Hugging Face
+// checkpoint; it checks the checkpoint declares what was asked) -> the
+// engine build (trtllm-build, or TensorRT Edge-LLM's export and llm_build).
+// Every step needs an NVIDIA GPU; NvidiaGPUCheck says so at plan time.
+func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
+	n := t.Context
+	if n <= 0 {
+		n = 4096
+	}
+	kv := "none"
+	if t.KVDtype == "fp8" {
+		kv = "fp8"
+	}
+	qid := "modelopt-quantize:" + f.Name
+	if kv != "none" {
+		qid += "+kv=" + kv
+	}
+	quant := add(&plan.Step{ID: qid, Kind: "modelopt-quantize", Needs: []string{plan.SourceStepID},
+		Params: steps.Params{"format": f.Name, "kv_cache": kv, "needs": "nvidia-gpu"},
+		Data:   map[string]string{"calibration": r.Data.Calibration}}, t.Name)
+	kind := "edgellm-build"
+	if f.Family == "trtllm" {
+		kind = "trtllm-build"
+	}
+	// An engine is built for the GPU it is built on, so each device gets
+	// its own; the checkpoint is portable and shared.
+	engine := add(&plan.Step{ID: fmt.Sprintf("%s:%s@c%d/%s", kind, quant.ID[len("modelopt-quantize:"):], n, t.Device), Kind: kind,
+		Needs: []string{quant.ID}, Params: steps.Params{"context": n, "device": t.Device, "needs": "nvidia-gpu"}}, t.Name)
+	return engine, []string{quant.ID}
+}
+
+// NvidiaGPUCheck reports, before anything runs, each target whose format
+// needs an NVIDIA GPU when this host has none; the hint gives the ways out.
+// Whether it is an error or a warning is the caller's choice: `run
+// --keep-going` still builds every other target.
+func NvidiaGPUCheck(p *plan.Plan) recipe.Diagnostics {
+	ok, found := NvidiaGPU()
+	if ok {
+		return nil
+	}
+	var diags recipe.Diagnostics
+	for _, t := range p.Recipe.Targets {
+		f, err := catalog.ParseFormat(t.Format)
+		if err != nil || !f.NeedsNVIDIAGPU {
+			continue
+		}
+		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
+			Msg: fmt.Sprintf("target %q: %s needs an NVIDIA GPU to quantize and build its engine, and this host has none (%s)", t.Name, t.Format, found),
+			Hint: "run it on a machine with an NVIDIA GPU (the Jetson itself for the engine), or run with --keep-going to build the other targets; " +
+				"on an 8 GB Orin Nano, gguf-q4_k_m runs through llama.cpp and builds here"})
+	}
+	return diags
+}

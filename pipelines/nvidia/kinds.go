@@ -1,0 +1,234 @@
+package nvidia
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// NVIDIA Jetson steps. Quantization is nvidia-modelopt's (mtq.quantize with
+// NVFP4_DEFAULT_CFG or INT4_AWQ_CFG, an FP8 KV cache on request), exported
+// with export_hf_checkpoint (NVFP4, read by TensorRT Edge-LLM and vLLM) or
+// export_tensorrt_llm_checkpoint (INT4 AWQ, read by trtllm-build). Engines
+// are built with the documented commands:
+//
+//	trtllm-build --checkpoint_dir CKPT --output_dir OUT --max_seq_len N --max_batch_size 1 --gemm_plugin auto
+//	tensorrt-edgellm-export-llm --model_dir CKPT --output_dir OUT/onnx
+//	llm_build --onnxDir OUT/onnx --engineDir OUT/engine --maxInputLen N
+//
+// All of them need an NVIDIA GPU, and an engine is built for the GPU it is
+// built on: for a Jetson, run the engine step on the Jetson.
+type (
+	modeloptQuantize struct{}
+	trtllmBuild      struct{}
+	edgellmBuild     struct{}
+)
+
+// Tool names.
+const (
+	ToolModelOpt      = "modelopt_quantize.py"
+	ToolTRTLLMBuild   = "trtllm-build"
+	ToolEdgeLLMExport = "tensorrt-edgellm-export-llm"
+	ToolEdgeLLMBuild  = "llm_build"
+)
+
+// PretendNvidiaGPUEnv, set to 1, makes edgepipe believe an NVIDIA GPU is
+// present. It exists for the stand-in tests of the NVIDIA steps only; a
+// real run with it set fails in the real tools.
+const PretendNvidiaGPUEnv = "EDGEPIPE_TEST_PRETEND_NVIDIA_GPU"
+
+// NvidiaGPU reports whether this host has an NVIDIA GPU the NVIDIA tools
+// can use, and what it found: the driver's device node (/dev/nvidia0 on
+// discrete GPUs), Jetson's L4T release file, or nvidia-smi listing a GPU.
+func NvidiaGPU() (bool, string) {
+	if os.Getenv(PretendNvidiaGPUEnv) == "1" {
+		return true, PretendNvidiaGPUEnv + "=1 (tests only: no GPU was looked for)"
+	}
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		return true, "/dev/nvidia0"
+	}
+	if _, err := os.Stat("/etc/nv_tegra_release"); err == nil {
+		return true, "Jetson (/etc/nv_tegra_release)"
+	}
+	if p, err := exec.LookPath("nvidia-smi"); err == nil {
+		out, err := exec.Command(p, "-L").Output()
+		if err == nil && strings.Contains(string(out), "GPU ") {
+			return true, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		}
+	}
+	return false, "no /dev/nvidia0, no /etc/nv_tegra_release, and no nvidia-smi that lists a GPU"
+}
+
+// requireNvidiaGPU fails a step before any work on a host without one.
+func requireNvidiaGPU(sc *steps.Context, what string) error {
+	if err := noNvidiaGPU(what); err != nil {
+		return err
+	}
+	_, found := NvidiaGPU()
+	sc.Result.SetFact("nvidia_gpu", found)
+	return nil
+}
+
+// noNvidiaGPU is the refusal, with its fixes, on a host without a GPU.
+func noNvidiaGPU(what string) error {
+	if ok, found := NvidiaGPU(); !ok {
+		return fmt.Errorf("%s needs an NVIDIA GPU and this host has none (%s): run this recipe on a machine with an NVIDIA GPU and driver (the Jetson itself for its engine), or leave the NVIDIA targets out, or use --keep-going to build the other targets", what, found)
+	}
+	return nil
+}
+
+// The NVIDIA kinds refuse a host without a GPU before their tools are
+// looked up: "no GPU" is the reason to give, not "modelopt is not installed".
+func (modeloptQuantize) RequireHost(p steps.Params) error {
+	return noNvidiaGPU("nvidia-modelopt calibration for " + p.String("format", ""))
+}
+func (trtllmBuild) RequireHost(steps.Params) error { return noNvidiaGPU("trtllm-build") }
+func (edgellmBuild) RequireHost(steps.Params) error {
+	return noNvidiaGPU("TensorRT Edge-LLM export and engine build")
+}
+
+func (modeloptQuantize) Name() string                { return "modelopt-quantize" }
+func (modeloptQuantize) Version() int                { return 1 }
+func (modeloptQuantize) Tools(steps.Params) []string { return []string{ToolModelOpt} }
+func (modeloptQuantize) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 6144}
+}
+
+// modeloptFormats maps a format to modelopt's config and export.
+var modeloptFormats = map[string]struct{ qformat, export string }{
+	"nvfp4":       {"nvfp4", "hf"},
+	"trtllm-int4": {"int4_awq", "trtllm"},
+}
+
+func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
+	format := sc.Params.String("format", "")
+	f, ok := modeloptFormats[format]
+	if !ok {
+		return fmt.Errorf("modelopt-quantize: format %q is not one it makes (nvfp4, trtllm-int4)", format)
+	}
+	if err := requireNvidiaGPU(sc, "nvidia-modelopt calibration for "+format); err != nil {
+		return err
+	}
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	calib, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	if err != nil {
+		return err
+	}
+	kv := sc.Params.String("kv_cache", "none")
+	args := []string{"--model", src.Dir, "--qformat", f.qformat, "--kv-cache", kv, "--export", f.export,
+		"--calib", calib, "--calib-size", strconv.Itoa(sc.Params.Int("calib_size", 64)),
+		"--seq-len", strconv.Itoa(sc.Params.Int("calib_seq_len", 512)), "--out", sc.Out}
+	if err := sc.RunTool(ctx, ToolModelOpt, args...); err != nil {
+		return err
+	}
+	var res struct {
+		QuantAlgo   string `json:"quant_algo"`
+		KVCacheAlgo string `json:"kv_cache_quant_algo"`
+		GroupSize   int    `json:"group_size"`
+		Export      string `json:"export"`
+		ModelOptV   string `json:"modelopt"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolModelOpt, err)
+	}
+	sc.Result.SetFile("checkpoint", ".")
+	sc.Result.SetFile("model", "config.json")
+	sc.Result.SetFact("quant_algo", res.QuantAlgo)
+	sc.Result.SetFact("kv_cache_quant_algo", res.KVCacheAlgo)
+	sc.Result.SetFact("export", res.Export)
+	if res.ModelOptV != "" {
+		sc.Result.SetFact("modelopt", res.ModelOptV)
+	}
+	// The quantization the checkpoint declares must be the one asked for.
+	wantAlgo := map[string]string{"nvfp4": "NVFP4", "int4_awq": "W4A16_AWQ"}[f.qformat]
+	wantKV := map[string]string{"fp8": "FP8", "none": ""}[kv]
+	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "checkpoint declares the quantization",
+		Passed: res.QuantAlgo == wantAlgo && res.KVCacheAlgo == wantKV,
+		Detail: fmt.Sprintf("quant_algo %q (want %q), kv_cache_quant_algo %q (want %q)", res.QuantAlgo, wantAlgo, res.KVCacheAlgo, wantKV)})
+	return nil
+}
+
+func (trtllmBuild) Name() string                { return "trtllm-build" }
+func (trtllmBuild) Version() int                { return 1 }
+func (trtllmBuild) Tools(steps.Params) []string { return []string{ToolTRTLLMBuild} }
+func (trtllmBuild) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 8192}
+}
+
+func (trtllmBuild) Run(ctx context.Context, sc *steps.Context) error {
+	if err := requireNvidiaGPU(sc, "trtllm-build"); err != nil {
+		return err
+	}
+	ckpt, err := sc.Input("modelopt-quantize")
+	if err != nil {
+		return err
+	}
+	n := sc.Params.Int("context", 4096)
+	if err := sc.RunTool(ctx, ToolTRTLLMBuild, "--checkpoint_dir", ckpt.Dir, "--output_dir", sc.Out,
+		"--max_seq_len", strconv.Itoa(n), "--max_batch_size", "1", "--gemm_plugin", "auto"); err != nil {
+		return err
+	}
+	engines, _ := filepath.Glob(filepath.Join(sc.Out, "*.engine"))
+	if len(engines) == 0 {
+		return fmt.Errorf("trtllm-build wrote no *.engine into its output (see %s)", sc.LogPath)
+	}
+	sc.Result.SetFile("model", filepath.Base(engines[0]))
+	sc.Result.SetFact("engine_for", "the GPU of the host that built it; build on the target device")
+	return nil
+}
+
+func (edgellmBuild) Name() string { return "edgellm-build" }
+func (edgellmBuild) Version() int { return 1 }
+func (edgellmBuild) Tools(steps.Params) []string {
+	return []string{ToolEdgeLLMExport, ToolEdgeLLMBuild}
+}
+func (edgellmBuild) Resources(steps.Params) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 8192}
+}
+
+func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
+	if err := requireNvidiaGPU(sc, "TensorRT Edge-LLM export and engine build"); err != nil {
+		return err
+	}
+	ckpt, err := sc.Input("modelopt-quantize")
+	if err != nil {
+		return err
+	}
+	onnx := filepath.Join(sc.Out, "onnx")
+	engine := filepath.Join(sc.Out, "engine")
+	if err := sc.RunTool(ctx, ToolEdgeLLMExport, "--model_dir", ckpt.Dir, "--output_dir", onnx); err != nil {
+		return err
+	}
+	n := sc.Params.Int("context", 4096)
+	if err := sc.RunTool(ctx, ToolEdgeLLMBuild, "--onnxDir", onnx, "--engineDir", engine,
+		"--maxInputLen", strconv.Itoa(n)); err != nil {
+		return err
+	}
+	engines, _ := filepath.Glob(filepath.Join(engine, "*.engine"))
+	if len(engines) == 0 {
+		return fmt.Errorf("llm_build wrote no *.engine into %s (see %s)", engine, sc.LogPath)
+	}
+	rel, _ := filepath.Rel(sc.Out, engines[0])
+	sc.Result.SetFile("model", rel)
+	// Keep the quantization the engine was built from on record.
+	if b, err := os.ReadFile(filepath.Join(ckpt.Dir, "hf_quant_config.json")); err == nil {
+		var q struct {
+			Quantization map[string]any `json:"quantization"`
+		}
+		if json.Unmarshal(b, &q) == nil {
+			sc.Result.SetFact("quantization", fmt.Sprint(q.Quantization))
+		}
+	}
+	sc.Result.SetFact("engine_for", "the GPU of the host that built it; build on the target device")
+	return nil
+}

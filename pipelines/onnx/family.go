@@ -1,0 +1,47 @@
+// Package onnx is the ONNX format family: optimum-onnx exports a Hugging
+// Face checkpoint to an fp32 graph with its KV cache, ONNX Runtime's
+// weight-only quantizer makes the 4-bit MatMulNBits model, and ONNX Runtime's
+// CPU provider gates both (logits against PyTorch, perplexity against the
+// transformers baseline on the same tokens) and times them on this host.
+// The QNN family builds on its export and validation steps.
+package onnx
+
+import (
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Toolchain is the Python environment of the ONNX and QNN families.
+const Toolchain = "onnx"
+
+// Tools of the onnx toolchain (tool names are global across toolchains).
+const (
+	ToolExport   = "onnx_export.py"
+	ToolQuantize = "onnx_quantize.py"
+	ToolValidate = "onnx_validate.py"
+	ToolBench    = "onnx_bench.py"
+)
+
+// Family is the ONNX family, for registration.
+func Family() plan.Family {
+	return plan.Family{
+		Name: "onnx",
+		Formats: catalog.FormatSet{
+			Labels: map[string]string{"onnx": "ONNX"},
+			Formats: []catalog.Format{
+				{Name: "onnx-fp32", Family: "onnx", BitsPerWeight: 32, RunsHere: "yes", Bench: "onnxruntime",
+					Note: "exported ONNX graph; ONNX Runtime's CPU provider computes perplexity"},
+				{Name: "onnx-int4", Family: "onnx", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "yes", Bench: "onnxruntime",
+					Note: "MatMulNBits INT4 (onnxruntime-genai builder, block 32); embeddings stay at full precision, so small models come out larger than 4.5 bits per weight suggests"},
+			},
+		},
+		Expand: expandONNX,
+		Kinds:  []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
+			"optimum-onnx, ONNX Runtime (CPU) and its quantizers for ONNX and QNN QDQ; qai-hub's client is installed, "+
+				"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)")},
+		Bench: onnxBench{},
+	}
+}

@@ -1,0 +1,28 @@
+// Package pipelines holds edgepipe's format families, one package each
+// (gguf, onnx, qnn, coreml, mlc, llmcompressor, nvidia), and registers them:
+// importing it is what makes their formats, step kinds and toolchains known
+// to the catalog, the planner, the executor and the installer.
+//
+// A new family is a package beside these with a Family() value (its catalog
+// rows, typed with: options, expander, step kinds, tool names and toolchain
+// specs), plus its Python helpers under steps/python, its lock file under
+// steps/toolchains, a recipe and tests; and one line below.
+package pipelines
+
+import (
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/pipelines/coreml"
+	"github.com/edgepipe/edgepipe/pipelines/gguf"
+	"github.com/edgepipe/edgepipe/pipelines/llmcompressor"
+	"github.com/edgepipe/edgepipe/pipelines/mlc"
+	"github.com/edgepipe/edgepipe/pipelines/nvidia"
+	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/pipelines/qnn"
+)
+
+// The order is the order formats are listed in (the catalog, error
+// messages, `edgepipe devices`).
+func init() {
+	plan.Register(coreml.Family(), qnn.Family(), mlc.Family(), gguf.Family(), onnx.Family(),
+		llmcompressor.Family(), nvidia.Family())
+}

@@ -1,0 +1,292 @@
+package qnn
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// qnnQDQ quantizes the fp32 prefill graph (onnx-export with past: false)
+// into a QDQ model for Qualcomm's HTP with ONNX Runtime's QNN flow:
+// static shapes, qnn_preprocess_model, get_qnn_qdq_config, quantize, with
+// calibration windows from the recipe's calibration text (qnn_qdq.py).
+type qnnQDQ struct{}
+
+// qnnCompile turns the QDQ model into a Hexagon context binary, with
+// Qualcomm AI Hub's compile job (backend ai-hub) or the local QNN SDK
+// (backend qnn-sdk). Neither can run on this project's machines: they need
+// a Qualcomm account or SDK, so edgepipe's tests run them on stand-ins.
+type qnnCompile struct{}
+
+// Tools of the QNN backends: the QDQ flow and the AI Hub client run in
+// the onnx family's toolchain; the QNN SDK's tools only Qualcomm
+// distributes.
+const (
+	ToolQDQ                    = "qnn_qdq.py"
+	ToolAIHub                  = "qnn_ai_hub.py"
+	ToolONNXConverter          = "qnn-onnx-converter"
+	ToolModelLibGenerator      = "qnn-model-lib-generator"
+	ToolContextBinaryGenerator = "qnn-context-binary-generator"
+
+	// SDK is the toolchain of the QNN SDK's tools.
+	SDK = "qnn-sdk"
+)
+
+// QNN backends a target chooses with `with: {backend: ...}`.
+const (
+	QNNBackendORT   = "ort-qdq"
+	QNNBackendAIHub = "ai-hub"
+	QNNBackendSDK   = "qnn-sdk"
+)
+
+// qnnTypes are the quantization types qnn_qdq.py accepts.
+var qnnTypes = map[string]bool{"uint8": true, "int8": true, "uint16": true, "int16": true, "int4": true, "uint4": true}
+
+func (qnnQDQ) Name() string                { return "qnn-qdq" }
+func (qnnQDQ) Version() int                { return 1 }
+func (qnnQDQ) Tools(steps.Params) []string { return []string{ToolQDQ} }
+func (qnnQDQ) Resources(p steps.Params) steps.Resources {
+	// MinMax calibration keeps every tensor of the graph for every window:
+	// about 0.5 GB per 256-token window for the built-in model, plus the
+	// model twice (preprocessed and quantized).
+	windows := int64(p.Int("samples", 4))
+	return steps.Resources{Cores: 2, MemoryMB: 3072 + 512*windows}
+}
+
+func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
+	fp32, err := sc.Input("onnx-export")
+	if err != nil {
+		return err
+	}
+	src, err := sc.Input("fetch")
+	if err != nil {
+		return err
+	}
+	seq := sc.Params.Int("seq_len", 0)
+	if seq < 2 {
+		return fmt.Errorf("qnn-qdq: seq_len must be set to the static sequence length (the pipeline uses the perplexity context)")
+	}
+	wt, at := sc.Params.String("weight_type", "uint8"), sc.Params.String("activation_type", "uint16")
+	if !qnnTypes[wt] || !qnnTypes[at] {
+		return fmt.Errorf("qnn-qdq: weight_type %q / activation_type %q: use uint8, int8, uint16, int16, int4 or uint4", wt, at)
+	}
+	calib, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	if err != nil {
+		return err
+	}
+	samples := sc.Params.Int("samples", 4)
+	args := []string{"--onnx", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--tokenizer", src.Dir,
+		"--calibration", calib, "--out", sc.Out, "--seq-len", strconv.Itoa(seq), "--samples", strconv.Itoa(samples),
+		"--weight-type", wt, "--activation-type", at}
+	if err := sc.RunTool(ctx, ToolQDQ, args...); err != nil {
+		return err
+	}
+	var res struct {
+		Model       string `json:"model"`
+		Quantize    int    `json:"quantize_linear"`
+		Dequantize  int    `json:"dequantize_linear"`
+		Preprocesed bool   `json:"preprocessed"`
+		Masks       int    `json:"mask_constants"`
+		FloatNodes  int    `json:"float_nodes"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolQDQ, err)
+	}
+	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
+		return err
+	}
+	if res.Dequantize == 0 {
+		return fmt.Errorf("qnn-qdq: the quantized graph has no DequantizeLinear node: nothing was quantized (see %s)", sc.LogPath)
+	}
+	sc.Result.SetFile("model", res.Model)
+	sc.Result.SetMetric("seq_len", float64(seq))
+	sc.Result.SetMetric("calibration_windows", float64(samples))
+	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
+	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
+	sc.Result.SetFact("quantization", fmt.Sprintf("weights %s, activations %s, MinMax calibration, static shape [1, %d]", wt, at, seq))
+	if res.FloatNodes > 0 {
+		sc.Result.SetFact("float_nodes", fmt.Sprintf("%d RMSNorm statistics nodes (Pow, ReduceMean, Add, Sqrt, Div) left unquantized", res.FloatNodes))
+	}
+	if res.Masks > 0 {
+		sc.Result.SetFact("mask_constants", fmt.Sprintf("%d -inf attention-mask constants set to -1000 so 16-bit activations can hold them", res.Masks))
+	}
+	return nil
+}
+
+func (qnnCompile) Name() string { return "qnn-compile" }
+func (qnnCompile) Version() int { return 1 }
+func (qnnCompile) Resources(steps.Params) steps.Resources {
+	// ai-hub waits on a cloud job; qnn-sdk compiles a model library.
+	return steps.Resources{Cores: 2, MemoryMB: 4096}
+}
+
+func (qnnCompile) Tools(p steps.Params) []string {
+	if p.String("backend", "") == QNNBackendSDK {
+		return []string{ToolONNXConverter, ToolModelLibGenerator, ToolContextBinaryGenerator}
+	}
+	return []string{ToolAIHub}
+}
+
+// AIHubTokenConfigured reports whether Qualcomm AI Hub credentials exist:
+// QAI_HUB_API_TOKEN, or the client.ini that `qai-hub configure` writes.
+// Without them a compile job could only fail (or wait on a login), so the
+// step stops before starting one.
+func AIHubTokenConfigured() bool {
+	if os.Getenv("QAI_HUB_API_TOKEN") != "" {
+		return true
+	}
+	cfg := os.Getenv("QAIHUB_CLIENT_INI")
+	if cfg == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return false
+		}
+		cfg = filepath.Join(home, ".qai_hub", "client.ini")
+	}
+	_, err := os.Stat(cfg)
+	return err == nil
+}
+
+// qnnHubDevices maps edgepipe's device names to Qualcomm AI Hub device
+// names (AI Hub compiles for a device, not an SoC).
+var qnnHubDevices = map[string]string{
+	"snapdragon-8-gen-3": "Samsung Galaxy S24 (Family)",
+	"snapdragon-x-elite": "Snapdragon X Elite CRD",
+}
+
+// qnnDSPArch maps edgepipe's device names to the Hexagon architecture the
+// HTP backend compiles a context binary for.
+var qnnDSPArch = map[string]string{
+	"snapdragon-8-gen-3": "v75",
+	"snapdragon-x-elite": "v73",
+}
+
+func (qnnCompile) Run(ctx context.Context, sc *steps.Context) error {
+	qdq, err := sc.Input("qnn-qdq")
+	if err != nil {
+		return err
+	}
+	model := filepath.Join(qdq.Dir, qdq.Result.Files["model"])
+	device := sc.Params.String("device", "")
+	seq := int(qdq.Result.Metrics["seq_len"])
+	switch backend := sc.Params.String("backend", ""); backend {
+	case QNNBackendAIHub:
+		return qnnAIHub(ctx, sc, model, device, seq)
+	case QNNBackendSDK:
+		return qnnSDK(ctx, sc, model, device)
+	default:
+		return fmt.Errorf("qnn-compile: backend %q: use %s or %s (%s needs no compile step)", backend, QNNBackendAIHub, QNNBackendSDK, QNNBackendORT)
+	}
+}
+
+func qnnAIHub(ctx context.Context, sc *steps.Context, model, device string, seq int) error {
+	if !AIHubTokenConfigured() {
+		return fmt.Errorf("qnn-compile: the ai-hub backend needs a Qualcomm AI Hub API token, and none is configured: " +
+			"run `qai-hub configure --api_token TOKEN` (it writes ~/.qai_hub/client.ini) or set QAI_HUB_API_TOKEN, " +
+			"or build the target with `backend: ort-qdq`")
+	}
+	hubDevice := sc.Params.String("hub_device", qnnHubDevices[device])
+	if hubDevice == "" {
+		return fmt.Errorf("qnn-compile: no Qualcomm AI Hub device is known for %q: set `with: {hub_device: NAME}` to a name `qai-hub list-devices` shows", device)
+	}
+	out := "model.bin"
+	timeout := sc.Params.Int("hub_timeout_s", 1800)
+	if err := sc.RunTool(ctx, ToolAIHub, "--onnx", model, "--device", hubDevice, "--seq-len", strconv.Itoa(seq),
+		"--out", filepath.Join(sc.Out, out), "--timeout", strconv.Itoa(timeout)); err != nil {
+		return err
+	}
+	var res struct {
+		JobID  string `json:"job_id"`
+		Target string `json:"target_runtime"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolAIHub, err)
+	}
+	if st, err := os.Stat(filepath.Join(sc.Out, out)); err != nil || st.Size() == 0 {
+		return fmt.Errorf("%s exited 0 but wrote no context binary %s", ToolAIHub, out)
+	}
+	if err := copySidecars(filepath.Dir(model), sc.Out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", out)
+	sc.Result.SetFact("backend", "Qualcomm AI Hub compile job "+res.JobID+" for "+hubDevice+" ("+res.Target+")")
+	sc.Result.SetFact("validated", "the context binary itself is not run by edgepipe; the QDQ model it was compiled from was scored on ONNX Runtime's CPU provider")
+	return nil
+}
+
+func qnnSDK(ctx context.Context, sc *steps.Context, model, device string) error {
+	root := os.Getenv("QNN_SDK_ROOT")
+	if root == "" {
+		return fmt.Errorf("qnn-compile: the qnn-sdk backend needs Qualcomm's QNN SDK: set QNN_SDK_ROOT to its folder " +
+			"(and put $QNN_SDK_ROOT/bin/x86_64-linux-clang on --tool-path), or build the target with `backend: ort-qdq`")
+	}
+	arch := sc.Params.String("dsp_arch", qnnDSPArch[device])
+	if arch == "" {
+		return fmt.Errorf("qnn-compile: no Hexagon architecture is known for %q: set `with: {dsp_arch: v75}` (or the one your SoC has)", device)
+	}
+	work := sc.Scratch
+	cpp := filepath.Join(work, "model.cpp")
+	// qnn-onnx-converter takes the quantization encodings from the QDQ
+	// nodes, so no --input_list (calibration) is passed.
+	if err := sc.RunTool(ctx, ToolONNXConverter, "--input_network", model, "--output_path", cpp); err != nil {
+		return err
+	}
+	libs := filepath.Join(work, "libs")
+	if err := sc.RunTool(ctx, ToolModelLibGenerator, "-c", cpp, "-b", filepath.Join(work, "model.bin"),
+		"-o", libs, "-t", "x86_64-linux-clang"); err != nil {
+		return err
+	}
+	htp := filepath.Join(work, "htp_config.json")
+	ext := filepath.Join(work, "htp_backend_extensions.json")
+	if err := os.WriteFile(htp, []byte(fmt.Sprintf(`{"graphs": [{"graph_names": ["model"], "vtcm_mb": 8, "O": 3}], "devices": [{"dsp_arch": %q}]}`+"\n", arch)), 0o644); err != nil {
+		return err
+	}
+	extLib := filepath.Join(root, "lib", "x86_64-linux-clang", "libQnnHtpNetRunExtensions.so")
+	if err := os.WriteFile(ext, []byte(fmt.Sprintf(`{"backend_extensions": {"shared_library_path": %q, "config_file_path": %q}}`+"\n", extLib, htp)), 0o644); err != nil {
+		return err
+	}
+	if err := sc.RunTool(ctx, ToolContextBinaryGenerator,
+		"--backend", filepath.Join(root, "lib", "x86_64-linux-clang", "libQnnHtp.so"),
+		"--model", filepath.Join(libs, "x86_64-linux-clang", "libmodel.so"),
+		"--binary_file", "model", "--output_dir", sc.Out, "--config_file", ext); err != nil {
+		return err
+	}
+	if st, err := os.Stat(filepath.Join(sc.Out, "model.bin")); err != nil || st.Size() == 0 {
+		return fmt.Errorf("%s exited 0 but wrote no model.bin in its output folder", ToolContextBinaryGenerator)
+	}
+	if err := copySidecars(filepath.Dir(model), sc.Out); err != nil {
+		return err
+	}
+	sc.Result.SetFile("model", "model.bin")
+	sc.Result.SetFact("backend", "QNN SDK HTP context binary for Hexagon "+arch)
+	sc.Result.SetFact("validated", "the context binary itself is not run by edgepipe; the QDQ model it was compiled from was scored on ONNX Runtime's CPU provider")
+	return nil
+}
+
+// copySidecars copies the tokenizer and config files beside a model, so
+// the published folder is usable on its own.
+func copySidecars(from, to string) error {
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || n == steps.ResultFile || filepath.Ext(n) == ".onnx" || filepath.Ext(n) == ".log" || filepath.Ext(n) == ".onnx_data" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, n))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, n), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
