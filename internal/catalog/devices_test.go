@@ -1,9 +1,9 @@
 package catalog_test
 
 import (
+	"encoding/json"
 	. "github.com/edgepipe/edgepipe/internal/catalog"
 	_ "github.com/edgepipe/edgepipe/pipelines"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
