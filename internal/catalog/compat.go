@@ -64,8 +64,8 @@ func runtimeByName(d Device, name string) Runtime {
 	return Runtime{}
 }
 
-// Catalog adapts the package functions to the interface package pipelines
-// validates recipes against.
+// Catalog adapts the package functions to what recipe validation asks of
+// the device catalog (plan.Catalog adds the families' options).
 type Catalog struct{}
 
 func (Catalog) DeviceIDs() []string { return DeviceIDs() }

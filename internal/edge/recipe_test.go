@@ -8,7 +8,6 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
-	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
 )
 
@@ -30,7 +29,7 @@ func TestRenderedRecipesValidate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", platform, err, data)
 		}
-		if diags := recipe.Validate(r, catalog.Catalog{}, nil); len(diags) > 0 {
+		if diags := recipe.Validate(r, plan.Catalog{}, nil); len(diags) > 0 {
 			t.Fatalf("%s: %v\n%s", platform, diags, data)
 		}
 		if len(r.Targets) != 1 {

@@ -97,6 +97,14 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			diags = append(diags, noPipeline(t))
 			continue
 		}
+		if t.Options == nil && fam.Options != nil {
+			// A recipe expanded without validation (tests, tools) still
+			// gets typed options, and their errors.
+			if d := recipe.DecodeTargetOptions(t, fam.Options(f.Name)); len(d) > 0 {
+				diags = append(diags, d...)
+				continue
+			}
+		}
 		model, checks := fam.Expand(r, t, f, add)
 		if t.Bench != nil {
 			checks = append(checks, addBench(t, model, add).ID)

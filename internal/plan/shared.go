@@ -4,6 +4,7 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -28,29 +29,47 @@ func HFBaseline(r *recipe.Recipe, t *recipe.Target, add AddFunc) *Step {
 	return baseline
 }
 
-// WithSuffix copies the target's options named in keys into params and
-// spells them in a step id suffix, so targets that differ only in options
-// get their own steps instead of silently sharing one.
-func WithSuffix(t *recipe.Target, keys []string, params steps.Params) string {
-	var opts []string
+// OptionSuffix copies the options named in keys that a target set (a
+// pointer field that is not nil, or a bool that is true) from its typed
+// options into params, and spells them in a step id suffix ("+opset=17"),
+// so targets that differ only in options get their own steps instead of
+// silently sharing one.
+func OptionSuffix(opts any, params steps.Params, keys ...string) string {
+	set := SetOptions(opts)
+	var parts []string
 	for _, k := range keys {
-		if v, ok := t.With[k]; ok {
-			params[k] = v
-			opts = append(opts, fmt.Sprintf("%s=%v", k, v))
+		if val, ok := set[k]; ok {
+			params[k] = val
+			parts = append(parts, fmt.Sprintf("%s=%v", k, val))
 		}
 	}
-	sort.Strings(opts)
-	if len(opts) == 0 {
+	sort.Strings(parts)
+	if len(parts) == 0 {
 		return ""
 	}
-	return "+" + strings.Join(opts, "+")
+	return "+" + strings.Join(parts, "+")
 }
 
 func SameEval(a, b steps.Params) bool {
 	return a.Int("context", 0) == b.Int("context", 0) && a.Int("max_chunks", 0) == b.Int("max_chunks", 0)
 }
 
-func BoolWith(with map[string]any, key string) bool {
-	v, _ := with[key].(bool)
-	return v
+// SetOptions returns the options a target set, by key: pointer fields
+// that are not nil, and bools that are true.
+func SetOptions(opts any) map[string]any {
+	set := map[string]any{}
+	if opts == nil {
+		return set
+	}
+	v := reflect.ValueOf(opts).Elem()
+	for _, f := range recipe.OptionFields(opts) {
+		fv := v.FieldByIndex(f.Index())
+		switch {
+		case fv.Kind() == reflect.Pointer && !fv.IsNil():
+			set[f.Key] = fv.Elem().Interface()
+		case fv.Kind() == reflect.Bool && fv.Bool():
+			set[f.Key] = true
+		}
+	}
+	return set
 }

@@ -971,7 +971,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 				p.report(v, hint, "%s.kv_dtype %q is not a KV-cache type edgepipe knows", path, s)
 			}},
 			{"quality", func(_, v *yaml.Node) { p.quality(v, path+".quality", &t.Quality, true) }},
-			{"with", func(_, v *yaml.Node) { t.With = p.withMap(v, path+".with") }},
+			{"with", func(k, v *yaml.Node) { t.With, t.WithPos = p.withMap(v, path+".with"), p.withPositions(k, v) }},
 			{"min_tokens_per_s", func(_, v *yaml.Node) { t.MinTokensPerS, _ = p.nonNegative(v, path+".min_tokens_per_s") }},
 			{"max_memory_gb", func(_, v *yaml.Node) { t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb") }},
 			{"max_first_token_ms", func(_, v *yaml.Node) { t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms") }},
@@ -1051,7 +1051,7 @@ func (p *parser) steps(v *yaml.Node) []StepSpec {
 				}
 			}},
 			{"needs", func(_, v *yaml.Node) { s.Needs, s.NeedsPos = p.needs(v, path+".needs") }},
-			{"with", func(_, v *yaml.Node) { s.With = p.withMap(v, path+".with") }},
+			{"with", func(k, v *yaml.Node) { s.With, s.WithPos = p.withMap(v, path+".with"), p.withPositions(k, v) }},
 			{"timeout_s", func(_, v *yaml.Node) { s.TimeoutS, _ = p.nonNegative(v, path+".timeout_s") }},
 		})
 		// An override changes a generated step, whose kind is fixed.
@@ -1140,6 +1140,19 @@ func (p *parser) withMap(v *yaml.Node, path string) map[string]any {
 		return nil
 	}
 	return m
+}
+
+// withPositions maps each top-level key of a with: mapping to where its
+// value is written ("" to the with: key itself), so option errors found
+// after parsing still say FILE:LINE:COL.
+func (p *parser) withPositions(k, v *yaml.Node) map[string]Pos {
+	at := map[string]Pos{"": p.pos(k)}
+	if d := deref(v); d.Kind == yaml.MappingNode && !p.tooMany && !p.tooDeep {
+		for _, e := range p.entries(d, "") {
+			at[e.name] = p.pos(e.key)
+		}
+	}
+	return at
 }
 
 func (p *parser) plain(v *yaml.Node, path string, depth int) any {

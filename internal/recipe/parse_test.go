@@ -94,8 +94,9 @@ func TestDesignExample(t *testing.T) {
 				Pos:     at(26, 3), DevicePos: at(27, 13), FormatPos: at(28, 13)},
 		},
 		Steps: []StepSpec{{ID: "smoke", Uses: "run", Needs: []string{"laptop-q4km"},
-			With: map[string]any{"argv": []any{"python3", "scripts/smoke.py", "${laptop-q4km.outputs.model}"}},
-			Pos:  at(32, 3), UsesPos: at(33, 11), NeedsPos: []Pos{at(34, 13)}}},
+			With:    map[string]any{"argv": []any{"python3", "scripts/smoke.py", "${laptop-q4km.outputs.model}"}},
+			WithPos: map[string]Pos{"": at(35, 5), "argv": at(36, 7)},
+			Pos:     at(32, 3), UsesPos: at(33, 11), NeedsPos: []Pos{at(34, 13)}}},
 		NamePos: at(2, 7),
 	}
 	if !reflect.DeepEqual(r, want) {
@@ -135,10 +136,14 @@ func TestFullRecipe(t *testing.T) {
 	if web.MinTokensPerS != 0 || web.KVDtype != "q4" || q8.KVDtype != "fp8" || q4.KVDtype != "f16" {
 		t.Errorf("budgets or kv_dtype: web %+v", web)
 	}
-	wantWith := map[string]any{"imatrix": true, "group_size": 128, "ratio": 0.5, "tags": []any{"fast", "small"},
-		"nested": map[string]any{"a": 1, "b": []any{true, nil}}}
-	if !reflect.DeepEqual(q4.With, wantWith) {
+	if !reflect.DeepEqual(q4.With, map[string]any{"imatrix": true}) {
 		t.Errorf("with: got %#v", q4.With)
+	}
+	// A step's with: holds plain values of any shape.
+	wantWith := map[string]any{"argv": []any{"echo", "done"}, "group_size": 128, "ratio": 0.5, "tags": []any{"fast", "small"},
+		"nested": map[string]any{"a": 1, "b": []any{true, nil}}}
+	if len(r.Steps) == 3 && !reflect.DeepEqual(r.Steps[2].With, wantWith) {
+		t.Errorf("step with: got %#v", r.Steps[2].With)
 	}
 	// The per-target max_delta is stricter than the shared warn_delta:
 	// its warning band ends where failure starts.

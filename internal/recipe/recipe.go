@@ -90,8 +90,11 @@ type Target struct {
 	KVDtype string `json:"kv_dtype,omitempty"`
 	// Quality is the recipe default with this target's overrides applied.
 	Quality Quality `json:"quality"`
-	// With holds format-specific options (group_size, imatrix, backend, ...).
-	With map[string]any `json:"with,omitempty"`
+	// With holds format-specific options (group_size, imatrix, backend,
+	// ...) as written; Options is the same decoded into the format family's
+	// typed options struct (a pointer), once the recipe is validated.
+	With    map[string]any `json:"with,omitempty"`
+	Options any            `json:"-"`
 	// Budgets (issue 6); zero means unset.
 	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
 	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
@@ -104,8 +107,10 @@ type Target struct {
 
 	Pos       Pos `json:"-"` // the target's key
 	DevicePos Pos `json:"-"`
-	FormatPos Pos `json:"-"`
-	BenchPos  Pos `json:"-"`
+	// WithPos is where each with: key is written ("": the with: key).
+	WithPos   map[string]Pos `json:"-"`
+	FormatPos Pos            `json:"-"`
+	BenchPos  Pos            `json:"-"`
 }
 
 // BenchSpec is a target's on-host measurement: per-token decode latency at
@@ -151,9 +156,10 @@ type StepSpec struct {
 	// Timeout in seconds; 0 means the kind's default.
 	TimeoutS float64 `json:"timeout_s,omitempty"`
 
-	Pos      Pos   `json:"-"`
-	UsesPos  Pos   `json:"-"`
-	NeedsPos []Pos `json:"-"`
+	Pos      Pos            `json:"-"`
+	UsesPos  Pos            `json:"-"`
+	NeedsPos []Pos          `json:"-"`
+	WithPos  map[string]Pos `json:"-"`
 }
 
 // ToolchainOverride points a toolchain at tools the user already has.

@@ -22,6 +22,9 @@ type Catalog interface {
 	// BenchBackend names the runtime that measures a format on this host
 	// token by token, or false when nothing here can.
 	BenchBackend(format string) (backend string, ok bool)
+	// Options returns a new, empty value of the format's typed with:
+	// options (a pointer to an options struct), or nil when it takes none.
+	Options(format string) any
 }
 
 // Validate checks a parsed recipe against the device catalog and the known
@@ -61,7 +64,8 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 		}
 	}
 
-	for _, t := range r.Targets {
+	for i := range r.Targets {
+		t := &r.Targets[i]
 		deviceOK := t.Device != "" && cat.HasDevice(t.Device)
 		if t.Device != "" && !deviceOK {
 			hint := closestOrList(t.Device, cat.DeviceIDs(), "known devices")
@@ -84,9 +88,10 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 			}
 		}
 		if formatOK {
-			if d := validateBench(t, cat); d != nil {
+			if d := validateBench(*t, cat); d != nil {
 				diags = append(diags, *d)
 			}
+			diags = append(diags, DecodeTargetOptions(t, cat.Options(t.Format))...)
 		}
 	}
 
@@ -176,4 +181,21 @@ func validateBench(t Target, cat Catalog) *Diagnostic {
 			Hint: fmt.Sprintf("use a prompt_tokens under %d", t.Context)}
 	}
 	return nil
+}
+
+// DecodeTargetOptions decodes a target's with: into opts (a new options
+// value of its format, or nil for a format that takes none) and keeps it as
+// the target's Options.
+func DecodeTargetOptions(t *Target, opts any) Diagnostics {
+	what := "targets." + t.Name + ".with"
+	if opts == nil {
+		if len(t.With) == 0 {
+			return nil
+		}
+		return Diagnostics{{Pos: t.WithPos[""], Msg: fmt.Sprintf("%s: format %s takes no options", what, t.Format),
+			Hint: "remove with: from this target"}}
+	}
+	diags := DecodeOptions(t.With, t.WithPos, what, opts)
+	t.Options = opts
+	return diags
 }

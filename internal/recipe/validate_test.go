@@ -30,6 +30,18 @@ func (fakeCatalog) BenchBackend(format string) (string, bool) {
 	return "", false
 }
 
+// fakeGGUFOptions stands in for a family's typed options.
+type fakeGGUFOptions struct {
+	Imatrix bool `yaml:"imatrix" doc:"calibrate with an importance matrix"`
+}
+
+func (fakeCatalog) Options(format string) any {
+	if strings.HasPrefix(format, "gguf-") {
+		return &fakeGGUFOptions{}
+	}
+	return nil
+}
+
 func (fakeCatalog) CanRun(device, format string) (bool, string) {
 	switch {
 	case strings.HasPrefix(device, "webgpu-") && !strings.HasPrefix(format, "mlc-"):

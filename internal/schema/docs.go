@@ -100,7 +100,7 @@ var fieldDocs = map[string]fieldDoc{
 		Schema: func() *Schema { return kvDtypeSchema() }},
 	"Target.Quality": {Desc: "This target's quality gate: it may override only perplexity.max_delta.", Nullable: true,
 		Schema: targetQuality},
-	"Target.With":            {Desc: "Format options, passed to the format's pipeline (imatrix, group_size, block_size, backend, conv_template, ...).", Nullable: true},
+	"Target.With":            {Desc: "Format options, typed per format family (imatrix for GGUF, block_size and symmetric for ONNX INT4, backend for QNN, kv_cache for Core ML, group_size for GPTQ and AWQ, ...); an unknown key or a value of the wrong type is an error.", Nullable: true},
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
 	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
 	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds; with bench on, the measured time over it fails the target (exit 3); 0 means unset.", Min: zero},

@@ -18,10 +18,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	_ "github.com/edgepipe/edgepipe/pipelines" // the formats and their options
 	"reflect"
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
@@ -51,11 +53,14 @@ type Schema struct {
 	Examples          []any              `json:"examples,omitempty"`
 	AnyOf             []*Schema          `json:"anyOf,omitempty"`
 	AllOf             []*Schema          `json:"allOf,omitempty"`
+	If                *Schema            `json:"if,omitempty"`
+	Then              *Schema            `json:"then,omitempty"`
 	Required          []string           `json:"required,omitempty"`
 	Properties        map[string]*Schema `json:"properties,omitempty"`
 	PatternProperties map[string]*Schema `json:"patternProperties,omitempty"`
 	PropertyNames     *Schema            `json:"propertyNames,omitempty"`
 	MinProperties     *int               `json:"minProperties,omitempty"`
+	MaxProperties     *int               `json:"maxProperties,omitempty"`
 	// AdditionalProperties is false, or a schema for the values of keys
 	// not listed; nil allows any.
 	AdditionalProperties any                `json:"additionalProperties,omitempty"`
@@ -104,6 +109,9 @@ func Build() (*Schema, error) {
 	if len(stale) > 0 {
 		sort.Strings(stale)
 		return nil, fmt.Errorf("internal/schema/docs.go documents fields recipe.Recipe no longer has: %s; remove them", strings.Join(stale, ", "))
+	}
+	if t := g.defs["target"]; t != nil {
+		t.AllOf = optionSchemas()
 	}
 	root.Schema = Draft
 	root.Title = "edgepipe recipe, format version 1"
@@ -319,4 +327,59 @@ func publishSchema() *Schema {
 			"insecure": {Description: "Allow plain HTTP to this destination although it is not on localhost (a trusted network only).", Type: "boolean", Default: false},
 		}},
 	}}}
+}
+
+// optionSchemas ties each format to its family's typed with: options: one
+// if/then per options type, so an editor rejects the same typos the parser
+// does (recipe.DecodeOptions reads the same struct tags).
+func optionSchemas() []*Schema {
+	type group struct {
+		formats []any
+		opts    any
+	}
+	var groups []*group
+	byType := map[reflect.Type]*group{}
+	var none []any
+	for _, f := range catalog.Formats() {
+		opts := plan.Catalog{}.Options(f.Name)
+		if opts == nil {
+			none = append(none, f.Name)
+			continue
+		}
+		t := reflect.TypeOf(opts)
+		g, ok := byType[t]
+		if !ok {
+			g = &group{opts: opts}
+			byType[t] = g
+			groups = append(groups, g)
+		}
+		g.formats = append(g.formats, f.Name)
+	}
+	var out []*Schema
+	for _, g := range groups {
+		props := map[string]*Schema{}
+		for _, o := range recipe.OptionFields(g.opts) {
+			s := scalar(o.Type)
+			if o.Type.Kind() == reflect.Slice {
+				s = &Schema{Type: "array", Items: scalar(o.Type.Elem())}
+			}
+			s.Description = o.Doc
+			for _, e := range o.Enum {
+				s.Enum = append(s.Enum, e)
+			}
+			s.Minimum = o.Min
+			props[o.Key] = s
+		}
+		out = append(out, &Schema{
+			If:   &Schema{Required: []string{"format"}, Properties: map[string]*Schema{"format": {Enum: g.formats}}},
+			Then: &Schema{Properties: map[string]*Schema{"with": nullable(&Schema{Type: "object", Properties: props, AdditionalProperties: false})}},
+		})
+	}
+	if len(none) > 0 {
+		out = append(out, &Schema{
+			If:   &Schema{Required: []string{"format"}, Properties: map[string]*Schema{"format": {Enum: none}}},
+			Then: &Schema{Properties: map[string]*Schema{"with": nullable(&Schema{Type: "object", MaxProperties: ptr(0)})}},
+		})
+	}
+	return out
 }

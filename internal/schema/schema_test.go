@@ -11,12 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/edgepipe/edgepipe/internal/catalog"
 )
 
 const committed = "../../docs/recipe.schema.json"
@@ -139,7 +138,7 @@ func parserAccepts(data string) (bool, string) {
 		return false, err.Error()
 	}
 	if r != nil {
-		diags = append(diags, recipe.Validate(r, catalog.Catalog{}, nil)...)
+		diags = append(diags, recipe.Validate(r, plan.Catalog{}, nil)...)
 	}
 	return len(diags) == 0, diags.Error()
 }
@@ -171,6 +170,11 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"budgets and kv_dtype", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, kv_dtype: q8, min_tokens_per_s: 5, max_memory_gb: 2, max_first_token_ms: 100}", 1), true},
 		{"publish destinations", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [oci://localhost:5000/edgepipe/tiny, {url: 's3::https://s3.eu-west-1.amazonaws.com/models/edge/', insecure: false}]}", 1), true},
 		{"empty publish", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: }", 1), true},
+		{"GGUF options", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: {imatrix: true}}", 1), true},
+		{"empty with", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: }", 1), true},
+		{"ONNX INT4 options", strings.Replace(base, "format: gguf-q8_0}", "format: onnx-int4, with: {block_size: 16, symmetric: false, opset: 17}}", 1), true},
+		{"QNN backend", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: snapdragon-8-gen-3, format: qnn-w8a16, with: {backend: ai-hub, samples: 2}}", 1), true},
+		{"AWQ grid", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: nvidia-h100, format: awq-w4a16, with: {n_grid: 10, group_size: 64}}", 1), true},
 
 		{"version 2", strings.Replace(base, "edgepipe: 1", "edgepipe: 2", 1), false},
 		{"version as a string", strings.Replace(base, "edgepipe: 1", `edgepipe: "1"`, 1), false},
@@ -201,6 +205,14 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"publish as a string", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: oci://ghcr.io/a/b}", 1), false},
 		{"publish to s3://", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: ['s3://bucket/x']}", 1), false},
 		{"publish entry without url", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: [{insecure: true}]}", 1), false},
+		{"GGUF option typo", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: {imatrx: true}}", 1), false},
+		{"GGUF option of the wrong type", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: {imatrix: \"yes\"}}", 1), false},
+		{"Core ML option typo", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: apple-a18, format: coreml-int4, with: {kv_cach: none}}", 1), false},
+		{"Core ML option value", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: apple-a18, format: coreml-int4, with: {kv_cache: fixed}}", 1), false},
+		{"an ONNX INT4 option on ONNX FP32", strings.Replace(base, "format: gguf-q8_0}", "format: onnx-fp32, with: {block_size: 16}}", 1), false},
+		{"an AWQ option on GPTQ", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: nvidia-h100, format: gptq-w4a16, with: {n_grid: 10}}", 1), false},
+		{"an option below its minimum", strings.Replace(base, "format: gguf-q8_0}", "format: onnx-fp32, with: {opset: 13}}", 1), false},
+		{"options on a format that takes none", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: jetson-thor, format: nvfp4, with: {x: 1}}", 1), false},
 		{"allow_pickle as a string", strings.Replace(base, "{source: builtin:smollm2-135m}", `{source: builtin:smollm2-135m, allow_pickle: "yes"}`, 1), false},
 	}
 	for _, c := range cases {

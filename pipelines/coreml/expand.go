@@ -25,8 +25,8 @@ func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan
 		n = 4096
 	}
 	kv := "stateful"
-	if v, ok := t.With["kv_cache"].(string); ok {
-		kv = v
+	if o := t.Options.(*Options); o.KVCache != nil {
+		kv = *o.KVCache
 	}
 	block := f.BlockSize
 	suffix := fmt.Sprintf("int4@c%d", n)

@@ -28,9 +28,15 @@ func Family() plan.Family {
 					Note: "INT4 weights (per-block, block 32, fp16 scales) with FP16 activations for the ANE; coremltools converts and saves on Linux, but Core ML prediction needs macOS"},
 			},
 		},
-		Expand: expandCoreML,
-		Kinds:  []steps.Kind{coremlConvert{}, coremlValidate{}},
+		Options: func(string) any { return &Options{} },
+		Expand:  expandCoreML,
+		Kinds:   []steps.Kind{coremlConvert{}, coremlValidate{}},
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolCoreMLConvert, ToolCoreMLValidate},
 			"coremltools 9.0 with torch 2.7.0 and transformers: Core ML conversion, INT4 per-block quantization and the Linux-side validation (Core ML prediction itself needs macOS)")},
 	}
+}
+
+// Options are a Core ML target's with: options.
+type Options struct {
+	KVCache *string `yaml:"kv_cache" enum:"stateful,none" doc:"stateful (default): the KV cache lives in Core ML state (iOS 18), none: the model recomputes the whole context every token."`
 }

@@ -32,7 +32,7 @@ func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 	typ := strings.ToLower(f.GGUFType)
 	model := f16
 	if typ != "f16" {
-		imatrix := plan.BoolWith(t.With, "imatrix")
+		imatrix := t.Options.(*Options).Imatrix
 		qid := "gguf-quantize:" + typ
 		needs := []string{f16.ID}
 		params := steps.Params{"type": f.GGUFType}

@@ -34,9 +34,10 @@ func Family() plan.Family {
 			Aliases: aliases,
 			Formats: formats,
 		},
-		Expand: expandGGUF,
-		Kinds:  []steps.Kind{ggufConvert{}, ggufQuantize{}, imatrix{}, perplexity{}, comparePerplexity{}},
-		Bench:  llamaBench{},
+		Options: func(string) any { return &Options{} },
+		Expand:  expandGGUF,
+		Kinds:   []steps.Kind{ggufConvert{}, ggufQuantize{}, imatrix{}, perplexity{}, comparePerplexity{}},
+		Bench:   llamaBench{},
 	}
 }
 
@@ -122,3 +123,8 @@ func ggufFormat(t ggufType) catalog.Format {
 }
 
 func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// Options are a GGUF target's with: options.
+type Options struct {
+	Imatrix bool `yaml:"imatrix" doc:"Quantize with an importance matrix computed by llama-imatrix on the recipe's calibration text (needed for the IQ types and Q2_K_S; it lowers the loss of every low-bit type)."`
+}

@@ -44,8 +44,9 @@ func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, a
 	scheme := f.Family
 	params := steps.Params{"scheme": scheme}
 	var opts []string
+	set := plan.SetOptions(t.Options)
 	for _, w := range llmcWith {
-		if v, ok := t.With[w.key]; ok {
+		if v, ok := set[w.key]; ok {
 			params[w.key] = v
 			opts = append(opts, fmt.Sprintf("%s%v", w.tag, v))
 		}

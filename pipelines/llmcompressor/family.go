@@ -30,9 +30,30 @@ func Family() plan.Family {
 					Note: "llmcompressor AWQ, group 128 with an fp16 scale and 4-bit zero point per group; runs on the CPU for small models, vLLM serving itself is not exercised here"},
 			},
 		},
-		Expand: expandLLMCompressor,
-		Kinds:  []steps.Kind{llmcQuantize{}, llmcPerplexity{}},
+		Options: options,
+		Expand:  expandLLMCompressor,
+		Kinds:   []steps.Kind{llmcQuantize{}, llmcPerplexity{}},
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolLLMCQuantize, ToolLLMCPerplexity},
 			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity of the result")},
 	}
+}
+
+// Options are a GPTQ target's with: options.
+type Options struct {
+	GroupSize             *int `yaml:"group_size" min:"1" doc:"Input columns sharing one scale (default: the largest of 128, 64 and 32 that divides every linear layer's input width)."`
+	NumCalibrationSamples *int `yaml:"num_calibration_samples" min:"1" doc:"Calibration windows taken from the recipe's calibration text (default 32)."`
+	MaxSeqLength          *int `yaml:"max_seq_length" min:"8" doc:"Tokens per calibration window (default 512)."`
+}
+
+// AWQOptions are an AWQ target's with: options.
+type AWQOptions struct {
+	Options `yaml:",inline"`
+	NGrid   *int `yaml:"n_grid" min:"1" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own)."`
+}
+
+func options(format string) any {
+	if format == "awq-w4a16" {
+		return &AWQOptions{}
+	}
+	return &Options{}
 }

@@ -22,8 +22,9 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 		n = 4096
 	}
 	tmpl := "chatml"
-	if v, ok := t.With["conv_template"].(string); ok && v != "" {
-		tmpl = v
+	opts := t.Options.(*Options)
+	if opts.ConvTemplate != nil && *opts.ConvTemplate != "" {
+		tmpl = *opts.ConvTemplate
 	}
 	weights := add(&plan.Step{ID: "mlc-convert-weight:" + q, Kind: "mlc-convert-weight", Needs: []string{plan.SourceStepID},
 		Params: steps.Params{"quantization": q}}, t.Name)
@@ -33,7 +34,7 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 	}
 	model := add(&plan.Step{ID: "mlc-gen-config:" + suffix, Kind: "mlc-gen-config", Needs: []string{weights.ID, plan.SourceStepID},
 		Params: steps.Params{"quantization": q, "context": n, "conv_template": tmpl}}, t.Name)
-	if plan.BoolWith(t.With, "compile") {
+	if opts.Compile {
 		model = add(&plan.Step{ID: "mlc-compile:webgpu/" + suffix, Kind: "mlc-compile", Needs: []string{model.ID},
 			Params: steps.Params{"device": "webgpu"}}, t.Name)
 	}

@@ -28,12 +28,19 @@ func Family() plan.Family {
 					Note: "MLC weights, int4 with an fp16 scale per 32; the weights convert here, the WebGPU model library needs the MLC TVM toolchain and a WebGPU browser to run"},
 			},
 		},
-		Expand: expandMLC,
-		Kinds:  []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{}},
+		Options: func(string) any { return &Options{} },
+		Expand:  expandMLC,
+		Kinds:   []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{}},
 		Toolchains: []toolchain.Spec{toolchain.External(Toolchain, []string{ToolMLCLLM},
 			"not installed by edgepipe (mlc_llm is not on PyPI): install the nightly CPU wheels with "+
 				"`pip install --pre -U -f https://mlc.ai/wheels mlc-llm-nightly-cpu mlc-ai-nightly-cpu` "+
 				"(https://llm.mlc.ai/docs/install/mlc_llm.html), then put mlc_llm on PATH or pass --tool-path; "+
 				"`mlc_llm compile --device webgpu` also needs emscripten and the MLC TVM web runtime")},
 	}
+}
+
+// Options are an MLC target's with: options.
+type Options struct {
+	ConvTemplate *string `yaml:"conv_template" doc:"The conversation template mlc_llm gen_config writes (default chatml)."`
+	Compile      bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
 }

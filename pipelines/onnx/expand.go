@@ -35,7 +35,7 @@ func ExportStep(t *recipe.Target, past bool, add plan.AddFunc) *plan.Step {
 	if !past {
 		id = "onnx-export:fp32-prefill"
 	}
-	id += plan.WithSuffix(t, []string{"opset"}, params)
+	id += plan.OptionSuffix(t.Options, params, "opset")
 	return add(&plan.Step{ID: id, Kind: "onnx-export", Needs: []string{plan.SourceStepID}, Params: params}, t.Name)
 }
 
@@ -45,7 +45,7 @@ func ExportStep(t *recipe.Target, past bool, add plan.AddFunc) *plan.Step {
 func ValidateStep(r *recipe.Recipe, t *recipe.Target, logitLimit float64, model, baseline *plan.Step, add plan.AddFunc) *plan.Step {
 	ppl := t.Quality.Perplexity
 	params := steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks, "max_abs_logit_diff": logitLimit}
-	suffix := plan.WithSuffix(t, []string{"max_abs_logit_diff"}, params)
+	suffix := plan.OptionSuffix(t.Options, params, "max_abs_logit_diff")
 	id := "onnx-validate:" + model.ID[strings.Index(model.ID, ":")+1:] + suffix
 	if baseline.ID != plan.HFBaselineStepID {
 		id += baseline.ID[len(plan.HFBaselineStepID):]
@@ -63,7 +63,7 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 	model := ExportStep(t, true, add)
 	if f.Name == "onnx-int4" {
 		params := steps.Params{"block_size": DefaultONNXBlockSize}
-		suffix := plan.WithSuffix(t, []string{"block_size", "symmetric", "keep_lm_head"}, params)
+		suffix := plan.OptionSuffix(t.Options, params, "block_size", "symmetric", "keep_lm_head")
 		model = add(&plan.Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}

@@ -37,11 +37,34 @@ func Family() plan.Family {
 					Note: "MatMulNBits INT4 (onnxruntime-genai builder, block 32); embeddings stay at full precision, so small models come out larger than 4.5 bits per weight suggests"},
 			},
 		},
-		Expand: expandONNX,
-		Kinds:  []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}},
+		Options: options,
+		Expand:  expandONNX,
+		Kinds:   []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}},
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
 			"optimum-onnx, ONNX Runtime (CPU) and its quantizers for ONNX and QNN QDQ; qai-hub's client is installed, "+
 				"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)")},
 		Bench: onnxBench{},
 	}
+}
+
+// ExportOptions are the options of every format built from the onnx
+// family's export (onnx-fp32, and the QNN formats).
+type ExportOptions struct {
+	Opset           *int     `yaml:"opset" min:"17" doc:"The ONNX opset of the export (default 18; at least 17, which LayerNormalization and ONNX Runtime's attention fusions need)."`
+	MaxAbsLogitDiff *float64 `yaml:"max_abs_logit_diff" min:"0" doc:"The largest |logit difference| against PyTorch on the first evaluation chunk the logits check accepts (a gate: over it fails the target)."`
+}
+
+// Int4Options are onnx-int4's options.
+type Int4Options struct {
+	ExportOptions `yaml:",inline"`
+	BlockSize     *int  `yaml:"block_size" min:"16" doc:"Weights sharing one MatMulNBits scale (default 32, which divides every width of the built-in model); a power of two of at least 16."`
+	Symmetric     *bool `yaml:"symmetric" doc:"Quantize symmetrically, without zero points (default true)."`
+	KeepLMHead    *bool `yaml:"keep_lm_head" doc:"Leave the output projection (lm_head) in float (default false)."`
+}
+
+func options(format string) any {
+	if format == "onnx-int4" {
+		return &Int4Options{}
+	}
+	return &ExportOptions{}
 }

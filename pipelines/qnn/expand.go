@@ -43,18 +43,18 @@ func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 	baseline := plan.HFBaseline(r, t, add)
 	fp32 := onnx.ExportStep(t, false, add)
 	params := steps.Params{"seq_len": ppl.Context, "weight_type": qnnWeightTypes[f.Name], "activation_type": "uint16", "samples": 4}
-	suffix := plan.WithSuffix(t, []string{"samples"}, params)
+	suffix := plan.OptionSuffix(t.Options, params, "samples")
 	qdq := add(&plan.Step{ID: fmt.Sprintf("qnn-qdq:%s@s%d%s", f.Name[len("qnn-"):], ppl.Context, suffix), Kind: "qnn-qdq",
 		Needs: []string{fp32.ID, plan.SourceStepID}, Params: params,
 		Data: map[string]string{"calibration": r.Data.Calibration}}, t.Name)
 	check := onnx.ValidateStep(r, t, qnnLogitLimits[f.Name], qdq, baseline, add)
 
-	backend, _ := t.With["backend"].(string)
-	if backend == "" || backend == QNNBackendORT {
+	backend := t.Options.(*Options).backend()
+	if backend == QNNBackendORT {
 		return qdq, []string{check.ID}
 	}
 	cparams := steps.Params{"backend": backend, "device": t.Device}
-	csuffix := plan.WithSuffix(t, []string{"hub_device", "dsp_arch", "hub_timeout_s"}, cparams)
+	csuffix := plan.OptionSuffix(t.Options, cparams, "hub_device", "dsp_arch", "hub_timeout_s")
 	compile := add(&plan.Step{ID: fmt.Sprintf("qnn-compile:%s:%s:%s%s", backend, t.Device, qdq.ID[len("qnn-qdq:"):], csuffix),
 		Kind: "qnn-compile", Needs: []string{qdq.ID}, Params: cparams}, t.Name)
 	return compile, []string{check.ID}
@@ -72,7 +72,7 @@ func QNNWeightCheck(p *plan.Plan) recipe.Diagnostics {
 		if t.Format != "qnn-w4a16" {
 			continue
 		}
-		if backend, _ := t.With["backend"].(string); backend != "" && backend != QNNBackendORT {
+		if o, _ := t.Options.(*Options); o.backend() != QNNBackendORT {
 			continue
 		}
 		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,

@@ -1,5 +1,0 @@
-package schema
-
-// The format families register their formats when package pipelines is
-// imported; the tests here need them.
-import _ "github.com/edgepipe/edgepipe/pipelines"
