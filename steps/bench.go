@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/host"
+	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
 // bench measures a model on this host with the runtime that loads its
@@ -30,6 +31,18 @@ import (
 // with, or copied to, another machine never hands it this machine's
 // numbers.
 type bench struct{}
+
+// BenchParams are a bench step's: the runtime that times the model and
+// the fixed input shape (see recipe.BenchSpec).
+type BenchParams struct {
+	Backend      string `json:"backend"`
+	Warmup       int    `json:"warmup"`
+	Runs         int    `json:"runs"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// Threads is the runtime's thread count; 0 means every core.
+	Threads  int `json:"threads"`
+	ProbeMiB int `json:"probe_mib"`
+}
 
 func init() { Register(bench{}) }
 
@@ -74,18 +87,20 @@ func (bench) Name() string         { return "bench" }
 func (bench) Version() int         { return 1 }
 func (bench) HostIdentity() string { return host.Identity() }
 
-func (bench) Tools(p Params) []string {
-	if b, ok := benchBackends[p.String("backend", "")]; ok {
+func (bench) NewParams() any { return &BenchParams{} }
+
+func (bench) Tools(p any) []string {
+	if b, ok := benchBackends[ParamsOf[BenchParams](p).Backend]; ok {
 		return []string{b.Tool()}
 	}
 	return nil
 }
 
-func (bench) Resources(p Params) Resources {
+func (bench) Resources(p any) Resources {
 	// Every core, so the scheduler runs it alone: a measurement sharing
 	// the cores with a conversion measures the conversion. Memory: the
 	// bandwidth probe's buffer and the model loaded by its runtime.
-	return Resources{Cores: runtime.NumCPU(), MemoryMB: int64(p.Int("probe_mib", 1024)) + 2048}
+	return Resources{Cores: runtime.NumCPU(), MemoryMB: int64(ParamsOf[BenchParams](p).ProbeMiB) + 2048}
 }
 
 // benchSamples are the raw timings kept beside the result, warm-up runs
@@ -118,9 +133,8 @@ func (bench) Run(ctx context.Context, sc *Context) error {
 	if err != nil {
 		return fmt.Errorf("step %s: size of %s: %w", sc.StepID, model.StepID, err)
 	}
-	warmup, runs := sc.Params.Int("warmup", 10), sc.Params.Int("runs", 50)
-	prompt := sc.Params.Int("prompt_tokens", 128)
-	threads := sc.Params.Int("threads", 0)
+	bp := ParamsOf[BenchParams](sc.Params)
+	warmup, runs, prompt, threads := bp.Warmup, bp.Runs, bp.PromptTokens, bp.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
@@ -130,7 +144,7 @@ func (bench) Run(ctx context.Context, sc *Context) error {
 
 	// The probe first: it needs the memory bus to itself, and the runtime
 	// has not loaded the model yet.
-	probe := int64(sc.Params.Int("probe_mib", 1024)) << 20
+	probe := int64(bp.ProbeMiB) << 20
 	bw, err := host.MemoryBandwidth(ctx, probe, 3)
 	if err != nil {
 		return fmt.Errorf("step %s: memory bandwidth probe: %w", sc.StepID, err)
@@ -139,7 +153,7 @@ func (bench) Run(ctx context.Context, sc *Context) error {
 		bw.GBs, bw.Passes, bw.Bytes>>20, bw.Readers)
 
 	s := benchSamples{Host: host.Identity(), Threads: threads, PromptTokens: prompt, Warmup: warmup, Bandwidth: bw}
-	backend := sc.Params.String("backend", "")
+	backend := bp.Backend
 	b, ok := benchBackends[backend]
 	if !ok {
 		return fmt.Errorf("step %s: backend %q is not one the bench runs: %s", sc.StepID, backend, strings.Join(benchBackendNames(), ", "))
@@ -185,27 +199,31 @@ func recordBench(r *Result, s benchSamples, warmup int, modelBytes int64) error 
 		return fmt.Errorf("prompt timings: %w", err)
 	}
 	decode := d.TokensPerS(1)
-	r.SetMetric("warmup_runs", float64(warmup))
-	r.SetMetric("timed_runs", float64(d.Count))
-	r.SetMetric("prompt_tokens", float64(s.PromptTokens))
-	r.SetMetric("decode_tokens", float64(d.Count))
-	r.SetMetric("threads", float64(s.Threads))
-	r.SetMetric("token_p50_ms", d.P50MS)
-	r.SetMetric("token_p95_ms", d.P95MS)
-	r.SetMetric("token_p99_ms", d.P99MS)
-	r.SetMetric("token_mean_ms", d.MeanMS)
-	r.SetMetric("decode_tok_s", decode)
-	r.SetMetric("first_token_ms", p.P50MS)
-	r.SetMetric("prompt_tok_s", p.TokensPerS(float64(s.PromptTokens)))
-	r.SetMetric("model_bytes", float64(modelBytes))
-	r.SetMetric("host_bandwidth_gb_s", s.Bandwidth.GBs)
+	b := &manifest.Bench{
+		Backend:      s.Backend,
+		Host:         s.Host,
+		WarmupRuns:   warmup,
+		TimedRuns:    d.Count,
+		PromptTokens: s.PromptTokens,
+		DecodeTokens: d.Count,
+		Threads:      s.Threads,
+		ModelBytes:   modelBytes,
+		TokenP50MS:   d.P50MS,
+		TokenP95MS:   d.P95MS,
+		TokenP99MS:   d.P99MS,
+		FirstTokenMS: p.P50MS,
+		PromptTokS:   p.TokensPerS(float64(s.PromptTokens)),
+		DecodeTokS:   decode,
+	}
+	bw := s.Bandwidth.GBs
+	b.HostBandwidthGBs = &bw
 	if modelBytes > 0 {
 		ceiling := s.Bandwidth.GBs * 1e9 / float64(modelBytes)
-		r.SetMetric("host_ceiling_tok_s", ceiling)
-		r.SetMetric("efficiency", decode/ceiling)
+		eff := decode / ceiling
+		b.HostCeilingTokS, b.Efficiency = &ceiling, &eff
 	}
-	r.SetFact("backend", s.Backend)
-	r.SetFact("host", s.Host)
+	r.Bench = b
+	r.SetMetric("token_mean_ms", d.MeanMS)
 	return nil
 }
 

@@ -21,24 +21,30 @@ func TestRecordBench(t *testing.T) {
 	if err := recordBench(&r, s, 2, 250_000_000); err != nil {
 		t.Fatal(err)
 	}
-	m := r.Metrics
-	want := map[string]float64{
-		"timed_runs": 4, "decode_tokens": 4, "warmup_runs": 2, "prompt_tokens": 100, "threads": 2,
-		"token_p50_ms": 25, "token_p95_ms": 38.5, "token_p99_ms": 39.7, "token_mean_ms": 25,
-		"decode_tok_s":        40,                      // 1000 / 25 ms
-		"first_token_ms":      250,                     // median prompt run
-		"prompt_tok_s":        400,                     // 100 tokens / 250 ms mean
-		"host_bandwidth_gb_s": 5,                       // as probed
-		"host_ceiling_tok_s":  20,                      // 5e9 B/s / 250e6 B
-		"efficiency":          2, "model_bytes": 250e6, // 40 / 20
+	b := r.Bench
+	if b == nil {
+		t.Fatal("no bench recorded")
+	}
+	want := map[string][2]float64{
+		"timed_runs": {float64(b.TimedRuns), 4}, "decode_tokens": {float64(b.DecodeTokens), 4},
+		"warmup_runs": {float64(b.WarmupRuns), 2}, "prompt_tokens": {float64(b.PromptTokens), 100}, "threads": {float64(b.Threads), 2},
+		"token_p50_ms": {b.TokenP50MS, 25}, "token_p95_ms": {b.TokenP95MS, 38.5}, "token_p99_ms": {b.TokenP99MS, 39.7},
+		"token_mean_ms":       {r.Metrics["token_mean_ms"], 25},
+		"decode_tok_s":        {b.DecodeTokS, 40},             // 1000 / 25 ms
+		"first_token_ms":      {b.FirstTokenMS, 250},          // median prompt run
+		"prompt_tok_s":        {b.PromptTokS, 400},            // 100 tokens / 250 ms mean
+		"host_bandwidth_gb_s": {deref(b.HostBandwidthGBs), 5}, // as probed
+		"host_ceiling_tok_s":  {deref(b.HostCeilingTokS), 20}, // 5e9 B/s / 250e6 B
+		"efficiency":          {deref(b.Efficiency), 2},       // 40 / 20
+		"model_bytes":         {float64(b.ModelBytes), 250e6},
 	}
 	for k, v := range want {
-		if got, ok := m[k]; !ok || math.Abs(got-v) > 1e-9 {
-			t.Errorf("%s = %v, want %v", k, got, v)
+		if math.Abs(v[0]-v[1]) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, v[0], v[1])
 		}
 	}
-	if r.Facts["backend"] != "llama.cpp" || r.Facts["host"] != "h" {
-		t.Errorf("facts %v", r.Facts)
+	if b.Backend != "llama.cpp" || b.Host != "h" {
+		t.Errorf("backend %q, host %q", b.Backend, b.Host)
 	}
 	if err := recordBench(&Result{}, s, 6, 1); err == nil {
 		t.Error("every run a warm-up: want an error")
@@ -59,4 +65,11 @@ func TestArtifactBytesLeavesOutTheStepsOwnFiles(t *testing.T) {
 	if n, err := artifactBytes(dir); err != nil || n != 110 {
 		t.Errorf("artifactBytes = %d, %v; want 110", n, err)
 	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
 }

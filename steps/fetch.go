@@ -15,14 +15,26 @@ import (
 // holding a Hugging Face checkpoint (config, tokenizer, safetensors).
 type fetch struct{}
 
+// Fetch is the kind of the step that brings model.source.
+var Fetch Kind = fetch{}
+
+// FetchParams are the source step's: the recipe's model section.
+type FetchParams struct {
+	Source          string `json:"source"`
+	AllowPickle     bool   `json:"allow_pickle"`
+	TrustRemoteCode bool   `json:"trust_remote_code"`
+}
+
 func init() { Register(fetch{}) }
 
-func (fetch) Name() string               { return "fetch" }
-func (fetch) Version() int               { return 1 }
-func (fetch) Resources(Params) Resources { return Resources{Cores: 1, MemoryMB: 2048, Network: true} }
-func (fetch) Tools(p Params) []string    { return Fetchers.tools(p.String("source", "")) }
+func (fetch) Name() string            { return "fetch" }
+func (fetch) Version() int            { return 1 }
+func (fetch) NewParams() any          { return &FetchParams{} }
+func (fetch) Resources(any) Resources { return Resources{Cores: 1, MemoryMB: 2048, Network: true} }
+func (fetch) Tools(p any) []string    { return Fetchers.tools(ParamsOf[FetchParams](p).Source) }
 func (fetch) Run(ctx context.Context, sc *Context) error {
-	src := sc.Params.String("source", "")
+	p := ParamsOf[FetchParams](sc.Params)
+	src := p.Source
 	if err := Fetchers.fetch(ctx, sc, src); err != nil {
 		return fmt.Errorf("fetch %s: %w", src, err)
 	}
@@ -38,12 +50,12 @@ func (fetch) Run(ctx context.Context, sc *Context) error {
 	if err != nil {
 		return err
 	}
-	return CheckModelFiles(sc.Out, files, sc.Params.Bool("allow_pickle", false), sc.Params.Bool("trust_remote_code", false))
+	return CheckModelFiles(sc.Out, files, p.AllowPickle, p.TrustRemoteCode)
 }
 
 // ExternalDir: a local folder is used in place, never copied.
-func (fetch) ExternalDir(p Params, recipeDir string) (string, bool, error) {
-	src := p.String("source", "")
+func (fetch) ExternalDir(params any, recipeDir string) (string, bool, error) {
+	src := ParamsOf[FetchParams](params).Source
 	if !IsLocalSource(src) {
 		return "", false, nil
 	}
@@ -61,12 +73,13 @@ func (fetch) ExternalDir(p Params, recipeDir string) (string, bool, error) {
 	return dir, true, nil
 }
 
-func (fetch) CheckExternal(p Params, dir string, files []digest.FileDigest) error {
+func (fetch) CheckExternal(params any, dir string, files []digest.FileDigest) error {
+	p := ParamsOf[FetchParams](params)
 	names := make([]string, len(files))
 	for i, f := range files {
 		names[i] = f.Path
 	}
-	return CheckModelFiles(dir, names, p.Bool("allow_pickle", false), p.Bool("trust_remote_code", false))
+	return CheckModelFiles(dir, names, p.AllowPickle, p.TrustRemoteCode)
 }
 
 // IsLocalSource reports whether a model source is a local folder.

@@ -19,30 +19,31 @@ import (
 // two numbers compare.
 type hfPerplexity struct{}
 
+// HFPerplexity is the kind of the transformers baseline.
+var HFPerplexity Kind = hfPerplexity{}
+
 func init() { Register(hfPerplexity{}) }
 
-// toolchain.ToolHFPPL is the transformers perplexity script.
-
-func (hfPerplexity) Name() string          { return "hf-perplexity" }
-func (hfPerplexity) Version() int          { return 1 }
-func (hfPerplexity) Tools(Params) []string { return []string{toolchain.ToolHFPPL} }
-func (hfPerplexity) Resources(Params) Resources {
+func (hfPerplexity) Name() string       { return "hf-perplexity" }
+func (hfPerplexity) Version() int       { return 1 }
+func (hfPerplexity) NewParams() any     { return &Eval{} }
+func (hfPerplexity) Tools(any) []string { return []string{toolchain.ToolHFPPL} }
+func (hfPerplexity) Resources(any) Resources {
 	// fp32 weights (0.5 GB for 135M parameters) plus torch and one chunk's
 	// logits; torch uses every core it is given.
 	return Resources{Cores: 2, MemoryMB: 3072}
 }
 
 func (hfPerplexity) Run(ctx context.Context, sc *Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(Fetch)
 	if err != nil {
 		return err
 	}
-	res, err := RunTransformersPerplexity(ctx, sc, toolchain.ToolHFPPL, src.Dir)
+	res, err := RunTransformersPerplexity(ctx, sc, *ParamsOf[Eval](sc.Params), toolchain.ToolHFPPL, src.Dir)
 	if err != nil {
 		return err
 	}
-	res.Record(sc.Result)
-	sc.Result.SetFact("backend", "transformers")
+	sc.Result.Perplexity = res.Perplexity("transformers")
 	return nil
 }
 
@@ -54,24 +55,22 @@ type TransformersPPL struct {
 	Scored int     `json:"scored"`
 }
 
-func (r TransformersPPL) Record(res *Result) {
-	res.SetMetric("ppl", r.PPL)
-	res.SetMetric("eval_tokens", float64(r.Scored))
-	res.SetMetric("chunks", float64(r.Chunks))
-	res.SetMetric("context", float64(r.Ctx))
+// Perplexity is the script's result as a step records it.
+func (r TransformersPPL) Perplexity(backend string) *Perplexity {
+	return &Perplexity{PPL: r.PPL, EvalTokens: r.Scored, Chunks: r.Chunks, Context: r.Ctx, Backend: backend}
 }
 
 // RunTransformersPerplexity runs a perplexity script (hf_perplexity.py or
-// one that wraps it in another toolchain) on modelDir with the step's
-// context, chunks and eval text, and reads its JSON result line.
-func RunTransformersPerplexity(ctx context.Context, sc *Context, tool, modelDir string) (TransformersPPL, error) {
+// one that wraps it in another toolchain) on modelDir with ev's chunks
+// and the step's evaluation text, and reads its JSON result line.
+func RunTransformersPerplexity(ctx context.Context, sc *Context, ev Eval, tool, modelDir string) (TransformersPPL, error) {
 	var res TransformersPPL
-	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	text, err := sc.Data(DataEval)
 	if err != nil {
 		return res, err
 	}
-	args := []string{"--model", modelDir, "--text", text, "--ctx", strconv.Itoa(sc.Params.Int("context", 512))}
-	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+	args := []string{"--model", modelDir, "--text", text, "--ctx", strconv.Itoa(ev.Chunk)}
+	if n := ev.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
 	if err := sc.RunTool(ctx, tool, args...); err != nil {

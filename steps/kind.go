@@ -17,19 +17,26 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
-// Kind is one kind of step.
+// Kind is one kind of step. Its parameters are a struct of its own (a
+// pointer to it is what Tools, Resources and Context.Params hold); the
+// planner writes every value explicitly, so a kind has no defaults of its
+// own, and the struct's JSON is what enters the step's cache key.
 type Kind interface {
 	Name() string
 	// Version changes whenever the kind's output for the same inputs would
 	// change, so old cache entries stop matching.
 	Version() int
+	// NewParams returns a pointer to a new, zero value of the kind's
+	// parameters (for a plan read back from JSON, and recipe overrides).
+	NewParams() any
 	// Tools lists the tools Run will call; their identity (path digest and
 	// version) is part of the cache key.
-	Tools(params Params) []string
+	Tools(params any) []string
 	// Resources is the step's weight for the scheduler.
-	Resources(params Params) Resources
+	Resources(params any) Resources
 	Run(ctx context.Context, sc *Context) error
 }
 
@@ -37,7 +44,7 @@ type Kind interface {
 // without a GPU). RequireHost is asked before anything else, tool lookup
 // included, so the refusal names the real reason and its fix.
 type HostRequirer interface {
-	RequireHost(params Params) error
+	RequireHost(params any) error
 }
 
 // Resources is a step's weight for the scheduler.
@@ -48,75 +55,29 @@ type Resources struct {
 	Network bool
 }
 
-// Params are a step's canonical parameters (JSON types only).
-type Params map[string]any
-
-// String returns params[key] as a string, or def.
-func (p Params) String(key, def string) string {
-	if v, ok := p[key].(string); ok {
-		return v
+// ParamsOf returns a step's parameters as the kind's own type. Params of
+// another type are a programming error (a plan built by hand wrongly).
+func ParamsOf[P any](params any) *P {
+	if p, ok := params.(*P); ok && p != nil {
+		return p
 	}
-	return def
+	var zero P
+	panic(fmt.Sprintf("steps: parameters are %T, not *%T", params, zero))
 }
 
-// Int returns params[key] as an int, or def.
-func (p Params) Int(key string, def int) int {
-	switch v := p[key].(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case float64:
-		return int(v)
-	case json.Number:
-		n, err := v.Int64()
-		if err == nil {
-			return int(n)
-		}
-	}
-	return def
+// Eval is how a quality step scores a model on the evaluation text, with
+// llama-perplexity's scheme: chunks of Chunk tokens, the second half of each
+// scored, at most MaxChunks of them (0: every chunk of the text).
+type Eval struct {
+	Chunk     int `json:"eval_chunk"`
+	MaxChunks int `json:"eval_max_chunks"`
 }
 
-// Float returns params[key] as a float64, or def.
-func (p Params) Float(key string, def float64) float64 {
-	switch v := p[key].(type) {
-	case int:
-		return float64(v)
-	case int64:
-		return float64(v)
-	case float64:
-		return v
-	case json.Number:
-		f, err := v.Float64()
-		if err == nil {
-			return f
-		}
-	}
-	return def
-}
-
-// Bool returns params[key] as a bool, or def.
-func (p Params) Bool(key string, def bool) bool {
-	if v, ok := p[key].(bool); ok {
-		return v
-	}
-	return def
-}
-
-// Strings returns params[key] as a []string.
-func (p Params) Strings(key string) []string {
-	switch v := p[key].(type) {
-	case []string:
-		return v
-	case []any:
-		out := make([]string, 0, len(v))
-		for _, e := range v {
-			out = append(out, fmt.Sprint(e))
-		}
-		return out
-	}
-	return nil
-}
+// Data roles: what a data file is to the step that reads it.
+const (
+	DataEval        = "eval"
+	DataCalibration = "calibration"
+)
 
 // Input is the output folder of a step this step needs.
 type Input struct {
@@ -133,7 +94,8 @@ type Runner func(ctx context.Context, argv []string, env []string) error
 // Context is what a kind gets to do its work.
 type Context struct {
 	StepID string
-	Params Params
+	// Params is a pointer to the kind's parameters struct.
+	Params any
 	// Inputs by the id of the step that produced them, in needs order.
 	Inputs []Input
 	// Out is an empty folder on the cache's filesystem; whatever Run leaves
@@ -147,8 +109,9 @@ type Context struct {
 	Exec Runner
 	// Log receives the step's own messages (the child output goes there too).
 	Log io.Writer
-	// Data resolves a data reference (builtin:NAME or a path) to a file.
-	Data func(ref string) (string, error)
+	// Data resolves a data role (DataEval, DataCalibration) to the file
+	// the step reads; the file's digest is in the step's cache key.
+	Data func(role string) (string, error)
 	// Result collects what the step records for the manifest; Run fills it
 	// and the executor writes it to Out/result.json.
 	Result *Result
@@ -171,18 +134,18 @@ type Context struct {
 // digests it in place instead of copying it.
 type External interface {
 	// ExternalDir returns the folder when params name one.
-	ExternalDir(params Params, recipeDir string) (dir string, ok bool, err error)
+	ExternalDir(params any, recipeDir string) (dir string, ok bool, err error)
 	// CheckExternal refuses folders the recipe does not allow (pickle
 	// weights, model code).
-	CheckExternal(params Params, dir string, files []digest.FileDigest) error
+	CheckExternal(params any, dir string, files []digest.FileDigest) error
 }
 
 // Input returns the input produced by a step of the given kind, or an error
 // naming what is missing: kinds find their inputs by kind, not by id, so a
 // pipeline can be rearranged without renaming.
-func (sc *Context) Input(kind string) (Input, error) {
+func (sc *Context) Input(kind Kind) (Input, error) {
 	for _, in := range sc.Inputs {
-		if in.Kind == kind {
+		if in.Kind == kind.Name() {
 			return in, nil
 		}
 	}
@@ -190,7 +153,7 @@ func (sc *Context) Input(kind string) (Input, error) {
 	for _, in := range sc.Inputs {
 		have = append(have, in.StepID)
 	}
-	return Input{}, fmt.Errorf("step %s needs an input from a %q step, but its inputs are [%s]", sc.StepID, kind, strings.Join(have, ", "))
+	return Input{}, fmt.Errorf("step %s needs an input from a %q step, but its inputs are [%s]", sc.StepID, kind.Name(), strings.Join(have, ", "))
 }
 
 // Run runs a tool by name with arguments, recording the full argv.
@@ -211,13 +174,54 @@ type Result struct {
 	// (e.g. "model": "model-q4_k_m.gguf").
 	Files map[string]string `json:"files,omitempty"`
 	Argv  [][]string        `json:"argv,omitempty"`
-	// Metrics are measured numbers; absent means not measured.
+	// Perplexity is what a quality step measured; publishing gates on it.
+	Perplexity *Perplexity `json:"perplexity,omitempty"`
+	// Bench is what the bench step measured on this host.
+	Bench *manifest.Bench `json:"bench,omitempty"`
+	// Revision is the commit a source's branch or tag resolved to.
+	Revision string `json:"revision,omitempty"`
+	// Versions are the versions of the tools and libraries that ran, by
+	// name; StandIns names the tools that were stand-ins for the real one.
+	Versions map[string]string `json:"versions,omitempty"`
+	StandIns []string          `json:"stand_ins,omitempty"`
+	// Metrics are other measured numbers (calibration windows, the group
+	// size chosen, ...); absent means not measured.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
-	// Facts are measured or derived non-numeric observations (verdicts,
-	// the tensor types llama-quantize really used, ...).
+	// Facts are observations the manifest keeps in the step's note (the
+	// tensor types llama-quantize really used, ...).
 	Facts map[string]string `json:"facts,omitempty"`
 	// Checks lists which validations ran and how they came out.
 	Checks []Check `json:"checks,omitempty"`
+}
+
+// Perplexity is a model's perplexity on the evaluation text, scored with
+// llama-perplexity's scheme; a converted model's step also records the
+// baseline's, on the same tokens, and the two models' agreement where its
+// backend measures it.
+type Perplexity struct {
+	PPL    float64 `json:"ppl"`
+	Stderr float64 `json:"ppl_stderr,omitempty"`
+	// Baseline is the unconverted model's perplexity; 0 in the baseline's
+	// own step.
+	Baseline float64 `json:"baseline_ppl,omitempty"`
+	// EvalTokens are the tokens scored, in Chunks chunks of Context.
+	EvalTokens int `json:"eval_tokens"`
+	Context    int `json:"context"`
+	Chunks     int `json:"chunks"`
+	// KLDivergence and Top1Agreement compare the two models' next-token
+	// distributions (llama.cpp's --kl-divergence); nil when not measured.
+	KLDivergence  *float64 `json:"kl_divergence,omitempty"`
+	Top1Agreement *float64 `json:"top1_agreement,omitempty"`
+	// Backend is what computed it (llama.cpp, transformers, onnxruntime).
+	Backend string `json:"backend"`
+}
+
+// SetVersion records the version of a tool or library that ran.
+func (r *Result) SetVersion(name, v string) {
+	if r.Versions == nil {
+		r.Versions = map[string]string{}
+	}
+	r.Versions[name] = v
 }
 
 // Check is one validation that ran.

@@ -14,12 +14,18 @@ import (
 // uploads, which must run every time.
 type runKind struct{}
 
+// RunParams are a run step's: the command, by argv.
+type RunParams struct {
+	Argv []string `json:"argv"`
+}
+
 func init() { Register(runKind{}) }
 
-func (runKind) Name() string               { return "run" }
-func (runKind) Version() int               { return 1 }
-func (runKind) Tools(Params) []string      { return nil }
-func (runKind) Resources(Params) Resources { return Resources{Cores: 1} }
+func (runKind) Name() string            { return "run" }
+func (runKind) Version() int            { return 1 }
+func (runKind) NewParams() any          { return &RunParams{} }
+func (runKind) Tools(any) []string      { return nil }
+func (runKind) Resources(any) Resources { return Resources{Cores: 1} }
 
 // Uncached marks kinds that run every time and never enter the cache.
 type Uncached interface{ Uncached() }
@@ -29,7 +35,7 @@ func (runKind) Uncached() {}
 var outputRef = regexp.MustCompile(`\$\{([a-z0-9][a-z0-9._:+@-]*)\.outputs\.([a-z0-9_]+)\}`)
 
 func (runKind) Run(ctx context.Context, sc *Context) error {
-	argv := sc.Params.Strings("argv")
+	argv := append([]string(nil), ParamsOf[RunParams](sc.Params).Argv...)
 	if len(argv) == 0 {
 		return fmt.Errorf("step %s: with.argv must be a non-empty list, e.g. argv: [python3, smoke.py, \"${my-target.outputs.model}\"]", sc.StepID)
 	}

@@ -52,8 +52,8 @@ func fetchHF(ctx context.Context, sc *Context, src string) error {
 	client.Logf = func(format string, args ...any) { fmt.Fprintf(sc.Log, format+"\n", args...) }
 	client.Progress = func(file string, done, total int64) { sc.Progress("download "+file, done, total) }
 	snap, err := client.Snapshot(ctx, repo, hf.SnapshotOptions{
-		AllowPickle:     sc.Params.Bool("allow_pickle", false),
-		TrustRemoteCode: sc.Params.Bool("trust_remote_code", false),
+		AllowPickle:     ParamsOf[FetchParams](sc.Params).AllowPickle,
+		TrustRemoteCode: ParamsOf[FetchParams](sc.Params).TrustRemoteCode,
 	})
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func fetchHF(ctx context.Context, sc *Context, src string) error {
 			return fmt.Errorf("copy %s out of the Hugging Face cache: %w", f.Path, err)
 		}
 	}
-	sc.Result.SetFact("resolved_revision", snap.Commit)
+	sc.Result.Revision = snap.Commit
 	sc.Result.SetFact("hf_snapshot", snap.Dir)
 	return nil
 }
@@ -75,7 +75,7 @@ func fetchGetter(ctx context.Context, sc *Context, src string) error {
 		return err
 	}
 	if res.GitCommit != "" {
-		sc.Result.SetFact("resolved_revision", res.GitCommit)
+		sc.Result.Revision = res.GitCommit
 	}
 	return nil
 }

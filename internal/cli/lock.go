@@ -114,7 +114,7 @@ func resolveLock(ctx context.Context, eng *engine.Engine, pl *plan.Plan, cacheRo
 		l.Source.Files = append(l.Source.Files, lockfile.File{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
 	}
 	if src.Result != nil {
-		l.Source.Revision = src.Result.Facts["resolved_revision"]
+		l.Source.Revision = src.Result.Revision
 	}
 	if l.Data, err = eng.ResolveData(); err != nil {
 		return nil, err

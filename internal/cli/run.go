@@ -207,12 +207,12 @@ type planJSON struct {
 }
 
 type planStepJSON struct {
-	ID     string         `json:"id"`
-	Kind   string         `json:"kind"`
-	Needs  []string       `json:"needs"`
-	Target string         `json:"target"`
-	Cache  string         `json:"cache"`
-	Params map[string]any `json:"params,omitempty"`
+	ID     string          `json:"id"`
+	Kind   string          `json:"kind"`
+	Needs  []string        `json:"needs"`
+	Target string          `json:"target"`
+	Cache  string          `json:"cache"`
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 func cmdPlan(ctx context.Context, env *Env, args []string) error {
@@ -248,7 +248,11 @@ func cmdPlan(ctx context.Context, env *Env, args []string) error {
 		if st != "hit" {
 			st = "miss"
 		}
-		pj.Steps = append(pj.Steps, planStepJSON{ID: s.ID, Kind: s.Kind, Needs: needs, Target: s.Target, Cache: st, Params: s.Params})
+		params, err := json.Marshal(s.Params)
+		if err != nil {
+			return fmt.Errorf("step %s: %w", s.ID, err)
+		}
+		pj.Steps = append(pj.Steps, planStepJSON{ID: s.ID, Kind: s.Kind, Needs: needs, Target: s.Target, Cache: st, Params: params})
 	}
 	if c.json {
 		enc := json.NewEncoder(env.Stdout)
@@ -386,12 +390,10 @@ func samePlan(p *plan.Plan, pj *planJSON) error {
 		if !slices.Equal(s.Needs, then.Needs) {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s needs %v now, %v then): save the plan again", pj.Recipe, s.ID, s.Needs, then.Needs)
 		}
-		if len(s.Params) == 0 && len(then.Params) == 0 {
-			continue
-		}
-		// JSON on both sides: the saved params went through it already.
-		now, _ := json.Marshal(s.Params)
-		was, _ := json.Marshal(then.Params)
+		// Canonical JSON on both sides: the saved params went through an
+		// indenting encoder.
+		raw, _ := json.Marshal(s.Params)
+		now, was := canonicalJSON(raw), canonicalJSON(then.Params)
 		if !bytes.Equal(now, was) {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s's parameters are %s now, %s then): save the plan again", pj.Recipe, s.ID, now, was)
 		}
@@ -405,4 +407,14 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// canonicalJSON re-encodes JSON with sorted keys and no spacing.
+func canonicalJSON(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
 }

@@ -2,13 +2,10 @@ package engine
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/plan"
-	"github.com/edgepipe/edgepipe/internal/publish"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // TargetBench returns what a run's bench measured for a target, published
@@ -23,7 +20,7 @@ func TargetBench(p *plan.Plan, res *RunResult, target string) (*manifest.Bench, 
 			continue
 		}
 		if out := res.Outputs[s.ID]; out != nil && out.Result != nil {
-			return publish.ManifestBench(out), standIn(out.Result)
+			return out.Result.Bench, len(out.Result.StandIns) > 0
 		}
 	}
 	return nil, false
@@ -40,18 +37,9 @@ func TargetStandIns(p *plan.Plan, res *RunResult, target string) []string {
 		if s.Kind == "publish" || !slices.Contains(s.Targets, target) {
 			continue
 		}
-		if o := res.Outputs[s.ID]; o != nil && o.Result != nil && standIn(o.Result) {
+		if o := res.Outputs[s.ID]; o != nil && o.Result != nil && len(o.Result.StandIns) > 0 {
 			out = append(out, s.ID)
 		}
 	}
 	return out
-}
-
-func standIn(r *steps.Result) bool {
-	for k := range r.Facts {
-		if strings.HasPrefix(k, "stand_in:") {
-			return true
-		}
-	}
-	return false
 }

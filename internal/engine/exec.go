@@ -336,15 +336,8 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 		tools = append(tools, t)
 		toolIDs[name] = t.Identity
 	}
-	params := steps.Params{}
-	for k, v := range s.Params {
-		if k == "timeout_s" {
-			continue // how long we wait does not change what is made
-		}
-		params[k] = v
-	}
 	fields := map[string]any{
-		"kind": s.Kind, "kind_version": k.Version(), "params": params,
+		"kind": s.Kind, "kind_version": k.Version(), "params": s.Params,
 		"inputs": inDigests, "data": data, "tools": toolIDs,
 	}
 	if hb, ok := k.(steps.HostBound); ok {
@@ -464,18 +457,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	if e.opt.Verbose != nil {
 		log = io.MultiWriter(logf, e.opt.Verbose)
 	}
-	timeout := time.Duration(s.Params.Float("timeout_s", 0) * float64(time.Second))
-	// Kinds see the data references beside their params; the key already
-	// holds the referenced files' digests.
-	params := steps.Params{}
-	for k, v := range s.Params {
-		params[k] = v
-	}
-	for role, ref := range s.Data {
-		params[role] = ref
-	}
+	timeout := time.Duration(s.TimeoutS * float64(time.Second))
 	sc := &steps.Context{
-		StepID: s.ID, Params: params, Out: tmp, LogPath: logPath, Scratch: scratch, Log: log, Result: result,
+		StepID: s.ID, Params: s.Params, Out: tmp, LogPath: logPath, Scratch: scratch, Log: log, Result: result,
 		Tool: func(name string) ([]string, error) {
 			t, err := e.opt.Tools.Resolve(name)
 			if err != nil {
@@ -483,7 +467,15 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 			}
 			return t.Argv, nil
 		},
-		Data:      e.opt.Data,
+		// A kind reads its data by role; the key already holds the files'
+		// digests.
+		Data: func(role string) (string, error) {
+			ref, ok := s.Data[role]
+			if !ok {
+				return "", fmt.Errorf("step %s reads %s data, but the plan gives it none", s.ID, role)
+			}
+			return e.opt.Data(ref)
+		},
 		RecipeDir: e.plan.Recipe.Dir(),
 		CacheDir:  e.opt.Cache.Root(),
 		Progress: func(label string, done, total int64) {
@@ -527,9 +519,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	}
 	if runErr == nil {
 		for _, t := range tools {
-			result.SetFact("version:"+t.Name, t.Version)
+			result.SetVersion(t.Name, t.Version)
 			if t.StandIn {
-				result.SetFact("stand_in:"+t.Name, "true")
+				result.StandIns = append(result.StandIns, t.Name)
 			}
 		}
 		runErr = steps.WriteResult(tmp, result)

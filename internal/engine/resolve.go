@@ -34,7 +34,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
-	if !refetch || !steps.MovingRevision(s.Params.String("source", "")) {
+	if !refetch || !steps.MovingRevision(e.plan.Source()) {
 		key, tools, err := e.key(ctx, s)
 		if err != nil {
 			return nil, err
@@ -46,7 +46,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 			return out, err
 		}
 	}
-	if refetch && steps.MovingRevision(s.Params.String("source", "")) {
+	if refetch && steps.MovingRevision(e.plan.Source()) {
 		kind, _ := steps.Lookup(s.Kind)
 		key, tools, err := e.key(ctx, s)
 		if err != nil {

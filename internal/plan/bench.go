@@ -27,8 +27,8 @@ func BenchBackend(format string) (string, bool) {
 func addBench(t *recipe.Target, model *Step, add AddFunc) *Step {
 	backend, _ := BenchBackend(t.Format)
 	b := t.Bench
-	params := steps.Params{"backend": backend, "warmup": b.Warmup, "runs": b.Runs,
-		"prompt_tokens": b.PromptTokens, "threads": b.Threads, "probe_mib": b.ProbeMiB}
+	params := &steps.BenchParams{Backend: backend, Warmup: b.Warmup, Runs: b.Runs,
+		PromptTokens: b.PromptTokens, Threads: b.Threads, ProbeMiB: b.ProbeMiB}
 	var opts []string
 	for _, o := range []struct {
 		name     string

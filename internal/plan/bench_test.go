@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestBenchDefaultsAndEmptySections(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q: no bench step with the default id; steps: %v", section, ids(p))
 		}
-		if s.Kind != "bench" || s.Params.String("backend", "") != "llama.cpp" || s.Needs[0] != "gguf-quantize:q8_0" {
+		if s.Kind != "bench" || s.Params.(*steps.BenchParams).Backend != "llama.cpp" || s.Needs[0] != "gguf-quantize:q8_0" {
 			t.Errorf("bench step = %+v", s)
 		}
 		pub, _ := p.Step(PublishStepID("q8"))
@@ -67,8 +68,8 @@ func TestBenchStepsAreSharedBySettings(t *testing.T) {
 	for _, s := range p.Steps {
 		if s.Kind == "bench" {
 			benches = append(benches, s.ID)
-			if s.Params.String("backend", "") != "onnxruntime" {
-				t.Errorf("%s: backend %v", s.ID, s.Params["backend"])
+			if b := s.Params.(*steps.BenchParams).Backend; b != "onnxruntime" {
+				t.Errorf("%s: backend %v", s.ID, b)
 			}
 		}
 	}
@@ -89,16 +90,25 @@ func TestBudgetsJoinThePublishParamsOnlyWhenSet(t *testing.T) {
 	p := benchPlan(t, `  a: {device: x86-laptop, format: gguf-q8_0, min_tokens_per_s: 5, max_first_token_ms: 200}
   b: {device: x86-laptop, format: gguf-q8_0}
 `)
-	a, _ := p.Step(PublishStepID("a"))
-	if a.Params.Float("min_tokens_per_s", 0) != 5 || a.Params.Float("max_first_token_ms", 0) != 200 {
-		t.Errorf("publish:a params %v", a.Params)
+	params := func(id string) map[string]any {
+		s, _ := p.Step(PublishStepID(id))
+		b, _ := json.Marshal(s.Params)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
-	if _, ok := a.Params["max_memory_gb"]; ok {
-		t.Errorf("publish:a has an unset budget: %v", a.Params)
+	a := params("a")
+	if a["min_tokens_per_s"] != float64(5) || a["max_first_token_ms"] != float64(200) {
+		t.Errorf("publish:a params %v", a)
 	}
-	b, _ := p.Step(PublishStepID("b"))
+	if _, ok := a["max_memory_gb"]; ok {
+		t.Errorf("publish:a has an unset budget: %v", a)
+	}
+	b := params("b")
 	for _, k := range []string{"min_tokens_per_s", "max_memory_gb", "max_first_token_ms"} {
-		if _, ok := b.Params[k]; ok {
+		if _, ok := b[k]; ok {
 			t.Errorf("publish:b has %s", k)
 		}
 	}

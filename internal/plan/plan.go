@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -14,11 +17,17 @@ import (
 
 // Step is one node of the expanded graph.
 type Step struct {
-	ID     string       `json:"id"`
-	Kind   string       `json:"kind"`
-	Needs  []string     `json:"needs"`
-	Target string       `json:"target,omitempty"` // "" for steps targets share
-	Params steps.Params `json:"params"`
+	ID     string   `json:"id"`
+	Kind   string   `json:"kind"`
+	Needs  []string `json:"needs"`
+	Target string   `json:"target,omitempty"` // "" for steps targets share
+	// Params is a pointer to the kind's parameters struct (PublishParams
+	// for a publish step), with every value written out.
+	Params any `json:"params"`
+	// TimeoutS bounds the step's run in seconds (0: the kind's own); how
+	// long edgepipe waits does not change what is made, so it is not in
+	// the cache key.
+	TimeoutS float64 `json:"timeout_s,omitempty"`
 	// Data maps a role ("eval", "calibration") to a data reference; the
 	// executor resolves it to a file whose digest joins the cache key, so
 	// where the file lives does not matter, only what it holds.
@@ -68,9 +77,6 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			}
 			return old
 		}
-		if s.Params == nil {
-			s.Params = steps.Params{}
-		}
 		if target != "" {
 			s.Targets = []string{target}
 		}
@@ -79,10 +85,10 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		return s
 	}
 
-	add(&Step{ID: SourceStepID, Kind: "fetch", Params: steps.Params{
-		"source":            r.Model.Source,
-		"allow_pickle":      r.Model.AllowPickle,
-		"trust_remote_code": r.Model.TrustRemoteCode,
+	add(&Step{ID: SourceStepID, Kind: "fetch", Params: &steps.FetchParams{
+		Source:          r.Model.Source,
+		AllowPickle:     r.Model.AllowPickle,
+		TrustRemoteCode: r.Model.TrustRemoteCode,
 	}, Pos: r.Model.SourcePos}, "")
 
 	for i := range r.Targets {
@@ -111,24 +117,9 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		}
 		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,
 			Needs: append([]string{model.ID}, checks...),
-			Params: steps.Params{
-				"target":     t.Name,
-				"device":     t.Device,
-				"format":     t.Format,
-				"context":    t.Context,
-				"kv_dtype":   t.KVDtype,
-				"warn_delta": t.Quality.Perplexity.WarnDelta,
-				"max_delta":  t.Quality.Perplexity.MaxDelta,
-			}}
-		// Budgets are judged and recorded at publish: a changed budget must
-		// change the publish key. Unset ones stay out, so targets without
-		// budgets keep their keys.
-		for k, v := range map[string]float64{"min_tokens_per_s": t.MinTokensPerS, "max_memory_gb": t.MaxMemoryGB,
-			"max_first_token_ms": t.MaxFirstTokenMS} {
-			if v > 0 {
-				pub.Params[k] = v
-			}
-		}
+			Params: &PublishParams{Target: t.Name, Device: t.Device, Format: t.Format, Context: t.Context,
+				KVDtype: t.KVDtype, WarnDelta: t.Quality.Perplexity.WarnDelta, MaxDelta: t.Quality.Perplexity.MaxDelta,
+				MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS}}
 		add(pub, t.Name)
 	}
 
@@ -142,20 +133,23 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			needs = append(needs, n)
 		}
 		if s, ok := p.byID[us.ID]; ok {
-			for k, v := range us.With {
-				s.Params[k] = v
+			if d := overrideParams(s, us); d != nil {
+				diags = append(diags, *d)
 			}
 			s.Needs = appendUnique(s.Needs, needs...)
+			if us.TimeoutS > 0 {
+				s.TimeoutS = us.TimeoutS
+			}
 			continue
 		}
-		params := steps.Params{}
-		for k, v := range us.With {
-			params[k] = v
+		st := &Step{ID: us.ID, Kind: us.Uses, Needs: needs, Pos: us.Pos, TimeoutS: us.TimeoutS}
+		if k, ok := steps.Lookup(us.Uses); ok {
+			st.Params = k.NewParams()
+			if d := overrideParams(st, us); d != nil {
+				diags = append(diags, *d)
+			}
 		}
-		if us.TimeoutS > 0 {
-			params["timeout_s"] = us.TimeoutS
-		}
-		add(&Step{ID: us.ID, Kind: us.Uses, Needs: needs, Params: params, Pos: us.Pos}, "")
+		add(st, "")
 	}
 
 	diags = append(diags, p.checkGraph()...)
@@ -275,14 +269,14 @@ func (p *Plan) findCycle() []string {
 // (the same model pinned to a commit). Call it before NewEngine.
 func (p *Plan) SetSource(src string) {
 	if s, ok := p.Step(SourceStepID); ok {
-		s.Params["source"] = src
+		s.Params.(*steps.FetchParams).Source = src
 	}
 }
 
 // Source is the source the plan fetches.
 func (p *Plan) Source() string {
 	if s, ok := p.Step(SourceStepID); ok {
-		return s.Params.String("source", "")
+		return s.Params.(*steps.FetchParams).Source
 	}
 	return ""
 }
@@ -293,4 +287,75 @@ func hintKind(kind string) string {
 		return fmt.Sprintf("did you mean %q? step kinds: %s", c, strings.Join(steps.Names(), ", "))
 	}
 	return "step kinds: " + strings.Join(steps.Names(), ", ")
+}
+
+// PublishParams are a publish step's: what of its target the gate judges
+// and the manifest records; a change to any of them publishes again.
+type PublishParams struct {
+	Target    string  `json:"target"`
+	Device    string  `json:"device"`
+	Format    string  `json:"format"`
+	Context   int     `json:"context"`
+	KVDtype   string  `json:"kv_dtype"`
+	WarnDelta float64 `json:"warn_delta"`
+	MaxDelta  float64 `json:"max_delta"`
+	// Budgets; unset ones stay out, so targets without budgets keep
+	// their keys.
+	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
+	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
+	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
+}
+
+// overrideParams applies a user step's with: to a step's typed params,
+// strictly: a key the kind does not take, or a value of the wrong type, is
+// an error at the step, not silently ignored.
+func overrideParams(s *Step, us recipe.StepSpec) *recipe.Diagnostic {
+	if len(us.With) == 0 || s.Params == nil {
+		return nil
+	}
+	base, err := json.Marshal(s.Params)
+	if err != nil {
+		return &recipe.Diagnostic{Pos: us.Pos, Msg: fmt.Sprintf("step %s: %v", us.ID, err)}
+	}
+	merged := map[string]any{}
+	if err := json.Unmarshal(base, &merged); err != nil {
+		return &recipe.Diagnostic{Pos: us.Pos, Msg: fmt.Sprintf("step %s: %v", us.ID, err)}
+	}
+	keys := make([]string, 0, len(merged))
+	for k := range merged {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	names := make([]string, 0, len(us.With))
+	for k := range us.With {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		pos, ok := us.WithPos[k]
+		if !ok {
+			pos = us.Pos
+		}
+		if _, known := merged[k]; !known {
+			hint := fmt.Sprintf("a %s step takes: %s", s.Kind, strings.Join(keys, ", "))
+			if c := suggest.Closest(k, keys); c != "" {
+				hint = fmt.Sprintf("did you mean %q? %s", c, hint)
+			}
+			return &recipe.Diagnostic{Pos: pos, Msg: fmt.Sprintf("step %s: with: %q is not a parameter of a %s step", us.ID, k, s.Kind), Hint: hint}
+		}
+		merged[k] = us.With[k]
+	}
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return &recipe.Diagnostic{Pos: us.Pos, Msg: fmt.Sprintf("step %s: %v", us.ID, err)}
+	}
+	typed := reflect.New(reflect.TypeOf(s.Params).Elem()).Interface()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(typed); err != nil {
+		return &recipe.Diagnostic{Pos: us.Pos, Msg: fmt.Sprintf("step %s: with: a value has the wrong type for a %s step: %v", us.ID, s.Kind, err),
+			Hint: "`edgepipe plan --json` shows each step's parameters and their values"}
+	}
+	s.Params = typed
+	return nil
 }

@@ -16,30 +16,43 @@ import (
 // unconverted checkpoint for the target's perplexity settings: the
 // baseline of every family not scored by llama.cpp (ONNX, QNN, GPTQ, AWQ).
 func HFBaseline(r *recipe.Recipe, t *recipe.Target, add AddFunc) *Step {
-	ppl := t.Quality.Perplexity
-	params := steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks}
+	ev := EvalOf(t.Quality.Perplexity)
 	baseline := add(&Step{ID: HFBaselineStepID, Kind: "hf-perplexity", Needs: []string{SourceStepID},
-		Params: params, Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: &ev, Data: EvalData(r)}, t.Name)
 	// A baseline only compares with a model scored on the same context and
 	// chunks; a target asking for others gets its own.
-	if !SameEval(baseline.Params, params) {
-		baseline = add(&Step{ID: fmt.Sprintf("%s@c%dn%d", HFBaselineStepID, ppl.Context, ppl.MaxChunks), Kind: "hf-perplexity",
-			Needs: []string{SourceStepID}, Params: params, Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+	if *baseline.Params.(*steps.Eval) != ev {
+		baseline = add(&Step{ID: fmt.Sprintf("%s@c%dn%d", HFBaselineStepID, ev.Chunk, ev.MaxChunks), Kind: "hf-perplexity",
+			Needs: []string{SourceStepID}, Params: &ev, Data: EvalData(r)}, t.Name)
 	}
 	return baseline
 }
 
-// OptionSuffix copies the options named in keys that a target set (a
-// pointer field that is not nil, or a bool that is true) from its typed
-// options into params, and spells them in a step id suffix ("+opset=17"),
-// so targets that differ only in options get their own steps instead of
-// silently sharing one.
-func OptionSuffix(opts any, params steps.Params, keys ...string) string {
+// EvalOf is how a target's perplexity gate scores.
+func EvalOf(g recipe.PerplexityGate) steps.Eval {
+	return steps.Eval{Chunk: g.Context, MaxChunks: g.MaxChunks}
+}
+
+// EvalData is a quality step's data: the recipe's evaluation text.
+func EvalData(r *recipe.Recipe) map[string]string {
+	return map[string]string{steps.DataEval: r.Data.Eval}
+}
+
+// CalibrationData is a calibrated step's data: the recipe's calibration
+// text.
+func CalibrationData(r *recipe.Recipe) map[string]string {
+	return map[string]string{steps.DataCalibration: r.Data.Calibration}
+}
+
+// OptionSuffix spells the options named in keys that a target set (a
+// pointer field that is not nil, or a bool that is true) in a step id
+// suffix ("+opset=17"), so targets that differ only in options get their
+// own steps instead of silently sharing one.
+func OptionSuffix(opts any, keys ...string) string {
 	set := SetOptions(opts)
 	var parts []string
 	for _, k := range keys {
 		if val, ok := set[k]; ok {
-			params[k] = val
 			parts = append(parts, fmt.Sprintf("%s=%v", k, val))
 		}
 	}
@@ -48,10 +61,6 @@ func OptionSuffix(opts any, params steps.Params, keys ...string) string {
 		return ""
 	}
 	return "+" + strings.Join(parts, "+")
-}
-
-func SameEval(a, b steps.Params) bool {
-	return a.Int("context", 0) == b.Int("context", 0) && a.Int("max_chunks", 0) == b.Int("max_chunks", 0)
 }
 
 // SetOptions returns the options a target set, by key: pointer fields
@@ -72,4 +81,25 @@ func SetOptions(opts any) map[string]any {
 		}
 	}
 	return set
+}
+
+// Or is *p, or def when the option was not set.
+func Or[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// DefaultTargetContext is the context of a target that sets none, for the
+// formats that build one into the artifact (Core ML, MLC, TensorRT
+// engines): the domain brief's 4K-8K edge range, at its low end.
+const DefaultTargetContext = 4096
+
+// TargetContext is the context a target's artifact is built for.
+func TargetContext(t *recipe.Target) int {
+	if t.Context > 0 {
+		return t.Context
+	}
+	return DefaultTargetContext
 }

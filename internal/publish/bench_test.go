@@ -4,14 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/recipe"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 func TestBudgetChecks(t *testing.T) {
-	out := &steps.Output{StepID: "bench:x", Kind: "bench", Result: &steps.Result{
-		Metrics: map[string]float64{"decode_tok_s": 40, "first_token_ms": 120, "prompt_tokens": 128},
-		Facts:   map[string]string{"host": "h"}}}
+	out := &manifest.Bench{DecodeTokS: 40, FirstTokenMS: 120, PromptTokens: 128, Host: "h"}
 	tgt := &recipe.Target{MinTokensPerS: 50, MaxFirstTokenMS: 150}
 	checks := budgetChecks(tgt, out)
 	if len(checks) != 2 || checks[0].Passed || !checks[1].Passed {

@@ -111,8 +111,8 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 	if gerr != nil {
 		return res, failed(gerr)
 	}
-	bench := benchOutput(req.Checks)
-	budgets := budgetChecks(t, bench)
+	bench, measured := benchOutput(req.Checks)
+	budgets := budgetChecks(t, measured)
 	for _, c := range budgets {
 		if !c.Passed {
 			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
@@ -148,8 +148,8 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		size += f.Size
 	}
 	m := p.manifestFor(req, gate, size)
-	if bench != nil {
-		m.Metrics.Bench = ManifestBench(bench)
+	if measured != nil {
+		m.Metrics.Bench = measured
 		fillBudgetActuals(m.Budgets, m.Metrics.Bench)
 		for _, c := range budgets {
 			m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
@@ -198,12 +198,11 @@ func (p *Publisher) judge(req *Request) (*GateResult, *GateError) {
 				return gate, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
 			}
 		}
-		m := in.Result.Metrics
-		conv, okc := m["ppl"]
-		base, okb := m["baseline_ppl"]
-		if !okc || !okb {
-			continue
+		pp := in.Result.Perplexity
+		if pp == nil || pp.Baseline == 0 {
+			continue // not a comparison with the unconverted model
 		}
+		conv, base := pp.PPL, pp.Baseline
 		warn, max := t.Quality.Perplexity.WarnDelta, t.Quality.Perplexity.MaxDelta
 		d, r, v := Judge(base, conv, warn, max)
 		gate = &GateResult{Target: t.Name, Baseline: base, Converted: conv, Delta: d, Ratio: r,
@@ -258,24 +257,17 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 			m.Source.Files = append(m.Source.Files, manifest.File{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
 		}
 		if src.Result != nil {
-			m.Source.ResolvedRevision = src.Result.Facts["resolved_revision"]
+			m.Source.ResolvedRevision = src.Result.Revision
 		}
 	}
 	for _, out := range req.Upstream {
 		ms := manifest.Step{ID: out.StepID, Kind: out.Kind, KindVersion: out.KindVersion, CacheKey: out.Key, CacheHit: out.CacheHit}
 		if out.Result != nil {
 			ms.Argv = out.Result.Argv
-			for fact, v := range out.Result.Facts {
-				if tool, ok := strings.CutPrefix(fact, "version:"); ok {
-					if ms.ToolVersions == nil {
-						ms.ToolVersions = map[string]string{}
-					}
-					ms.ToolVersions[tool] = v
-				}
-				if strings.HasPrefix(fact, "stand_in:") {
-					ms.StandIn = true
-				}
+			if len(out.Result.Versions) > 0 {
+				ms.ToolVersions = out.Result.Versions
 			}
+			ms.StandIn = len(out.Result.StandIns) > 0
 			ms.Note = stepNote(out.Result.Facts, ms.StandIn)
 			for _, c := range out.Result.Checks {
 				m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: out.StepID + ": " + c.Name, Passed: c.Passed, Detail: c.Detail})
@@ -321,16 +313,10 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 		}
 		p := &manifest.Perplexity{Baseline: gate.Baseline, Converted: gate.Converted, Delta: gate.Delta, Ratio: gate.Ratio,
 			Verdict: gate.Verdict, WarnDelta: gate.WarnDelta, MaxDelta: gate.MaxDelta}
-		if chk != nil {
-			mt := chk.Result.Metrics
-			p.EvalTokens, p.Context, p.Chunks = int(mt["eval_tokens"]), int(mt["context"]), int(mt["chunks"])
-			p.Backend = chk.Result.Facts["backend"]
-			if v, ok := mt["kl_divergence"]; ok {
-				m.Metrics.KLDivergence = &v
-			}
-			if v, ok := mt["top1_agreement"]; ok {
-				m.Metrics.Top1Agreement = &v
-			}
+		if chk != nil && chk.Result.Perplexity != nil {
+			cp := chk.Result.Perplexity
+			p.EvalTokens, p.Context, p.Chunks, p.Backend = cp.EvalTokens, cp.Context, cp.Chunks, cp.Backend
+			m.Metrics.KLDivergence, m.Metrics.Top1Agreement = cp.KLDivergence, cp.Top1Agreement
 		}
 		m.Metrics.Perplexity = p
 		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "perplexity gate", Passed: gate.Verdict != manifest.VerdictFail,
@@ -349,9 +335,7 @@ func stepNote(facts map[string]string, standIn bool) string {
 	}
 	var keys []string
 	for k := range facts {
-		if !strings.HasPrefix(k, "version:") && !strings.HasPrefix(k, "stand_in:") {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

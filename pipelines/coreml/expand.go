@@ -8,7 +8,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // expandCoreML: source -> coreml-convert (one package per context: the
@@ -20,10 +19,7 @@ import (
 // toolchain's torch, so both numbers come from one backend and one
 // tokenization.
 func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
-	n := t.Context
-	if n <= 0 {
-		n = 4096
-	}
+	n := plan.TargetContext(t)
 	kv := "stateful"
 	if o := t.Options.(*Options); o.KVCache != nil {
 		kv = *o.KVCache
@@ -34,14 +30,13 @@ func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan
 		suffix += "+kv=" + kv
 	}
 	conv := add(&plan.Step{ID: "coreml-convert:" + suffix, Kind: "coreml-convert", Needs: []string{plan.SourceStepID},
-		Params: steps.Params{"context": n, "block_size": block, "kv_cache": kv}}, t.Name)
+		Params: &ConvertParams{Context: n, BlockSize: block, KVCache: kv}}, t.Name)
 	ppl := t.Quality.Perplexity
 	vid := "coreml-validate:" + suffix
 	if ppl.Context != 0 && ppl.Context != 512 || ppl.MaxChunks != 0 {
 		vid += fmt.Sprintf("/eval-c%dn%d", ppl.Context, ppl.MaxChunks)
 	}
 	val := add(&plan.Step{ID: vid, Kind: "coreml-validate", Needs: []string{conv.ID, plan.SourceStepID},
-		Params: steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks, "block_size": block},
-		Data:   map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: &ValidateParams{Eval: plan.EvalOf(ppl), BlockSize: block}, Data: plan.EvalData(r)}, t.Name)
 	return conv, []string{val.ID}
 }

@@ -28,26 +28,36 @@ const (
 // CoreMLPackage is the name of the converted package inside the step output.
 const CoreMLPackage = "model.mlpackage"
 
-func (coremlConvert) Name() string                { return "coreml-convert" }
-func (coremlConvert) Version() int                { return 1 }
-func (coremlConvert) Tools(steps.Params) []string { return []string{ToolCoreMLConvert} }
-func (coremlConvert) Resources(steps.Params) steps.Resources {
+func (coremlConvert) Name() string { return "coreml-convert" }
+func (coremlConvert) Version() int { return 1 }
+
+// ConvertParams are a coreml-convert step's.
+type ConvertParams struct {
+	// Context is the target's context: Core ML models are built for one.
+	Context   int    `json:"context"`
+	BlockSize int    `json:"block_size"`
+	KVCache   string `json:"kv_cache"`
+}
+
+func (coremlConvert) NewParams() any     { return &ConvertParams{} }
+func (coremlConvert) Tools(any) []string { return []string{ToolCoreMLConvert} }
+func (coremlConvert) Resources(any) steps.Resources {
 	// torch holds the fp32 model and its trace, coremltools a second copy
 	// of the graph while it converts and quantizes: a few GB for 135M.
 	return steps.Resources{Cores: 2, MemoryMB: 6144}
 }
 
 func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	n := sc.Params.Int("context", 0)
+	p := steps.ParamsOf[ConvertParams](sc.Params)
+	n := p.Context
 	if n < 2 {
 		return fmt.Errorf("coreml-convert: the target needs a context (tokens) to build the Core ML model for, got %d", n)
 	}
-	block := sc.Params.Int("block_size", 32)
-	kv := sc.Params.String("kv_cache", "stateful")
+	block, kv := p.BlockSize, p.KVCache
 	if kv != "stateful" && kv != "none" {
 		return fmt.Errorf("coreml-convert: kv_cache must be stateful or none, not %q", kv)
 	}
@@ -83,10 +93,18 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (coremlValidate) Name() string                { return "coreml-validate" }
-func (coremlValidate) Version() int                { return 1 }
-func (coremlValidate) Tools(steps.Params) []string { return []string{ToolCoreMLValidate} }
-func (coremlValidate) Resources(steps.Params) steps.Resources {
+func (coremlValidate) Name() string { return "coreml-validate" }
+func (coremlValidate) Version() int { return 1 }
+
+// ValidateParams are a coreml-validate step's.
+type ValidateParams struct {
+	steps.Eval
+	BlockSize int `json:"block_size"`
+}
+
+func (coremlValidate) NewParams() any     { return &ValidateParams{} }
+func (coremlValidate) Tools(any) []string { return []string{ToolCoreMLValidate} }
+func (coremlValidate) Resources(any) steps.Resources {
 	// Two fp32 copies of the model (unconverted and simulated INT4) and
 	// the package's weights read back.
 	return steps.Resources{Cores: 2, MemoryMB: 4096}
@@ -115,23 +133,24 @@ type coremlReport struct {
 }
 
 func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
-	pkg, err := sc.Input("coreml-convert")
+	pkg, err := sc.Input(coremlConvert{})
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	text, err := sc.Data(steps.DataEval)
 	if err != nil {
 		return err
 	}
+	p := steps.ParamsOf[ValidateParams](sc.Params)
 	args := []string{"--package", filepath.Join(pkg.Dir, pkg.Result.Files["model"]), "--model", src.Dir,
-		"--text", text, "--ctx", strconv.Itoa(sc.Params.Int("context", 512)),
-		"--block-size", strconv.Itoa(sc.Params.Int("block_size", 32)),
+		"--text", text, "--ctx", strconv.Itoa(p.Chunk),
+		"--block-size", strconv.Itoa(p.BlockSize),
 		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
-	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
 	if err := sc.RunTool(ctx, ToolCoreMLValidate, args...); err != nil {
@@ -154,18 +173,14 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	// On macOS the Core ML model itself is scored; that number is the one
 	// the gate judges. Elsewhere it is the simulated quantization.
 	ppl := res.PPL
+	backend := "transformers, " + res.Simulated + ", " + res.Compute
 	if res.RanCoreML && res.CoreMLPPL > 0 {
 		ppl = res.CoreMLPPL
 		sc.Result.SetMetric("simulated_ppl", res.PPL)
-		sc.Result.SetFact("backend", "Core ML ("+res.Compute+")")
-	} else {
-		sc.Result.SetFact("backend", "transformers, "+res.Simulated+", "+res.Compute)
+		backend = "Core ML (" + res.Compute + ")"
 	}
-	sc.Result.SetMetric("ppl", ppl)
-	sc.Result.SetMetric("baseline_ppl", res.BaselinePPL)
-	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
-	sc.Result.SetMetric("chunks", float64(res.Chunks))
-	sc.Result.SetMetric("context", float64(res.Ctx))
+	sc.Result.Perplexity = &steps.Perplexity{PPL: ppl, Baseline: res.BaselinePPL, EvalTokens: res.Scored,
+		Chunks: res.Chunks, Context: res.Ctx, Backend: backend}
 	sc.Result.SetMetric("quantized_weights", float64(res.Quantized))
 	sc.Result.SetMetric("package_bytes", float64(res.PackageBytes))
 	ran := "no: " + res.CoreMLReason

@@ -15,10 +15,17 @@ import (
 // ships silently in every quantized type made from that GGUF.
 type comparePerplexity struct{}
 
-func (comparePerplexity) Name() string                           { return "compare-perplexity" }
-func (comparePerplexity) Version() int                           { return 1 }
-func (comparePerplexity) Tools(steps.Params) []string            { return nil }
-func (comparePerplexity) Resources(steps.Params) steps.Resources { return steps.Resources{Cores: 1} }
+func (comparePerplexity) Name() string                  { return "compare-perplexity" }
+func (comparePerplexity) Version() int                  { return 1 }
+func (comparePerplexity) Tools(any) []string            { return nil }
+func (comparePerplexity) Resources(any) steps.Resources { return steps.Resources{Cores: 1} }
+func (comparePerplexity) NewParams() any                { return &CompareParams{} }
+
+// CompareParams are a compare-perplexity step's.
+type CompareParams struct {
+	// MaxRelDiff is the relative difference the two perplexities may have.
+	MaxRelDiff float64 `json:"max_rel_diff"`
+}
 
 // DefaultMaxRelDiff is the agreement asked of the F16 GGUF and its source.
 const DefaultMaxRelDiff = 0.01
@@ -28,12 +35,11 @@ func (comparePerplexity) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("step %s compares exactly two perplexity steps, it has %d inputs", sc.StepID, len(sc.Inputs))
 	}
 	a, b := sc.Inputs[0], sc.Inputs[1]
-	pa, oka := a.Result.Metrics["ppl"]
-	pb, okb := b.Result.Metrics["ppl"]
-	if !oka || !okb {
+	if a.Result.Perplexity == nil || b.Result.Perplexity == nil {
 		return fmt.Errorf("step %s: %s or %s recorded no perplexity", sc.StepID, a.StepID, b.StepID)
 	}
-	limit := sc.Params.Float("max_rel_diff", DefaultMaxRelDiff)
+	pa, pb := a.Result.Perplexity.PPL, b.Result.Perplexity.PPL
+	limit := steps.ParamsOf[CompareParams](sc.Params).MaxRelDiff
 	rel := math.Abs(pa-pb) / pb
 	sc.Result.SetMetric("ppl_a", pa)
 	sc.Result.SetMetric("ppl_b", pb)
@@ -47,8 +53,8 @@ func (comparePerplexity) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func backendOf(in steps.Input) string {
-	if in.Result != nil && in.Result.Facts["backend"] != "" {
-		return in.Result.Facts["backend"]
+	if in.Result != nil && in.Result.Perplexity != nil && in.Result.Perplexity.Backend != "" {
+		return in.Result.Perplexity.Backend
 	}
 	return in.Kind
 }

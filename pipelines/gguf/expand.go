@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/edgepipe/edgepipe/steps"
-
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -17,16 +15,15 @@ import (
 func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ppl := t.Quality.Perplexity
 	f16 := add(&plan.Step{ID: F16StepID, Kind: "gguf-convert", Needs: []string{plan.SourceStepID},
-		Params: steps.Params{"outtype": "f16"}}, t.Name)
+		Params: &ConvertParams{OutType: "f16"}}, t.Name)
 	baseline := add(&plan.Step{ID: BaselineStepID, Kind: "perplexity", Needs: []string{f16.ID},
-		Params: pplParams(ppl, "baseline"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: pplParams(ppl, RoleBaseline), Data: plan.EvalData(r)}, t.Name)
 	// The baseline is only comparable to converted models scored with the
 	// same context and chunks; a target asking for another context gets
 	// its own baseline.
-	if !plan.SameEval(baseline.Params, pplParams(ppl, "baseline")) {
+	if baseline.Params.(*PerplexityParams).Eval != plan.EvalOf(ppl) {
 		baseline = add(&plan.Step{ID: fmt.Sprintf("%s@c%d", BaselineStepID, ppl.Context), Kind: "perplexity",
-			Needs: []string{f16.ID}, Params: pplParams(ppl, "baseline"),
-			Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+			Needs: []string{f16.ID}, Params: pplParams(ppl, RoleBaseline), Data: plan.EvalData(r)}, t.Name)
 	}
 
 	typ := strings.ToLower(f.GGUFType)
@@ -35,11 +32,11 @@ func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 		imatrix := t.Options.(*Options).Imatrix
 		qid := "gguf-quantize:" + typ
 		needs := []string{f16.ID}
-		params := steps.Params{"type": f.GGUFType}
+		params := &QuantizeParams{Type: f.GGUFType}
 		if imatrix {
 			im := add(&plan.Step{ID: "imatrix:calibration", Kind: "imatrix", Needs: []string{f16.ID},
-				Params: steps.Params{"context": ppl.Context},
-				Data:   map[string]string{"calibration": r.Data.Calibration}}, t.Name)
+				Params: &ImatrixParams{Chunk: ppl.Context},
+				Data:   plan.CalibrationData(r)}, t.Name)
 			needs = append(needs, im.ID)
 			qid += "+imatrix"
 		}
@@ -49,20 +46,21 @@ func expandGGUF(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 	// same chunks, through transformers), or every type made from it
 	// inherits a conversion or tokenizer bug.
 	hfBase := add(&plan.Step{ID: plan.HFBaselineStepID, Kind: "hf-perplexity", Needs: []string{plan.SourceStepID},
-		Params: steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks},
-		Data:   map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: ptr(plan.EvalOf(ppl)), Data: plan.EvalData(r)}, t.Name)
 	consistent := add(&plan.Step{ID: "compare-perplexity:f16", Kind: "compare-perplexity",
-		Needs: []string{baseline.ID, hfBase.ID}, Params: steps.Params{"max_rel_diff": DefaultMaxRelDiff}}, t.Name)
+		Needs: []string{baseline.ID, hfBase.ID}, Params: &CompareParams{MaxRelDiff: DefaultMaxRelDiff}}, t.Name)
 
 	pid := "perplexity:" + model.ID[strings.Index(model.ID, ":")+1:]
 	if baseline.ID != BaselineStepID {
 		pid += fmt.Sprintf("@c%d", ppl.Context)
 	}
 	conv := add(&plan.Step{ID: pid, Kind: "perplexity", Needs: []string{model.ID, baseline.ID},
-		Params: pplParams(ppl, "converted"), Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: pplParams(ppl, RoleConverted), Data: plan.EvalData(r)}, t.Name)
 	return model, []string{conv.ID, consistent.ID}
 }
 
-func pplParams(g recipe.PerplexityGate, role string) steps.Params {
-	return steps.Params{"context": g.Context, "max_chunks": g.MaxChunks, "role": role}
+func pplParams(g recipe.PerplexityGate, role string) *PerplexityParams {
+	return &PerplexityParams{Eval: plan.EvalOf(g), Role: role}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -24,21 +24,30 @@ type ggufQuantize struct{}
 // imatrix runs llama-imatrix on the calibration text.
 type imatrix struct{}
 
-func (ggufConvert) Name() string                { return "gguf-convert" }
-func (ggufConvert) Version() int                { return 1 }
-func (ggufConvert) Tools(steps.Params) []string { return []string{toolchain.ToolConvertHF} }
-func (ggufConvert) Resources(steps.Params) steps.Resources {
+func (ggufConvert) Name() string { return "gguf-convert" }
+func (ggufConvert) Version() int { return 1 }
+
+// ConvertParams are a gguf-convert step's.
+type ConvertParams struct {
+	// OutType is the GGUF type convert_hf_to_gguf.py writes (f16, bf16,
+	// q8_0, f32).
+	OutType string `json:"outtype"`
+}
+
+func (ggufConvert) NewParams() any     { return &ConvertParams{} }
+func (ggufConvert) Tools(any) []string { return []string{toolchain.ToolConvertHF} }
+func (ggufConvert) Resources(any) steps.Resources {
 	// The converter holds the whole model in memory; a 135M model needs
 	// little, but the weight keeps two large conversions apart.
 	return steps.Resources{Cores: 1, MemoryMB: 4096}
 }
 
 func (ggufConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	outtype := sc.Params.String("outtype", "f16")
+	outtype := steps.ParamsOf[ConvertParams](sc.Params).OutType
 	switch outtype {
 	case "f16", "bf16", "q8_0", "f32":
 	default:
@@ -56,19 +65,27 @@ func (ggufConvert) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (ggufQuantize) Name() string                { return "gguf-quantize" }
-func (ggufQuantize) Version() int                { return 2 }
-func (ggufQuantize) Tools(steps.Params) []string { return []string{toolchain.ToolQuantize} }
-func (ggufQuantize) Resources(steps.Params) steps.Resources {
+func (ggufQuantize) Name() string { return "gguf-quantize" }
+func (ggufQuantize) Version() int { return 2 }
+
+// QuantizeParams are a gguf-quantize step's.
+type QuantizeParams struct {
+	// Type is the llama-quantize type (Q4_K_M, Q8_0, ...).
+	Type string `json:"type"`
+}
+
+func (ggufQuantize) NewParams() any     { return &QuantizeParams{} }
+func (ggufQuantize) Tools(any) []string { return []string{toolchain.ToolQuantize} }
+func (ggufQuantize) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 2048}
 }
 
 func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
-	f16, err := sc.Input("gguf-convert")
+	f16, err := sc.Input(ggufConvert{})
 	if err != nil {
 		return err
 	}
-	typ := strings.ToUpper(sc.Params.String("type", ""))
+	typ := strings.ToUpper(steps.ParamsOf[QuantizeParams](sc.Params).Type)
 	if !knownType(typ) {
 		return fmt.Errorf("gguf-quantize: unknown type %q", typ)
 	}
@@ -76,7 +93,7 @@ func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	name := "model-" + strings.ToLower(typ) + ".gguf"
 	out := filepath.Join(sc.Out, name)
 	var args []string
-	if im, err := sc.Input("imatrix"); err == nil {
+	if im, err := sc.Input(imatrix{}); err == nil {
 		args = append(args, "--imatrix", filepath.Join(im.Dir, im.Result.Files["imatrix"]))
 	}
 	// The thread count is fixed so the output is the same on every machine.
@@ -134,27 +151,37 @@ func quantizeFallbacks(logPath string) string {
 	return strings.Join(parts, "; ")
 }
 
-func (imatrix) Name() string                { return "imatrix" }
-func (imatrix) Version() int                { return 1 }
-func (imatrix) Tools(steps.Params) []string { return []string{toolchain.ToolImatrix} }
-func (imatrix) Resources(steps.Params) steps.Resources {
+func (imatrix) Name() string { return "imatrix" }
+func (imatrix) Version() int { return 1 }
+
+// ImatrixParams are an imatrix step's: the calibration text is cut into
+// chunks of Chunk tokens, at most MaxChunks of them (0: all).
+type ImatrixParams struct {
+	Chunk     int `json:"chunk"`
+	MaxChunks int `json:"max_chunks"`
+}
+
+func (imatrix) NewParams() any     { return &ImatrixParams{} }
+func (imatrix) Tools(any) []string { return []string{toolchain.ToolImatrix} }
+func (imatrix) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 2048}
 }
 
 func (imatrix) Run(ctx context.Context, sc *steps.Context) error {
-	f16, err := sc.Input("gguf-convert")
+	f16, err := sc.Input(ggufConvert{})
 	if err != nil {
 		return err
 	}
-	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	p := steps.ParamsOf[ImatrixParams](sc.Params)
+	text, err := sc.Data(steps.DataCalibration)
 	if err != nil {
 		return err
 	}
 	out := filepath.Join(sc.Out, "imatrix.dat")
-	ctxLen := sc.Params.Int("context", 512)
+	ctxLen := p.Chunk
 	args := []string{"-m", filepath.Join(f16.Dir, f16.Result.Files["model"]), "-f", text, "-o", out,
 		"-c", fmt.Sprint(ctxLen), "-b", fmt.Sprint(ctxLen), "-t", "2"}
-	if n := sc.Params.Int("chunks", 0); n > 0 {
+	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", fmt.Sprint(n))
 	}
 	if err := sc.RunTool(ctx, toolchain.ToolImatrix, args...); err != nil {

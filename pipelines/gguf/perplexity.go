@@ -19,10 +19,25 @@ import (
 // with KL divergence and top-1 agreement besides perplexity.
 type perplexity struct{}
 
-func (perplexity) Name() string                { return "perplexity" }
-func (perplexity) Version() int                { return 2 }
-func (perplexity) Tools(steps.Params) []string { return []string{toolchain.ToolPerplexity} }
-func (perplexity) Resources(steps.Params) steps.Resources {
+// PerplexityParams are a llama-perplexity step's: how it scores, and
+// whether it is the baseline (which saves its logits) or a converted model
+// (scored against them).
+type PerplexityParams struct {
+	steps.Eval
+	Role string `json:"role"`
+}
+
+// Roles of a perplexity step.
+const (
+	RoleBaseline  = "baseline"
+	RoleConverted = "converted"
+)
+
+func (perplexity) Name() string       { return "perplexity" }
+func (perplexity) Version() int       { return 3 }
+func (perplexity) NewParams() any     { return &PerplexityParams{} }
+func (perplexity) Tools(any) []string { return []string{toolchain.ToolPerplexity} }
+func (perplexity) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 2048}
 }
 
@@ -33,23 +48,24 @@ func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	ctxLen := sc.Params.Int("context", 512)
+	p := steps.ParamsOf[PerplexityParams](sc.Params)
+	ctxLen := p.Chunk
 	args := []string{"-m", filepath.Join(model.Dir, model.Result.Files["model"]),
 		"-c", strconv.Itoa(ctxLen), "-b", strconv.Itoa(ctxLen), "-t", "2"}
-	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
-	role := sc.Params.String("role", "converted")
+	role := p.Role
 	var base steps.Input
 	switch role {
-	case "baseline":
-		text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	case RoleBaseline:
+		text, err := sc.Data(steps.DataEval)
 		if err != nil {
 			return err
 		}
 		args = append(args, "-f", text, "--kl-divergence-base", filepath.Join(sc.Out, klBaseFile))
-	case "converted":
-		base, err = sc.Input("perplexity")
+	case RoleConverted:
+		base, err = sc.Input(perplexity{})
 		if err != nil {
 			return err
 		}
@@ -70,37 +86,34 @@ func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return fmt.Errorf("llama-perplexity: %w (see %s)", err, sc.LogPath)
 	}
-	sc.Result.SetMetric("ppl", m.PPL)
-	if m.PPLErr > 0 {
-		sc.Result.SetMetric("ppl_stderr", m.PPLErr)
-	}
-	if m.Chunks == 0 && role == "converted" {
+	res := &steps.Perplexity{PPL: m.PPL, Stderr: m.PPLErr, Context: ctxLen, Backend: "llama.cpp"}
+	if m.Chunks == 0 && role == RoleConverted && base.Result.Perplexity != nil {
 		// In --kl-divergence mode llama-perplexity reads the baseline's
 		// tokens and does not announce the chunk count: it is the baseline's.
-		m.Chunks = int(base.Result.Metrics["chunks"])
+		m.Chunks = base.Result.Perplexity.Chunks
 	}
 	if m.Chunks == 0 {
 		return fmt.Errorf("llama-perplexity did not say how many chunks it scored (see %s)", sc.LogPath)
 	}
-	sc.Result.SetMetric("chunks", float64(m.Chunks))
-	sc.Result.SetMetric("context", float64(ctxLen))
+	res.Chunks = m.Chunks
 	// llama-perplexity scores the second half of each chunk.
-	sc.Result.SetMetric("eval_tokens", float64(m.Chunks*(ctxLen-ctxLen/2)))
-	sc.Result.SetFact("backend", "llama.cpp")
-	if role == "baseline" {
+	res.EvalTokens = m.Chunks * (ctxLen - ctxLen/2)
+	sc.Result.Perplexity = res
+	if role == RoleBaseline {
 		sc.Result.SetFile("kl_base", klBaseFile)
 		return nil
 	}
-	bp, ok := base.Result.Metrics["ppl"]
-	if !ok {
+	if base.Result.Perplexity == nil {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
 	}
-	sc.Result.SetMetric("baseline_ppl", bp)
+	res.Baseline = base.Result.Perplexity.PPL
 	if !math.IsNaN(m.KLD) {
-		sc.Result.SetMetric("kl_divergence", m.KLD)
+		kld := m.KLD
+		res.KLDivergence = &kld
 	}
 	if !math.IsNaN(m.SameTop) {
-		sc.Result.SetMetric("top1_agreement", m.SameTop)
+		top := m.SameTop
+		res.Top1Agreement = &top
 	}
 	return nil
 }
@@ -108,7 +121,7 @@ func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
 // modelInput finds the input holding a model file (any kind but perplexity).
 func modelInput(sc *steps.Context) (steps.Input, error) {
 	for _, in := range sc.Inputs {
-		if in.Kind != "perplexity" && in.Result != nil && in.Result.Files["model"] != "" {
+		if in.Kind != (perplexity{}).Name() && in.Result != nil && in.Result.Files["model"] != "" {
 			return in, nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,10 +46,25 @@ const (
 // models whose widths are not multiples of 128 (SmolLM2-135M: 576).
 var groupSizeCandidates = []int{128, 64, 32}
 
-func (llmcQuantize) Name() string                { return "llmc-quantize" }
-func (llmcQuantize) Version() int                { return 1 }
-func (llmcQuantize) Tools(steps.Params) []string { return []string{ToolLLMCQuantize} }
-func (llmcQuantize) Resources(steps.Params) steps.Resources {
+func (llmcQuantize) Name() string { return "llmc-quantize" }
+func (llmcQuantize) Version() int { return 1 }
+
+// QuantizeParams are an llmc-quantize step's.
+type QuantizeParams struct {
+	Scheme string `json:"scheme"` // gptq or awq
+	// GroupSize is the input columns per scale; 0 asks for the largest of
+	// 128, 64 and 32 that divides the model's widths (known only once the
+	// model is fetched).
+	GroupSize int `json:"group_size"`
+	Samples   int `json:"num_calibration_samples"`
+	SeqLen    int `json:"max_seq_length"`
+	// NGrid is AWQ's candidate scales per layer (0 for GPTQ).
+	NGrid int `json:"n_grid,omitempty"`
+}
+
+func (llmcQuantize) NewParams() any     { return &QuantizeParams{} }
+func (llmcQuantize) Tools(any) []string { return []string{ToolLLMCQuantize} }
+func (llmcQuantize) Resources(any) steps.Resources {
 	// One core: llmc_quantize.py runs torch single-threaded (see its
 	// --threads), so a GPTQ and an AWQ target quantize side by side. An
 	// fp32 copy of the model, calibration activations and per-layer
@@ -59,11 +73,12 @@ func (llmcQuantize) Resources(steps.Params) steps.Resources {
 }
 
 func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	scheme := sc.Params.String("scheme", "")
+	p := steps.ParamsOf[QuantizeParams](sc.Params)
+	scheme := p.Scheme
 	if scheme != "gptq" && scheme != "awq" {
 		return fmt.Errorf("llmc-quantize: scheme must be gptq or awq, not %q", scheme)
 	}
@@ -71,36 +86,22 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	asked, err := wholeParam(sc.Params, "group_size", 0)
-	if err != nil {
-		return err
-	}
+	asked := p.GroupSize
 	group, err := ChooseGroupSize(asked, widths)
 	if err != nil {
 		return err
 	}
-	samples, err := wholeParam(sc.Params, "num_calibration_samples", DefaultCalibrationSamples)
-	if err != nil {
-		return err
-	}
-	seqLen, err := wholeParam(sc.Params, "max_seq_length", DefaultCalibrationSeqLen)
-	if err != nil {
-		return err
-	}
+	samples, seqLen, grid := p.Samples, p.SeqLen, p.NGrid
 	if samples <= 0 || seqLen < 8 {
 		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", samples, seqLen)
 	}
-	grid, err := wholeParam(sc.Params, "n_grid", DefaultAWQGrid)
-	if err != nil {
-		return err
+	if scheme == "awq" && grid < 1 {
+		return fmt.Errorf("llmc-quantize: n_grid must be at least 1, not %d", grid)
 	}
-	if _, set := sc.Params["n_grid"]; set && scheme != "awq" {
-		return fmt.Errorf("with: n_grid is AWQ's number of candidate scales; %s has none: remove it from this target", scheme)
+	if scheme != "awq" {
+		grid = DefaultAWQGrid // the script's flag; GPTQ ignores it
 	}
-	if grid < 1 {
-		return fmt.Errorf("with: n_grid must be at least 1, not %d", grid)
-	}
-	text, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	text, err := sc.Data(steps.DataCalibration)
 	if err != nil {
 		return err
 	}
@@ -141,23 +142,9 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		sc.Result.SetFact("awq_grid", fmt.Sprintf("%d candidate scales per layer", grid))
 	}
 	for name, v := range res.Versions {
-		sc.Result.SetFact("version:"+name, v)
+		sc.Result.SetVersion(name, v)
 	}
 	return nil
-}
-
-// wholeParam returns a whole-number option, or def when it is not set; a
-// recipe's `with: {group_size: "64"}` is an error, not silently the default.
-func wholeParam(p steps.Params, key string, def int) (int, error) {
-	v, ok := p[key]
-	if !ok || v == nil {
-		return def, nil
-	}
-	n := p.Int(key, math.MinInt)
-	if f, isFloat := v.(float64); n == math.MinInt || (isFloat && f != math.Trunc(f)) {
-		return 0, fmt.Errorf("with: %s must be a whole number, not %v", key, v)
-	}
-	return n, nil
 }
 
 // LinearWidths returns the distinct input widths of a transformer's linear
@@ -372,41 +359,41 @@ func readSafetensorsHeader(path string) (map[string]safetensorsEntry, error) {
 	return out, nil
 }
 
-func (llmcPerplexity) Name() string                { return "llmc-perplexity" }
-func (llmcPerplexity) Version() int                { return 1 }
-func (llmcPerplexity) Tools(steps.Params) []string { return []string{ToolLLMCPerplexity} }
-func (llmcPerplexity) Resources(steps.Params) steps.Resources {
+func (llmcPerplexity) Name() string       { return "llmc-perplexity" }
+func (llmcPerplexity) Version() int       { return 1 }
+func (llmcPerplexity) NewParams() any     { return &steps.Eval{} }
+func (llmcPerplexity) Tools(any) []string { return []string{ToolLLMCPerplexity} }
+func (llmcPerplexity) Resources(any) steps.Resources {
 	// compressed-tensors unpacks the INT4 weights to fp32 on load.
 	return steps.Resources{Cores: 2, MemoryMB: 3072}
 }
 
 func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
-	model, err := sc.Input("llmc-quantize")
+	model, err := sc.Input(llmcQuantize{})
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input("hf-perplexity")
+	base, err := sc.Input(steps.HFPerplexity)
 	if err != nil {
 		return err
 	}
-	res, err := steps.RunTransformersPerplexity(ctx, sc, ToolLLMCPerplexity, model.Dir)
+	res, err := steps.RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), ToolLLMCPerplexity, model.Dir)
 	if err != nil {
 		return err
 	}
-	bm := base.Result.Metrics
-	bp, ok := bm["ppl"]
-	if !ok {
+	bp := base.Result.Perplexity
+	if bp == nil {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
 	}
-	res.Record(sc.Result)
-	sc.Result.SetMetric("baseline_ppl", bp)
-	sc.Result.SetFact("backend", "transformers+compressed-tensors")
+	got := res.Perplexity("transformers+compressed-tensors")
+	got.Baseline = bp.PPL
+	sc.Result.Perplexity = got
 	// The baseline ran in another toolchain (another transformers); the
 	// numbers only compare if both tokenized the text the same way and
 	// scored the same chunks, so that is checked, not assumed.
-	same := int(bm["eval_tokens"]) == res.Scored && int(bm["chunks"]) == res.Chunks && int(bm["context"]) == res.Ctx
+	same := bp.EvalTokens == res.Scored && bp.Chunks == res.Chunks && bp.Context == res.Ctx
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "same evaluation tokens as the baseline", Passed: same,
 		Detail: fmt.Sprintf("converted: %d tokens scored in %d chunks of %d; baseline %s: %d in %d chunks of %d",
-			res.Scored, res.Chunks, res.Ctx, base.StepID, int(bm["eval_tokens"]), int(bm["chunks"]), int(bm["context"]))})
+			res.Scored, res.Chunks, res.Ctx, base.StepID, bp.EvalTokens, bp.Chunks, bp.Context)})
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -75,24 +73,6 @@ func TestChooseGroupSize(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("ChooseGroupSize(%d, %v) = %d, %v; want %d", tc.asked, tc.widths, got, err, tc.want)
-		}
-	}
-}
-
-func TestWholeParam(t *testing.T) {
-	p := steps.Params{"a": 64, "b": float64(32), "c": "64", "d": 1.5}
-	if n, err := wholeParam(p, "a", 0); n != 64 || err != nil {
-		t.Errorf("a: %d %v", n, err)
-	}
-	if n, err := wholeParam(p, "b", 0); n != 32 || err != nil {
-		t.Errorf("b: %d %v", n, err)
-	}
-	if n, err := wholeParam(p, "missing", 7); n != 7 || err != nil {
-		t.Errorf("missing: %d %v", n, err)
-	}
-	for _, k := range []string{"c", "d"} {
-		if _, err := wholeParam(p, k, 0); err == nil {
-			t.Errorf("%s: %v accepted as a whole number", k, p[k])
 		}
 	}
 }

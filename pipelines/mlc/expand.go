@@ -8,7 +8,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // expandMLC: source -> mlc_llm convert_weight (shared by every context)
@@ -17,28 +16,25 @@ import (
 // mlc-validate (the layout against the checkpoint's config).
 func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	q := f.Name[len("mlc-"):]
-	n := t.Context
-	if n <= 0 {
-		n = 4096
-	}
+	n := plan.TargetContext(t)
 	tmpl := "chatml"
 	opts := t.Options.(*Options)
 	if opts.ConvTemplate != nil && *opts.ConvTemplate != "" {
 		tmpl = *opts.ConvTemplate
 	}
 	weights := add(&plan.Step{ID: "mlc-convert-weight:" + q, Kind: "mlc-convert-weight", Needs: []string{plan.SourceStepID},
-		Params: steps.Params{"quantization": q}}, t.Name)
+		Params: &WeightParams{Quantization: q}}, t.Name)
 	suffix := fmt.Sprintf("%s@c%d", q, n)
 	if tmpl != "chatml" {
 		suffix += "+" + tmpl
 	}
 	model := add(&plan.Step{ID: "mlc-gen-config:" + suffix, Kind: "mlc-gen-config", Needs: []string{weights.ID, plan.SourceStepID},
-		Params: steps.Params{"quantization": q, "context": n, "conv_template": tmpl}}, t.Name)
+		Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
 	if opts.Compile {
 		model = add(&plan.Step{ID: "mlc-compile:webgpu/" + suffix, Kind: "mlc-compile", Needs: []string{model.ID},
-			Params: steps.Params{"device": "webgpu"}}, t.Name)
+			Params: &CompileParams{Device: "webgpu"}}, t.Name)
 	}
 	val := add(&plan.Step{ID: "mlc-validate:" + model.ID, Kind: "mlc-validate", Needs: []string{model.ID, plan.SourceStepID},
-		Params: steps.Params{"context": n}}, t.Name)
+		Params: &ValidateParams{Context: n}}, t.Name)
 	return model, []string{val.ID}
 }

@@ -44,19 +44,49 @@ const (
 // mlcShardLimit is the most bytes tvmjs.dump_tensor_cache puts in a shard.
 const mlcShardLimit = 32 << 20
 
-func (mlcConvertWeight) Name() string                { return "mlc-convert-weight" }
-func (mlcConvertWeight) Version() int                { return 1 }
-func (mlcConvertWeight) Tools(steps.Params) []string { return []string{ToolMLCLLM} }
-func (mlcConvertWeight) Resources(steps.Params) steps.Resources {
+func (mlcConvertWeight) Name() string { return "mlc-convert-weight" }
+func (mlcConvertWeight) Version() int { return 1 }
+
+// WeightParams are an mlc-convert-weight step's.
+type WeightParams struct {
+	Quantization string `json:"quantization"`
+}
+
+// ConfigParams are an mlc-gen-config step's.
+type ConfigParams struct {
+	Quantization string `json:"quantization"`
+	// Context is the target's context window.
+	Context      int    `json:"context"`
+	ConvTemplate string `json:"conv_template"`
+}
+
+// CompileParams are an mlc-compile step's.
+type CompileParams struct {
+	Device string `json:"device"`
+}
+
+// ValidateParams are an mlc-validate step's.
+type ValidateParams struct {
+	// Context is the context window the config must declare.
+	Context int `json:"context"`
+}
+
+func (mlcConvertWeight) NewParams() any { return &WeightParams{} }
+func (mlcGenConfig) NewParams() any     { return &ConfigParams{} }
+func (mlcCompile) NewParams() any       { return &CompileParams{} }
+func (mlcValidate) NewParams() any      { return &ValidateParams{} }
+
+func (mlcConvertWeight) Tools(any) []string { return []string{ToolMLCLLM} }
+func (mlcConvertWeight) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 3072}
 }
 
 func (mlcConvertWeight) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	q := sc.Params.String("quantization", "q4f16_1")
+	q := steps.ParamsOf[WeightParams](sc.Params).Quantization
 	if err := sc.RunTool(ctx, ToolMLCLLM, "convert_weight", src.Dir, "--quantization", q, "-o", sc.Out); err != nil {
 		return err
 	}
@@ -71,31 +101,32 @@ func (mlcConvertWeight) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (mlcGenConfig) Name() string                { return "mlc-gen-config" }
-func (mlcGenConfig) Version() int                { return 1 }
-func (mlcGenConfig) Tools(steps.Params) []string { return []string{ToolMLCLLM} }
-func (mlcGenConfig) Resources(steps.Params) steps.Resources {
+func (mlcGenConfig) Name() string       { return "mlc-gen-config" }
+func (mlcGenConfig) Version() int       { return 1 }
+func (mlcGenConfig) Tools(any) []string { return []string{ToolMLCLLM} }
+func (mlcGenConfig) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 1, MemoryMB: 512}
 }
 
 func (mlcGenConfig) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	weights, err := sc.Input("mlc-convert-weight")
+	weights, err := sc.Input(mlcConvertWeight{})
 	if err != nil {
 		return err
 	}
-	n := sc.Params.Int("context", 0)
+	p := steps.ParamsOf[ConfigParams](sc.Params)
+	n := p.Context
 	if n <= 0 {
 		return fmt.Errorf("mlc-gen-config: the target needs a context (tokens) for --context-window-size, got %d", n)
 	}
 	if err := copyOutputs(weights.Dir, sc.Out); err != nil {
 		return err
 	}
-	args := []string{"gen_config", src.Dir, "--quantization", sc.Params.String("quantization", "q4f16_1"),
-		"--conv-template", sc.Params.String("conv_template", "chatml"),
+	args := []string{"gen_config", src.Dir, "--quantization", p.Quantization,
+		"--conv-template", p.ConvTemplate,
 		"--context-window-size", strconv.Itoa(n), "-o", sc.Out}
 	if err := sc.RunTool(ctx, ToolMLCLLM, args...); err != nil {
 		return err
@@ -109,23 +140,23 @@ func (mlcGenConfig) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (mlcCompile) Name() string                { return "mlc-compile" }
-func (mlcCompile) Version() int                { return 1 }
-func (mlcCompile) Tools(steps.Params) []string { return []string{ToolMLCLLM} }
-func (mlcCompile) Resources(steps.Params) steps.Resources {
+func (mlcCompile) Name() string       { return "mlc-compile" }
+func (mlcCompile) Version() int       { return 1 }
+func (mlcCompile) Tools(any) []string { return []string{ToolMLCLLM} }
+func (mlcCompile) Resources(any) steps.Resources {
 	// TVM compiles the model library with every core it gets.
 	return steps.Resources{Cores: 2, MemoryMB: 4096}
 }
 
 func (mlcCompile) Run(ctx context.Context, sc *steps.Context) error {
-	cfg, err := sc.Input("mlc-gen-config")
+	cfg, err := sc.Input(mlcGenConfig{})
 	if err != nil {
 		return err
 	}
 	if err := copyOutputs(cfg.Dir, sc.Out); err != nil {
 		return err
 	}
-	device := sc.Params.String("device", "webgpu")
+	device := steps.ParamsOf[CompileParams](sc.Params).Device
 	if err := sc.RunTool(ctx, ToolMLCLLM, "compile", filepath.Join(sc.Out, MLCChatConfig),
 		"--device", device, "-o", filepath.Join(sc.Out, MLCWasm)); err != nil {
 		return err
@@ -219,10 +250,10 @@ func readMLCCache(dir string) (*mlcCache, error) {
 	return &c, nil
 }
 
-func (mlcValidate) Name() string                { return "mlc-validate" }
-func (mlcValidate) Version() int                { return 1 }
-func (mlcValidate) Tools(steps.Params) []string { return nil }
-func (mlcValidate) Resources(steps.Params) steps.Resources {
+func (mlcValidate) Name() string       { return "mlc-validate" }
+func (mlcValidate) Version() int       { return 1 }
+func (mlcValidate) Tools(any) []string { return nil }
+func (mlcValidate) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 1, MemoryMB: 256}
 }
 
@@ -232,7 +263,7 @@ func (mlcValidate) Resources(steps.Params) steps.Resources {
 func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 	var model steps.Input
 	found := false
-	for _, kind := range []string{"mlc-compile", "mlc-gen-config"} {
+	for _, kind := range []steps.Kind{mlcCompile{}, mlcGenConfig{}} {
 		if in, err := sc.Input(kind); err == nil {
 			model, found = in, true
 			break
@@ -241,7 +272,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if !found {
 		return fmt.Errorf("step %s needs an mlc-gen-config or mlc-compile step", sc.StepID)
 	}
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
@@ -325,7 +356,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err == nil {
 		err = json.Unmarshal(b, &chat)
 	}
-	wantCtx := sc.Params.Int("context", 0)
+	wantCtx := steps.ParamsOf[ValidateParams](sc.Params).Context
 	add("mlc-chat-config.json", err == nil && chat.Quantization == "q4f16_1" && (wantCtx == 0 || chat.Context == wantCtx),
 		fmt.Sprintf("quantization %q, context_window_size %d (want q4f16_1, %d)%s", chat.Quantization, chat.Context, wantCtx, errText(err)))
 	if model.Kind == "mlc-compile" {

@@ -8,7 +8,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // expandNvidia: source -> modelopt-quantize (INT4 AWQ to a TensorRT-LLM
@@ -17,10 +16,7 @@ import (
 // engine build (trtllm-build, or TensorRT Edge-LLM's export and llm_build).
 // Every step needs an NVIDIA GPU; NvidiaGPUCheck says so at plan time.
 func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
-	n := t.Context
-	if n <= 0 {
-		n = 4096
-	}
+	n := plan.TargetContext(t)
 	kv := "none"
 	if t.KVDtype == "fp8" {
 		kv = "fp8"
@@ -30,8 +26,8 @@ func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan
 		qid += "+kv=" + kv
 	}
 	quant := add(&plan.Step{ID: qid, Kind: "modelopt-quantize", Needs: []string{plan.SourceStepID},
-		Params: steps.Params{"format": f.Name, "kv_cache": kv, "needs": "nvidia-gpu"},
-		Data:   map[string]string{"calibration": r.Data.Calibration}}, t.Name)
+		Params: &QuantizeParams{Format: f.Name, KVCache: kv, CalibSize: DefaultCalibSize, CalibSeqLen: DefaultCalibSeqLen},
+		Data:   plan.CalibrationData(r)}, t.Name)
 	kind := "edgellm-build"
 	if f.Family == "trtllm" {
 		kind = "trtllm-build"
@@ -39,7 +35,7 @@ func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan
 	// An engine is built for the GPU it is built on, so each device gets
 	// its own; the checkpoint is portable and shared.
 	engine := add(&plan.Step{ID: fmt.Sprintf("%s:%s@c%d/%s", kind, quant.ID[len("modelopt-quantize:"):], n, t.Device), Kind: kind,
-		Needs: []string{quant.ID}, Params: steps.Params{"context": n, "device": t.Device, "needs": "nvidia-gpu"}}, t.Name)
+		Needs: []string{quant.ID}, Params: &BuildParams{Context: n, Device: t.Device}}, t.Name)
 	return engine, []string{quant.ID}
 }
 
@@ -65,3 +61,10 @@ func NvidiaGPUCheck(p *plan.Plan) recipe.Diagnostics {
 	}
 	return diags
 }
+
+// Calibration of modelopt-quantize: 64 windows of 512 tokens, modelopt's
+// example scripts' smallest.
+const (
+	DefaultCalibSize   = 64
+	DefaultCalibSeqLen = 512
+)

@@ -86,18 +86,39 @@ func noNvidiaGPU(what string) error {
 
 // The NVIDIA kinds refuse a host without a GPU before their tools are
 // looked up: "no GPU" is the reason to give, not "modelopt is not installed".
-func (modeloptQuantize) RequireHost(p steps.Params) error {
-	return noNvidiaGPU("nvidia-modelopt calibration for " + p.String("format", ""))
+func (modeloptQuantize) RequireHost(p any) error {
+	return noNvidiaGPU("nvidia-modelopt calibration for " + steps.ParamsOf[QuantizeParams](p).Format)
 }
-func (trtllmBuild) RequireHost(steps.Params) error { return noNvidiaGPU("trtllm-build") }
-func (edgellmBuild) RequireHost(steps.Params) error {
+func (trtllmBuild) RequireHost(any) error { return noNvidiaGPU("trtllm-build") }
+func (edgellmBuild) RequireHost(any) error {
 	return noNvidiaGPU("TensorRT Edge-LLM export and engine build")
 }
 
-func (modeloptQuantize) Name() string                { return "modelopt-quantize" }
-func (modeloptQuantize) Version() int                { return 1 }
-func (modeloptQuantize) Tools(steps.Params) []string { return []string{ToolModelOpt} }
-func (modeloptQuantize) Resources(steps.Params) steps.Resources {
+func (modeloptQuantize) Name() string { return "modelopt-quantize" }
+func (modeloptQuantize) Version() int { return 1 }
+
+// QuantizeParams are a modelopt-quantize step's.
+type QuantizeParams struct {
+	Format  string `json:"format"`
+	KVCache string `json:"kv_cache"` // none or fp8
+	// CalibSize windows of CalibSeqLen tokens calibrate it.
+	CalibSize   int `json:"calib_size"`
+	CalibSeqLen int `json:"calib_seq_len"`
+}
+
+// BuildParams are an engine build's: engines are built for one context
+// and one device.
+type BuildParams struct {
+	Context int    `json:"context"`
+	Device  string `json:"device"`
+}
+
+func (modeloptQuantize) NewParams() any { return &QuantizeParams{} }
+func (trtllmBuild) NewParams() any      { return &BuildParams{} }
+func (edgellmBuild) NewParams() any     { return &BuildParams{} }
+
+func (modeloptQuantize) Tools(any) []string { return []string{ToolModelOpt} }
+func (modeloptQuantize) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 6144}
 }
 
@@ -108,7 +129,8 @@ var modeloptFormats = map[string]struct{ qformat, export string }{
 }
 
 func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
-	format := sc.Params.String("format", "")
+	p := steps.ParamsOf[QuantizeParams](sc.Params)
+	format := p.Format
 	f, ok := modeloptFormats[format]
 	if !ok {
 		return fmt.Errorf("modelopt-quantize: format %q is not one it makes (nvfp4, trtllm-int4)", format)
@@ -116,18 +138,18 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := requireNvidiaGPU(sc, "nvidia-modelopt calibration for "+format); err != nil {
 		return err
 	}
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	calib, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	calib, err := sc.Data(steps.DataCalibration)
 	if err != nil {
 		return err
 	}
-	kv := sc.Params.String("kv_cache", "none")
+	kv := p.KVCache
 	args := []string{"--model", src.Dir, "--qformat", f.qformat, "--kv-cache", kv, "--export", f.export,
-		"--calib", calib, "--calib-size", strconv.Itoa(sc.Params.Int("calib_size", 64)),
-		"--seq-len", strconv.Itoa(sc.Params.Int("calib_seq_len", 512)), "--out", sc.Out}
+		"--calib", calib, "--calib-size", strconv.Itoa(p.CalibSize),
+		"--seq-len", strconv.Itoa(p.CalibSeqLen), "--out", sc.Out}
 	if err := sc.RunTool(ctx, ToolModelOpt, args...); err != nil {
 		return err
 	}
@@ -158,10 +180,10 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (trtllmBuild) Name() string                { return "trtllm-build" }
-func (trtllmBuild) Version() int                { return 1 }
-func (trtllmBuild) Tools(steps.Params) []string { return []string{ToolTRTLLMBuild} }
-func (trtllmBuild) Resources(steps.Params) steps.Resources {
+func (trtllmBuild) Name() string       { return "trtllm-build" }
+func (trtllmBuild) Version() int       { return 1 }
+func (trtllmBuild) Tools(any) []string { return []string{ToolTRTLLMBuild} }
+func (trtllmBuild) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 8192}
 }
 
@@ -169,11 +191,11 @@ func (trtllmBuild) Run(ctx context.Context, sc *steps.Context) error {
 	if err := requireNvidiaGPU(sc, "trtllm-build"); err != nil {
 		return err
 	}
-	ckpt, err := sc.Input("modelopt-quantize")
+	ckpt, err := sc.Input(modeloptQuantize{})
 	if err != nil {
 		return err
 	}
-	n := sc.Params.Int("context", 4096)
+	n := steps.ParamsOf[BuildParams](sc.Params).Context
 	if err := sc.RunTool(ctx, ToolTRTLLMBuild, "--checkpoint_dir", ckpt.Dir, "--output_dir", sc.Out,
 		"--max_seq_len", strconv.Itoa(n), "--max_batch_size", "1", "--gemm_plugin", "auto"); err != nil {
 		return err
@@ -189,10 +211,10 @@ func (trtllmBuild) Run(ctx context.Context, sc *steps.Context) error {
 
 func (edgellmBuild) Name() string { return "edgellm-build" }
 func (edgellmBuild) Version() int { return 1 }
-func (edgellmBuild) Tools(steps.Params) []string {
+func (edgellmBuild) Tools(any) []string {
 	return []string{ToolEdgeLLMExport, ToolEdgeLLMBuild}
 }
-func (edgellmBuild) Resources(steps.Params) steps.Resources {
+func (edgellmBuild) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 8192}
 }
 
@@ -200,7 +222,7 @@ func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
 	if err := requireNvidiaGPU(sc, "TensorRT Edge-LLM export and engine build"); err != nil {
 		return err
 	}
-	ckpt, err := sc.Input("modelopt-quantize")
+	ckpt, err := sc.Input(modeloptQuantize{})
 	if err != nil {
 		return err
 	}
@@ -209,7 +231,7 @@ func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolEdgeLLMExport, "--model_dir", ckpt.Dir, "--output_dir", onnx); err != nil {
 		return err
 	}
-	n := sc.Params.Int("context", 4096)
+	n := steps.ParamsOf[BuildParams](sc.Params).Context
 	if err := sc.RunTool(ctx, ToolEdgeLLMBuild, "--onnxDir", onnx, "--engineDir", engine,
 		"--maxInputLen", strconv.Itoa(n)); err != nil {
 		return err

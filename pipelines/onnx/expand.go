@@ -8,7 +8,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // Default max |logit difference| against PyTorch, per format, over the
@@ -30,12 +29,13 @@ var onnxLogitLimits = map[string]float64{
 // ExportStep adds (or shares) the fp32 export, with or without the KV
 // cache.
 func ExportStep(t *recipe.Target, past bool, add plan.AddFunc) *plan.Step {
-	params := steps.Params{"past": past}
+	opts := exportOptions(t)
+	params := &ExportParams{Opset: plan.Or(opts.Opset, DefaultOpset), Past: past}
 	id := "onnx-export:fp32"
 	if !past {
 		id = "onnx-export:fp32-prefill"
 	}
-	id += plan.OptionSuffix(t.Options, params, "opset")
+	id += plan.OptionSuffix(t.Options, "opset")
 	return add(&plan.Step{ID: id, Kind: "onnx-export", Needs: []string{plan.SourceStepID}, Params: params}, t.Name)
 }
 
@@ -44,14 +44,14 @@ func ExportStep(t *recipe.Target, past bool, add plan.AddFunc) *plan.Step {
 // perplexity against the baseline.
 func ValidateStep(r *recipe.Recipe, t *recipe.Target, logitLimit float64, model, baseline *plan.Step, add plan.AddFunc) *plan.Step {
 	ppl := t.Quality.Perplexity
-	params := steps.Params{"context": ppl.Context, "max_chunks": ppl.MaxChunks, "max_abs_logit_diff": logitLimit}
-	suffix := plan.OptionSuffix(t.Options, params, "max_abs_logit_diff")
+	params := &ValidateParams{Eval: plan.EvalOf(ppl), MaxAbsLogitDiff: plan.Or(exportOptions(t).MaxAbsLogitDiff, logitLimit)}
+	suffix := plan.OptionSuffix(t.Options, "max_abs_logit_diff")
 	id := "onnx-validate:" + model.ID[strings.Index(model.ID, ":")+1:] + suffix
 	if baseline.ID != plan.HFBaselineStepID {
 		id += baseline.ID[len(plan.HFBaselineStepID):]
 	}
 	return add(&plan.Step{ID: id, Kind: "onnx-validate", Needs: []string{model.ID, plan.SourceStepID, baseline.ID},
-		Params: params, Data: map[string]string{"eval": r.Data.Eval}}, t.Name)
+		Params: params, Data: plan.EvalData(r)}, t.Name)
 }
 
 // expandONNX: source -> optimum-onnx export with KV cache (fp32, shared)
@@ -62,11 +62,30 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 	baseline := plan.HFBaseline(r, t, add)
 	model := ExportStep(t, true, add)
 	if f.Name == "onnx-int4" {
-		params := steps.Params{"block_size": DefaultONNXBlockSize}
-		suffix := plan.OptionSuffix(t.Options, params, "block_size", "symmetric", "keep_lm_head")
+		o := t.Options.(*Int4Options)
+		params := &QuantizeParams{BlockSize: plan.Or(o.BlockSize, DefaultONNXBlockSize), Symmetric: plan.Or(o.Symmetric, true),
+			KeepLMHead: plan.Or(o.KeepLMHead, false)}
+		suffix := plan.OptionSuffix(t.Options, "block_size", "symmetric", "keep_lm_head")
 		model = add(&plan.Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}
 	check := ValidateStep(r, t, onnxLogitLimits[f.Name], model, baseline, add)
 	return model, []string{check.ID}
+}
+
+// DefaultOpset is the opset of the export when a target sets none.
+const DefaultOpset = 18
+
+// exportOptions are the export options of any target built on the export
+// (an ONNX or a QNN target).
+func exportOptions(t *recipe.Target) *ExportOptions {
+	switch o := t.Options.(type) {
+	case *ExportOptions:
+		return o
+	case *Int4Options:
+		return &o.ExportOptions
+	case interface{ Export() *ExportOptions }:
+		return o.Export()
+	}
+	return &ExportOptions{}
 }

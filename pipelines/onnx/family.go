@@ -68,3 +68,7 @@ func options(format string) any {
 	}
 	return &ExportOptions{}
 }
+
+// Export is the kind of the onnx family's export step, which QNN's QDQ
+// flow starts from.
+var Export steps.Kind = onnxExport{}

@@ -35,25 +35,36 @@ const MinONNXOpset = 17
 // onnxModelFile is the graph's file name in every ONNX step's output.
 const onnxModelFile = "model.onnx"
 
-func (onnxExport) Name() string                { return "onnx-export" }
-func (onnxExport) Version() int                { return 1 }
-func (onnxExport) Tools(steps.Params) []string { return []string{ToolExport} }
-func (onnxExport) Resources(steps.Params) steps.Resources {
+func (onnxExport) Name() string { return "onnx-export" }
+func (onnxExport) Version() int { return 1 }
+
+// ExportParams are an onnx-export step's.
+type ExportParams struct {
+	Opset int `json:"opset"`
+	// Past exports the KV cache (ONNX targets); without it, the prefill
+	// graph QNN's static-shape flow starts from.
+	Past bool `json:"past"`
+}
+
+func (onnxExport) NewParams() any     { return &ExportParams{} }
+func (onnxExport) Tools(any) []string { return []string{ToolExport} }
+func (onnxExport) Resources(any) steps.Resources {
 	// The TorchScript exporter holds the fp32 model, its trace and the
 	// serialized graph at once: about 2.5 GB for 135M parameters.
 	return steps.Resources{Cores: 2, MemoryMB: 4096}
 }
 
 func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	opset := sc.Params.Int("opset", 18)
+	p := steps.ParamsOf[ExportParams](sc.Params)
+	opset := p.Opset
 	if opset < MinONNXOpset {
 		return fmt.Errorf("onnx-export: opset %d is too old: use %d or newer", opset, MinONNXOpset)
 	}
-	past := sc.Params.Bool("past", true)
+	past := p.Past
 	args := []string{"--model", src.Dir, "--out", sc.Out, "--opset", strconv.Itoa(opset)}
 	if !past {
 		args = append(args, "--no-past")
@@ -95,10 +106,19 @@ func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (onnxQuantize) Name() string                { return "onnx-quantize" }
-func (onnxQuantize) Version() int                { return 1 }
-func (onnxQuantize) Tools(steps.Params) []string { return []string{ToolQuantize} }
-func (onnxQuantize) Resources(steps.Params) steps.Resources {
+func (onnxQuantize) Name() string { return "onnx-quantize" }
+func (onnxQuantize) Version() int { return 1 }
+
+// QuantizeParams are an onnx-quantize step's.
+type QuantizeParams struct {
+	BlockSize  int  `json:"block_size"`
+	Symmetric  bool `json:"symmetric"`
+	KeepLMHead bool `json:"keep_lm_head"`
+}
+
+func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
+func (onnxQuantize) Tools(any) []string { return []string{ToolQuantize} }
+func (onnxQuantize) Resources(any) steps.Resources {
 	// The fp32 graph in memory plus the packed copy it builds.
 	return steps.Resources{Cores: 1, MemoryMB: 3072}
 }
@@ -108,19 +128,20 @@ func (onnxQuantize) Resources(steps.Params) steps.Resources {
 const DefaultONNXBlockSize = 32
 
 func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
-	fp32, err := sc.Input("onnx-export")
+	fp32, err := sc.Input(onnxExport{})
 	if err != nil {
 		return err
 	}
-	bs := sc.Params.Int("block_size", DefaultONNXBlockSize)
+	p := steps.ParamsOf[QuantizeParams](sc.Params)
+	bs := p.BlockSize
 	if bs < 16 || bs&(bs-1) != 0 {
 		return fmt.Errorf("onnx-quantize: block_size %d is not a power of two of at least 16, which MatMulNBits needs: use 16, 32, 64 or 128 (one that divides the model's widths)", bs)
 	}
 	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs)}
-	if !sc.Params.Bool("symmetric", true) {
+	if !p.Symmetric {
 		args = append(args, "--asymmetric")
 	}
-	if sc.Params.Bool("keep_lm_head", false) {
+	if p.KeepLMHead {
 		args = append(args, "--keep-lm-head")
 	}
 	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
@@ -155,49 +176,52 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-func (onnxValidate) Name() string                { return "onnx-validate" }
-func (onnxValidate) Version() int                { return 1 }
-func (onnxValidate) Tools(steps.Params) []string { return []string{ToolValidate} }
-func (onnxValidate) Resources(steps.Params) steps.Resources {
+func (onnxValidate) Name() string { return "onnx-validate" }
+func (onnxValidate) Version() int { return 1 }
+
+// ValidateParams are an onnx-validate step's.
+type ValidateParams struct {
+	steps.Eval
+	// MaxAbsLogitDiff is the logits check's limit (the family sets it per
+	// format).
+	MaxAbsLogitDiff float64 `json:"max_abs_logit_diff"`
+}
+
+func (onnxValidate) NewParams() any     { return &ValidateParams{} }
+func (onnxValidate) Tools(any) []string { return []string{ToolValidate} }
+func (onnxValidate) Resources(any) steps.Resources {
 	// ONNX Runtime's session and the PyTorch reference model at once.
 	return steps.Resources{Cores: 2, MemoryMB: 4096}
 }
 
-// onnxModelKinds are the kinds whose output onnx-validate scores, in the
-// order it looks for them.
-var onnxModelKinds = []string{"qnn-qdq", "onnx-quantize", "onnx-export"}
-
 func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
-	var model steps.Input
-	for _, k := range onnxModelKinds {
-		if in, err := sc.Input(k); err == nil {
-			model = in
-			break
-		}
+	// The model it scores is its first need (ValidateStep puts it there):
+	// an export, a quantized model or a QDQ model.
+	if len(sc.Inputs) == 0 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
+		return fmt.Errorf("step %s needs, first, the step that made the ONNX model it scores", sc.StepID)
 	}
-	if model.Dir == "" {
-		return fmt.Errorf("step %s needs an ONNX model from one of %v", sc.StepID, onnxModelKinds)
-	}
-	src, err := sc.Input("fetch")
+	model := sc.Inputs[0]
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input("hf-perplexity")
+	base, err := sc.Input(steps.HFPerplexity)
 	if err != nil {
 		return err
 	}
-	limit := sc.Params.Float("max_abs_logit_diff", math.NaN())
+	p := steps.ParamsOf[ValidateParams](sc.Params)
+	limit := p.MaxAbsLogitDiff
 	if math.IsNaN(limit) || limit <= 0 {
 		return fmt.Errorf("onnx-validate: max_abs_logit_diff must be a positive number (the pipeline sets it per format)")
 	}
-	text, err := sc.Data(sc.Params.String("eval", "builtin:eval"))
+	text, err := sc.Data(steps.DataEval)
 	if err != nil {
 		return err
 	}
-	ctxLen := sc.Params.Int("context", 512)
+	ctxLen := p.Chunk
 	args := []string{"--onnx", filepath.Join(model.Dir, model.Result.Files["model"]), "--hf", src.Dir,
 		"--text", text, "--ctx", strconv.Itoa(ctxLen)}
-	if n := sc.Params.Int("max_chunks", 0); n > 0 {
+	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
 	if err := sc.RunTool(ctx, ToolValidate, args...); err != nil {
@@ -220,14 +244,14 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if res.MaxAbs == nil {
 		return fmt.Errorf("%s reported no logits comparison (see %s)", ToolValidate, sc.LogPath)
 	}
-	// The baseline only compares when it scored the same chunks.
-	if bc, bx := base.Result.Metrics["chunks"], base.Result.Metrics["context"]; int(bc) != res.Chunks || int(bx) != res.Ctx {
-		return fmt.Errorf("onnx-validate: the baseline %s scored %v chunks of %v tokens, this model %d of %d: they do not compare",
-			base.StepID, bc, bx, res.Chunks, res.Ctx)
-	}
-	bp, ok := base.Result.Metrics["ppl"]
-	if !ok {
+	bpp := base.Result.Perplexity
+	if bpp == nil {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	// The baseline only compares when it scored the same chunks.
+	if bpp.Chunks != res.Chunks || bpp.Context != res.Ctx {
+		return fmt.Errorf("onnx-validate: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
+			base.StepID, bpp.Chunks, bpp.Context, res.Chunks, res.Ctx)
 	}
 	diff := *res.MaxAbs
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{
@@ -239,16 +263,12 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if !(res.PPL > 0) || math.IsInf(res.PPL, 0) {
 		return fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", ToolValidate, res.PPL, sc.LogPath)
 	}
-	sc.Result.SetMetric("ppl", res.PPL)
-	sc.Result.SetMetric("baseline_ppl", bp)
-	sc.Result.SetMetric("eval_tokens", float64(res.Scored))
-	sc.Result.SetMetric("chunks", float64(res.Chunks))
-	sc.Result.SetMetric("context", float64(res.Ctx))
+	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: bpp.PPL, EvalTokens: res.Scored, Chunks: res.Chunks,
+		Context: res.Ctx, Backend: "onnxruntime " + strings.Join(res.ProviderList, ",")}
 	sc.Result.SetMetric("max_abs_logit_diff", diff)
 	sc.Result.SetMetric("max_abs_logit_diff_limit", limit)
 	sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)
 	sc.Result.SetMetric("logits_top1_agreement", res.Top1)
-	sc.Result.SetFact("backend", "onnxruntime "+strings.Join(res.ProviderList, ","))
 	return nil
 }
 

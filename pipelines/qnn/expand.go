@@ -9,7 +9,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // qnnLogitLimits are the max |logit difference| of the QDQ model
@@ -42,19 +41,28 @@ func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 	ppl := t.Quality.Perplexity
 	baseline := plan.HFBaseline(r, t, add)
 	fp32 := onnx.ExportStep(t, false, add)
-	params := steps.Params{"seq_len": ppl.Context, "weight_type": qnnWeightTypes[f.Name], "activation_type": "uint16", "samples": 4}
-	suffix := plan.OptionSuffix(t.Options, params, "samples")
+	opts := t.Options.(*Options)
+	params := &QDQParams{SeqLen: ppl.Context, WeightType: qnnWeightTypes[f.Name], ActivationType: "uint16",
+		Samples: plan.Or(opts.Samples, DefaultSamples)}
+	suffix := plan.OptionSuffix(t.Options, "samples")
 	qdq := add(&plan.Step{ID: fmt.Sprintf("qnn-qdq:%s@s%d%s", f.Name[len("qnn-"):], ppl.Context, suffix), Kind: "qnn-qdq",
 		Needs: []string{fp32.ID, plan.SourceStepID}, Params: params,
-		Data: map[string]string{"calibration": r.Data.Calibration}}, t.Name)
+		Data: plan.CalibrationData(r)}, t.Name)
 	check := onnx.ValidateStep(r, t, qnnLogitLimits[f.Name], qdq, baseline, add)
 
-	backend := t.Options.(*Options).backend()
+	backend := opts.backend()
 	if backend == QNNBackendORT {
 		return qdq, []string{check.ID}
 	}
-	cparams := steps.Params{"backend": backend, "device": t.Device}
-	csuffix := plan.OptionSuffix(t.Options, cparams, "hub_device", "dsp_arch", "hub_timeout_s")
+	cparams := &CompileParams{Backend: backend, Device: t.Device, SeqLen: ppl.Context}
+	switch backend {
+	case QNNBackendAIHub:
+		cparams.HubDevice = plan.Or(opts.HubDevice, qnnHubDevices[t.Device])
+		cparams.HubTimeoutS = plan.Or(opts.HubTimeoutS, DefaultHubTimeoutS)
+	case QNNBackendSDK:
+		cparams.DSPArch = plan.Or(opts.DSPArch, qnnDSPArch[t.Device])
+	}
+	csuffix := plan.OptionSuffix(t.Options, "hub_device", "dsp_arch", "hub_timeout_s")
 	compile := add(&plan.Step{ID: fmt.Sprintf("qnn-compile:%s:%s:%s%s", backend, t.Device, qdq.ID[len("qnn-qdq:"):], csuffix),
 		Kind: "qnn-compile", Needs: []string{qdq.ID}, Params: cparams}, t.Name)
 	return compile, []string{check.ID}
@@ -82,3 +90,9 @@ func QNNWeightCheck(p *plan.Plan) recipe.Diagnostics {
 	}
 	return diags
 }
+
+// Defaults of the QNN options.
+const (
+	DefaultSamples     = 4
+	DefaultHubTimeoutS = 1800
+)

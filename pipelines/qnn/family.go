@@ -53,3 +53,7 @@ func (o *Options) backend() string {
 	}
 	return *o.Backend
 }
+
+// Export returns the options of the onnx family's export and validation,
+// which QNN targets share.
+func (o *Options) Export() *onnx.ExportOptions { return &o.ExportOptions }

@@ -47,39 +47,52 @@ const (
 // qnnTypes are the quantization types qnn_qdq.py accepts.
 var qnnTypes = map[string]bool{"uint8": true, "int8": true, "uint16": true, "int16": true, "int4": true, "uint4": true}
 
-func (qnnQDQ) Name() string                { return "qnn-qdq" }
-func (qnnQDQ) Version() int                { return 1 }
-func (qnnQDQ) Tools(steps.Params) []string { return []string{ToolQDQ} }
-func (qnnQDQ) Resources(p steps.Params) steps.Resources {
+func (qnnQDQ) Name() string { return "qnn-qdq" }
+func (qnnQDQ) Version() int { return 1 }
+
+// QDQParams are a qnn-qdq step's.
+type QDQParams struct {
+	// SeqLen is the static sequence length of the graph.
+	SeqLen         int    `json:"seq_len"`
+	WeightType     string `json:"weight_type"`
+	ActivationType string `json:"activation_type"`
+	// Samples are the calibration windows.
+	Samples int `json:"samples"`
+}
+
+func (qnnQDQ) NewParams() any     { return &QDQParams{} }
+func (qnnQDQ) Tools(any) []string { return []string{ToolQDQ} }
+func (qnnQDQ) Resources(params any) steps.Resources {
 	// MinMax calibration keeps every tensor of the graph for every window:
 	// about 0.5 GB per 256-token window for the built-in model, plus the
 	// model twice (preprocessed and quantized).
-	windows := int64(p.Int("samples", 4))
+	windows := int64(steps.ParamsOf[QDQParams](params).Samples)
 	return steps.Resources{Cores: 2, MemoryMB: 3072 + 512*windows}
 }
 
 func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
-	fp32, err := sc.Input("onnx-export")
+	fp32, err := sc.Input(onnx.Export)
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input("fetch")
+	src, err := sc.Input(steps.Fetch)
 	if err != nil {
 		return err
 	}
-	seq := sc.Params.Int("seq_len", 0)
+	p := steps.ParamsOf[QDQParams](sc.Params)
+	seq := p.SeqLen
 	if seq < 2 {
 		return fmt.Errorf("qnn-qdq: seq_len must be set to the static sequence length (the pipeline uses the perplexity context)")
 	}
-	wt, at := sc.Params.String("weight_type", "uint8"), sc.Params.String("activation_type", "uint16")
+	wt, at := p.WeightType, p.ActivationType
 	if !qnnTypes[wt] || !qnnTypes[at] {
 		return fmt.Errorf("qnn-qdq: weight_type %q / activation_type %q: use uint8, int8, uint16, int16, int4 or uint4", wt, at)
 	}
-	calib, err := sc.Data(sc.Params.String("calibration", "builtin:calibration"))
+	calib, err := sc.Data(steps.DataCalibration)
 	if err != nil {
 		return err
 	}
-	samples := sc.Params.Int("samples", 4)
+	samples := p.Samples
 	args := []string{"--onnx", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--tokenizer", src.Dir,
 		"--calibration", calib, "--out", sc.Out, "--seq-len", strconv.Itoa(seq), "--samples", strconv.Itoa(samples),
 		"--weight-type", wt, "--activation-type", at}
@@ -120,13 +133,27 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 
 func (qnnCompile) Name() string { return "qnn-compile" }
 func (qnnCompile) Version() int { return 1 }
-func (qnnCompile) Resources(steps.Params) steps.Resources {
+
+// CompileParams are a qnn-compile step's.
+type CompileParams struct {
+	Backend string `json:"backend"`
+	Device  string `json:"device"`
+	SeqLen  int    `json:"seq_len"`
+	// HubDevice and HubTimeoutS are the ai-hub backend's; DSPArch the
+	// qnn-sdk backend's. Empty when no value is known for the device.
+	HubDevice   string `json:"hub_device,omitempty"`
+	HubTimeoutS int    `json:"hub_timeout_s,omitempty"`
+	DSPArch     string `json:"dsp_arch,omitempty"`
+}
+
+func (qnnCompile) NewParams() any { return &CompileParams{} }
+func (qnnCompile) Resources(any) steps.Resources {
 	// ai-hub waits on a cloud job; qnn-sdk compiles a model library.
 	return steps.Resources{Cores: 2, MemoryMB: 4096}
 }
 
-func (qnnCompile) Tools(p steps.Params) []string {
-	if p.String("backend", "") == QNNBackendSDK {
+func (qnnCompile) Tools(params any) []string {
+	if steps.ParamsOf[CompileParams](params).Backend == QNNBackendSDK {
 		return []string{ToolONNXConverter, ToolModelLibGenerator, ToolContextBinaryGenerator}
 	}
 	return []string{ToolAIHub}
@@ -167,35 +194,34 @@ var qnnDSPArch = map[string]string{
 }
 
 func (qnnCompile) Run(ctx context.Context, sc *steps.Context) error {
-	qdq, err := sc.Input("qnn-qdq")
+	qdq, err := sc.Input(qnnQDQ{})
 	if err != nil {
 		return err
 	}
 	model := filepath.Join(qdq.Dir, qdq.Result.Files["model"])
-	device := sc.Params.String("device", "")
-	seq := int(qdq.Result.Metrics["seq_len"])
-	switch backend := sc.Params.String("backend", ""); backend {
+	p := steps.ParamsOf[CompileParams](sc.Params)
+	switch backend := p.Backend; backend {
 	case QNNBackendAIHub:
-		return qnnAIHub(ctx, sc, model, device, seq)
+		return qnnAIHub(ctx, sc, model, p)
 	case QNNBackendSDK:
-		return qnnSDK(ctx, sc, model, device)
+		return qnnSDK(ctx, sc, model, p)
 	default:
 		return fmt.Errorf("qnn-compile: backend %q: use %s or %s (%s needs no compile step)", backend, QNNBackendAIHub, QNNBackendSDK, QNNBackendORT)
 	}
 }
 
-func qnnAIHub(ctx context.Context, sc *steps.Context, model, device string, seq int) error {
+func qnnAIHub(ctx context.Context, sc *steps.Context, model string, p *CompileParams) error {
 	if !AIHubTokenConfigured() {
 		return fmt.Errorf("qnn-compile: the ai-hub backend needs a Qualcomm AI Hub API token, and none is configured: " +
 			"run `qai-hub configure --api_token TOKEN` (it writes ~/.qai_hub/client.ini) or set QAI_HUB_API_TOKEN, " +
 			"or build the target with `backend: ort-qdq`")
 	}
-	hubDevice := sc.Params.String("hub_device", qnnHubDevices[device])
+	hubDevice := p.HubDevice
 	if hubDevice == "" {
-		return fmt.Errorf("qnn-compile: no Qualcomm AI Hub device is known for %q: set `with: {hub_device: NAME}` to a name `qai-hub list-devices` shows", device)
+		return fmt.Errorf("qnn-compile: no Qualcomm AI Hub device is known for %q: set `with: {hub_device: NAME}` to a name `qai-hub list-devices` shows", p.Device)
 	}
 	out := "model.bin"
-	timeout := sc.Params.Int("hub_timeout_s", 1800)
+	timeout, seq := p.HubTimeoutS, p.SeqLen
 	if err := sc.RunTool(ctx, ToolAIHub, "--onnx", model, "--device", hubDevice, "--seq-len", strconv.Itoa(seq),
 		"--out", filepath.Join(sc.Out, out), "--timeout", strconv.Itoa(timeout)); err != nil {
 		return err
@@ -219,15 +245,15 @@ func qnnAIHub(ctx context.Context, sc *steps.Context, model, device string, seq 
 	return nil
 }
 
-func qnnSDK(ctx context.Context, sc *steps.Context, model, device string) error {
+func qnnSDK(ctx context.Context, sc *steps.Context, model string, p *CompileParams) error {
 	root := os.Getenv("QNN_SDK_ROOT")
 	if root == "" {
 		return fmt.Errorf("qnn-compile: the qnn-sdk backend needs Qualcomm's QNN SDK: set QNN_SDK_ROOT to its folder " +
 			"(and put $QNN_SDK_ROOT/bin/x86_64-linux-clang on --tool-path), or build the target with `backend: ort-qdq`")
 	}
-	arch := sc.Params.String("dsp_arch", qnnDSPArch[device])
+	arch := p.DSPArch
 	if arch == "" {
-		return fmt.Errorf("qnn-compile: no Hexagon architecture is known for %q: set `with: {dsp_arch: v75}` (or the one your SoC has)", device)
+		return fmt.Errorf("qnn-compile: no Hexagon architecture is known for %q: set `with: {dsp_arch: v75}` (or the one your SoC has)", p.Device)
 	}
 	work := sc.Scratch
 	cpp := filepath.Join(work, "model.cpp")
