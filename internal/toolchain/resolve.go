@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -180,12 +181,21 @@ func (in *Installed) Tool(tool string) (argv []string, identity string, err erro
 		identity += "+" + in.pythonDigest
 	}
 	if in.kind == KindPython {
-		b, err := os.ReadFile(p)
+		// The script and every helper module it imports from its own
+		// folder (ppl_scoring.py, ...): a change to either changes what the
+		// tool computes.
+		files, err := scriptClosure(p)
 		if err != nil {
 			return nil, "", err
 		}
-		sum := sha256.Sum256(b)
-		identity += "+sha256:" + hex.EncodeToString(sum[:])
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, "", err
+			}
+			sum := sha256.Sum256(b)
+			identity += "+sha256:" + hex.EncodeToString(sum[:])
+		}
 	}
 	return []string{in.Python, p}, identity, nil
 }
@@ -269,4 +279,40 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// pyImport matches the import statements of edgepipe's helper scripts.
+var pyImport = regexp.MustCompile(`(?m)^\s*(?:from\s+([A-Za-z_]\w*)\s+import|import\s+([A-Za-z_]\w*))`)
+
+// scriptClosure is a Python script and the modules of its own folder it
+// imports, directly or through each other, the script first and the
+// modules in name order.
+func scriptClosure(script string) ([]string, error) {
+	dir := filepath.Dir(script)
+	seen := map[string]bool{script: true}
+	queue := []string{script}
+	var mods []string
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = queue[1:]
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range pyImport.FindAllStringSubmatch(string(b), -1) {
+			name := m[1] + m[2]
+			p := filepath.Join(dir, name+".py")
+			if seen[p] {
+				continue
+			}
+			if _, err := os.Stat(p); err != nil {
+				continue // a library, not a helper
+			}
+			seen[p] = true
+			mods = append(mods, p)
+			queue = append(queue, p)
+		}
+	}
+	sort.Strings(mods)
+	return append([]string{script}, mods...), nil
 }

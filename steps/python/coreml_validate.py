@@ -13,8 +13,8 @@ Checks (each one reported with its outcome):
     checkpoint in PyTorch (scale = max|w| / 7 in fp16, q = round(w / scale), |q| <= 7);
   * perplexity: the package's own INT4 weights (codes x scales, read from the package)
     are loaded into the PyTorch model and scored against the unconverted checkpoint on
-    the same tokens and chunks as hf_perplexity.py (llama-perplexity's scheme: each chunk
-    from an empty cache, only its second half scored). Compute is float32 on the CPU;
+    the same tokens and chunks as hf_perplexity.py (ppl_scoring.py, llama-perplexity's
+    scheme: each chunk from an empty cache, only its second half scored). Compute is float32 on the CPU;
     Core ML computes in float16, which this does not reproduce.
   * on macOS only: the Core ML model itself is scored on the same chunks.
 
@@ -27,6 +27,8 @@ import math
 import os
 import platform
 import sys
+
+import ppl_scoring
 
 
 def package_bytes(path):
@@ -66,37 +68,14 @@ def torch_name(op_name, params):
     return params.get(key)
 
 
-def score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch):
-    first = n_ctx // 2
-    nll, count = 0.0, 0
-    with torch.inference_mode():
-        for i in range(n_chunk):
-            chunk = tokens[i * n_ctx:(i + 1) * n_ctx]
-            inputs = list(chunk)
-            if add_bos:
-                inputs[0] = bos
-            logits = model(torch.tensor([inputs])).logits[0]
-            scored = logits[first:n_ctx - 1].double()
-            targets = torch.tensor(chunk[first + 1:n_ctx])
-            logp = torch.log_softmax(scored, dim=-1).gather(1, targets[:, None])[:, 0]
-            nll -= logp.sum().item()
-            count += n_ctx - 1 - first
-    return math.exp(nll / count), count
-
-
-def score_coreml(mlmodel, spec, tokens, n_ctx, n_chunk, add_bos, bos, np):
-    """Scores the Core ML model itself (macOS only). A stateful model is prefilled with each
-    chunk from a fresh state; a fixed-shape model gets the chunk right-padded to its length
-    (padding after the scored tokens cannot change their causal logits)."""
+def coreml_forward(mlmodel, spec, n_ctx, np):
+    """forward() for the Core ML model itself (macOS only). A stateful model is prefilled
+    with each chunk from a fresh state; a fixed-shape model gets the chunk right-padded to
+    its length (padding after the scored tokens cannot change their causal logits)."""
     names = {i.name: i for i in spec.description.input}
     stateful = len(spec.description.state) > 0
-    first = n_ctx // 2
-    nll, count = 0.0, 0
-    for i in range(n_chunk):
-        chunk = tokens[i * n_ctx:(i + 1) * n_ctx]
-        inputs = list(chunk)
-        if add_bos:
-            inputs[0] = bos
+
+    def forward(inputs):
         if stateful:
             ids = np.array([inputs], dtype=np.int32)
             mask = np.triu(np.full((n_ctx, n_ctx), -1e4, dtype=np.float16), 1)[None, None]
@@ -107,14 +86,9 @@ def score_coreml(mlmodel, spec, tokens, n_ctx, n_chunk, add_bos, bos, np):
             ids[0, :n_ctx] = inputs
             mask = np.triu(np.full((width, width), -1e4, dtype=np.float16), 1)[None, None]
             out = mlmodel.predict({"input_ids": ids, "causal_mask": mask})
-        logits = np.asarray(out["logits"], dtype=np.float64)[0, :n_ctx]
-        scored = logits[first:n_ctx - 1]
-        scored = scored - scored.max(axis=-1, keepdims=True)
-        logp = scored - np.log(np.exp(scored).sum(axis=-1, keepdims=True))
-        targets = chunk[first + 1:n_ctx]
-        nll -= float(sum(logp[j, t] for j, t in enumerate(targets)))
-        count += n_ctx - 1 - first
-    return math.exp(nll / count)
+        return np.asarray(out["logits"])[0]
+
+    return forward
 
 
 def main() -> int:
@@ -200,26 +174,22 @@ def main() -> int:
     check("PyTorch per-block INT4 reproduces the package's codes", total > 0 and frac >= 0.999,
           f"{frac * 100:.4f}% of {total} int4 codes equal (ties of fp16 rounding may differ)")
 
-    # Tokens and chunks exactly as hf_perplexity.py.
+    # Tokens, chunks and scoring: ppl_scoring.py's, as every helper's.
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     with open(args.text, encoding="utf-8") as f:
         text = f.read()
-    bos = tokenizer.bos_token_id
-    probe = tokenizer("a").input_ids
-    add_bos = bos is not None and len(probe) > 1 and probe[0] == bos
-    tokens = tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
-    if add_bos:
-        tokens = [bos] + tokens
     n_ctx = args.ctx
-    if len(tokens) < 2 * n_ctx:
-        print(f"coreml_validate: need at least {2 * n_ctx} tokens for --ctx {n_ctx}, the text has {len(tokens)}",
-              file=sys.stderr)
+    try:
+        tokens, add_bos, bos = ppl_scoring.tokenize(tokenizer, text)
+        n_chunk = ppl_scoring.chunk_count(len(tokens), n_ctx, args.chunks)
+    except ppl_scoring.EvalError as e:
+        print(f"coreml_validate: {e}", file=sys.stderr)
         return 2
-    n_chunk = len(tokens) // n_ctx
-    if args.chunks > 0:
-        n_chunk = min(n_chunk, args.chunks)
 
-    baseline, scored = score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch)
+    def score(forward, label):
+        return ppl_scoring.score(forward, tokens, n_ctx, n_chunk, add_bos, bos, label=label)
+
+    baseline, scored = score(ppl_scoring.torch_forward(model, torch), "baseline ")
     print(f"baseline (unconverted, float32): ppl {baseline:.4f}", file=sys.stderr, flush=True)
     with torch.no_grad():
         for _, target, data, scale in quantized:
@@ -227,14 +197,14 @@ def main() -> int:
                 continue
             deq = np.repeat(scale.astype(np.float32), args.block_size, axis=-1) * data.astype(np.float32)
             target[1].copy_(torch.from_numpy(deq).reshape(target[1].shape))
-    ppl, _ = score(model, tokens, n_ctx, n_chunk, add_bos, bos, torch)
+    ppl, _ = score(ppl_scoring.torch_forward(model, torch), "int4 ")
     print(f"package INT4 weights in PyTorch (float32 compute): ppl {ppl:.4f}", file=sys.stderr, flush=True)
 
     ran, reason, coreml_ppl = False, "", None
     if platform.system() == "Darwin":
         import coremltools as ct
         compiled = ct.models.MLModel(args.package, compute_units=ct.ComputeUnit.CPU_AND_NE)
-        coreml_ppl = score_coreml(compiled, spec, tokens, n_ctx, n_chunk, add_bos, bos, np)
+        coreml_ppl, _ = score(coreml_forward(compiled, spec, n_ctx, np), "coreml ")
         ran = True
         check("Core ML prediction", math.isfinite(coreml_ppl), f"ppl {coreml_ppl:.4f} on CPU_AND_NE")
     else:

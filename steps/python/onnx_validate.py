@@ -2,11 +2,9 @@
 
     python onnx_validate.py --onnx model.onnx --hf DIR --text eval.txt [--ctx 512] [--chunks N]
 
-Tokens and chunks follow hf_perplexity.py (and with it llama.cpp's llama-perplexity): the
-text is tokenized once without parsing special-token text, BOS first if the tokenizer adds
-one, cut into floor(tokens / ctx) chunks (--chunks caps that), each chunk run from an empty
-KV cache with BOS as its first token, and only the second half scored; so the perplexity
-here compares with hf_perplexity.py's on the unconverted checkpoint.
+Tokens, chunks and scoring are ppl_scoring.py's (llama.cpp's llama-perplexity scheme, each
+chunk run from an empty KV cache), so the perplexity here compares with hf_perplexity.py's
+on the unconverted checkpoint.
 
 Logits check: the first chunk also runs through the PyTorch model (fp32, transformers) and
 the two logits tensors are compared position by position: max and mean absolute
@@ -20,9 +18,10 @@ Prints one JSON line: {"ppl", "chunks", "ctx", "scored", "tokens", "max_abs_logi
 
 import argparse
 import json
-import math
 import os
 import sys
+
+import ppl_scoring
 
 
 def past_shape(inp, batch):
@@ -68,9 +67,6 @@ def main() -> int:
     ap.add_argument("--chunks", type=int, default=-1)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     args = ap.parse_args()
-    if args.ctx < 4 or args.ctx % 2:
-        print("onnx_validate: --ctx must be an even number of at least 4", file=sys.stderr)
-        return 2
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,37 +81,22 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.hf)
     with open(args.text, encoding="utf-8") as f:
         text = f.read()
-    bos = tokenizer.bos_token_id
-    probe = tokenizer("a").input_ids
-    add_bos = bos is not None and len(probe) > 1 and probe[0] == bos
-    tokens = tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
-    if add_bos:
-        tokens = [bos] + tokens
-    n_ctx = args.ctx
-    if len(tokens) < 2 * n_ctx:
-        print(f"onnx_validate: need at least {2 * n_ctx} tokens for --ctx {n_ctx}, the text has {len(tokens)}",
-              file=sys.stderr)
+    try:
+        tokens, add_bos, bos = ppl_scoring.tokenize(tokenizer, text)
+        n_chunk = ppl_scoring.chunk_count(len(tokens), args.ctx, args.chunks)
+    except ppl_scoring.EvalError as e:
+        print(f"onnx_validate: {e}", file=sys.stderr)
         return 2
-    n_chunk = len(tokens) // n_ctx
-    if args.chunks > 0:
-        n_chunk = min(n_chunk, args.chunks)
-    first = n_ctx // 2
+    n_ctx = args.ctx
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     session = ort.InferenceSession(args.onnx, sess_options=so, providers=["CPUExecutionProvider"])
 
-    def chunk_inputs(i):
-        chunk = tokens[i * n_ctx:(i + 1) * n_ctx]
-        inputs = list(chunk)
-        if add_bos:
-            inputs[0] = bos
-        return chunk, inputs
-
-    nll, count = 0.0, 0
+    scorer = ppl_scoring.Scorer(n_ctx)
     check = {}
     for i in range(n_chunk):
-        chunk, inputs = chunk_inputs(i)
+        chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
         logits = session.run(["logits"], make_feeds(session, inputs, np))[0][0].astype(np.float64)
         if i == 0:
             model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32)
@@ -133,15 +114,9 @@ def main() -> int:
             print(f"logits vs PyTorch on chunk 1: max |diff| {check['max_abs_logit_diff']:.6g}, "
                   f"mean {check['mean_abs_logit_diff']:.6g}, same top-1 {check['top1_agreement']:.4f}",
                   file=sys.stderr, flush=True)
-        scored = logits[first:n_ctx - 1]
-        scored = scored - scored.max(-1, keepdims=True)
-        logp = scored - np.log(np.exp(scored).sum(-1, keepdims=True))
-        targets = np.array(chunk[first + 1:n_ctx])
-        nll -= float(logp[np.arange(len(targets)), targets].sum())
-        count += n_ctx - 1 - first
-        print(f"[{i + 1}/{n_chunk}] ppl so far {math.exp(nll / count):.4f}", file=sys.stderr, flush=True)
+        scorer.add(logits, chunk, total=n_chunk)
 
-    out = {"ppl": math.exp(nll / count), "chunks": n_chunk, "ctx": n_ctx, "scored": count, "tokens": len(tokens),
+    out = {"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n_ctx, "scored": scorer.count, "tokens": len(tokens),
            "providers": session.get_providers()}
     out.update(check)
     print(json.dumps(out))

@@ -33,6 +33,8 @@ import shutil
 import sys
 import tempfile
 
+import ppl_scoring
+
 TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt16", "int4": "QInt4", "uint4": "QUInt4"}
 
 
@@ -115,10 +117,11 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     with open(args.calibration, encoding="utf-8") as f:
         text = f.read()
-    bos = tokenizer.bos_token_id
-    probe = tokenizer("a").input_ids
-    add_bos = bos is not None and len(probe) > 1 and probe[0] == bos
-    tokens = tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
+    # Tokenized as every scorer does (ppl_scoring.py); the windows start at the text's
+    # first token, and each gets BOS as its first input, as a scored chunk does.
+    tokens, add_bos, bos = ppl_scoring.tokenize(tokenizer, text)
+    if add_bos:
+        tokens = tokens[1:]
     n = args.seq_len
     if len(tokens) < args.samples * n:
         print(f"qnn_qdq: the calibration text has {len(tokens)} tokens, fewer than --samples {args.samples} x "
