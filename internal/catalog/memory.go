@@ -64,7 +64,7 @@ func KVCacheBytes(s ModelShape, context int, kvDtype string) (int64, error) {
 		if hint := suggest.Closest(kvDtype, KVDtypes()); hint != "" {
 			msg += fmt.Sprintf("; did you mean %q?", hint)
 		}
-		return 0, fmt.Errorf("%s Known types: %s.", msg, strings.Join(KVDtypes(), ", "))
+		return 0, fmt.Errorf("%s; known types: %s", msg, strings.Join(KVDtypes(), ", "))
 	}
 	if s.Layers <= 0 || s.KVHeads <= 0 || s.HeadDim <= 0 {
 		return 0, fmt.Errorf("model shape %+v: layers, kv_heads and head_dim must all be positive", s)

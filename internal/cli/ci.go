@@ -2,234 +2,45 @@ package cli
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
-	"time"
-	"unicode/utf8"
 
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/runreport"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
-	"github.com/edgepipe/edgepipe/internal/plan"
-
-	"github.com/edgepipe/edgepipe/internal/event"
-
-	"github.com/edgepipe/edgepipe/internal/digest"
-	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
 )
-
-// ciReport is what a run tells CI: the Markdown job summary appended to
-// $GITHUB_STEP_SUMMARY, the JUnit report of --junit, and the closing
-// run-finished line of --json. It watches the run's events for what
-// RunResult does not keep: which step failed, when, and its log.
-type ciReport struct {
-	plan    *plan.Plan
-	started time.Time
-	// outDir, when set, receives report.html and report.md.
-	outDir string
-
-	mu    sync.Mutex
-	steps map[string]*stepRecord
-	// pushed and pushFailed list each target's remotes (publish:) by outcome.
-	pushed, pushFailed map[string][]string
-}
-
-type stepRecord struct {
-	kind    string
-	status  string // an event type: step-finished, step-failed, ...
-	seconds float64
-	message string
-	log     string
-}
-
-func newCIReport(pl *plan.Plan) *ciReport {
-	return &ciReport{plan: pl, started: time.Now(), steps: map[string]*stepRecord{},
-		pushed: map[string][]string{}, pushFailed: map[string][]string{}}
-}
-
-func (c *ciReport) event(ev event.Event) {
-	if ev.Step == "" {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.steps[ev.Step]
-	if r == nil {
-		r = &stepRecord{}
-		c.steps[ev.Step] = r
-	}
-	switch ev.Type {
-	case event.Started:
-		r.kind, r.log = ev.Kind, ev.Path
-	case event.Gate:
-		return // a verdict, not the step's end
-	case event.Pushed:
-		c.pushed[ev.Target] = append(c.pushed[ev.Target], ev.Path)
-		return // after the publish, which already ended the step
-	case event.PushFailed:
-		c.pushFailed[ev.Target] = append(c.pushFailed[ev.Target], ev.Path)
-		return
-	}
-	r.status = ev.Type
-	if ev.Seconds > 0 {
-		r.seconds = ev.Seconds
-	}
-	if ev.Type == event.Failed {
-		r.message = ev.Message
-		if ev.Path != "" {
-			r.log = ev.Path
-		}
-	}
-}
-
-// failedSteps lists the steps that failed (not their skipped dependents),
-// in plan order.
-func (c *ciReport) failedSteps() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, s := range c.plan.Steps {
-		if r := c.steps[s.ID]; r != nil && r.status == event.Failed {
-			out = append(out, s.ID)
-		}
-	}
-	return out
-}
-
-// Target outcomes.
-const (
-	outcomePublished  = "published"
-	outcomeGateFailed = "gate-failed"
-	outcomeBlocked    = "blocked" // an upstream step failed
-	outcomeNotRun     = "not-run" // interrupted, or stopped by a failure elsewhere
-)
-
-// targetOutcome is one target's row in every CI report.
-type targetOutcome struct {
-	Target    string              `json:"target"`
-	Device    string              `json:"device"`
-	Format    string              `json:"format"`
-	Outcome   string              `json:"outcome"`
-	Verdict   string              `json:"verdict,omitempty"`
-	Gate      *publish.GateResult `json:"gate,omitempty"`
-	SizeBytes int64               `json:"size_bytes,omitempty"`
-	Artifact  string              `json:"artifact,omitempty"`
-	// Error is the gate's sentence, or which upstream steps failed.
-	Error       string   `json:"error,omitempty"`
-	FailedSteps []string `json:"failed_steps,omitempty"`
-	// Pushed lists where the artifact was pushed (oci://...@DIGEST, S3
-	// prefixes); PushFailed the remotes whose push failed.
-	Pushed     []string `json:"pushed,omitempty"`
-	PushFailed []string `json:"push_failed,omitempty"`
-}
-
-func (c *ciReport) outcomes(res *engine.RunResult) []targetOutcome {
-	failed := c.failedSteps()
-	isFailed := map[string]bool{}
-	for _, id := range failed {
-		isFailed[id] = true
-	}
-	var out []targetOutcome
-	for _, t := range c.plan.Recipe.Targets {
-		o := targetOutcome{Target: t.Name, Device: t.Device, Format: t.Format, Outcome: outcomeNotRun}
-		if res == nil {
-			out = append(out, o)
-			continue
-		}
-		if g := res.Gates[t.Name]; g != nil {
-			o.Gate, o.Verdict = g, g.Verdict
-		}
-		c.mu.Lock()
-		o.Pushed, o.PushFailed = c.pushed[t.Name], c.pushFailed[t.Name]
-		c.mu.Unlock()
-		if dir, ok := res.Published[t.Name]; ok {
-			o.Outcome, o.Artifact = outcomePublished, relPath(dir)
-			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
-				o.SizeBytes = *m.Metrics.SizeBytes
-			}
-		} else if ge := gateErrorFor(res, t.Name); ge != nil {
-			o.Outcome, o.Error = outcomeGateFailed, ge.Error()
-			if o.Verdict == "" {
-				o.Verdict = manifest.VerdictFail
-			}
-		} else if up := c.upstream(plan.PublishStepID(t.Name), isFailed); len(up) > 0 {
-			o.Outcome, o.FailedSteps = outcomeBlocked, up
-			o.Error = fmt.Sprintf("not built: step %s failed", strings.Join(up, ", "))
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-func gateErrorFor(res *engine.RunResult, target string) *publish.GateError {
-	for _, err := range res.Failed {
-		var ge *publish.GateError
-		if errors.As(err, &ge) && ge.Target == target {
-			return ge
-		}
-	}
-	return nil
-}
-
-// upstream lists the failed steps that id depends on, in plan order.
-func (c *ciReport) upstream(id string, failed map[string]bool) []string {
-	seen := map[string]bool{}
-	var walk func(string)
-	walk = func(id string) {
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		if s, ok := c.plan.Step(id); ok {
-			for _, n := range s.Needs {
-				walk(n)
-			}
-		}
-	}
-	walk(id)
-	var out []string
-	for _, s := range c.plan.Steps {
-		if seen[s.ID] && failed[s.ID] {
-			out = append(out, s.ID)
-		}
-	}
-	return out
-}
 
 // finish writes the reports a run was asked for and returns err, the
 // run's own error. A report that cannot be written fails a run that
 // otherwise succeeded: CI would lose its record of it.
-func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *engine.RunResult, err error) error {
-	outcomes := c.outcomes(res)
+// finish writes the reports a run was asked for and returns err, the
+// run's own error. A report that cannot be written fails a run that
+// otherwise succeeded: CI would lose its record of it.
+func finish(c *runreport.Recorder, env *Env, junitPath string, asJSON bool, res *engine.RunResult, err error) error {
+	outcomes := c.Outcomes(res)
 	code := runExitCode(err)
 	var problems []error
-	rep := c.report(outcomes, res, code)
-	if c.outDir != "" {
-		if werr := writeReports(c.outDir, rep); werr != nil {
-			problems = append(problems, fmt.Errorf("write the run's report in %s: %w", c.outDir, werr))
+	rep := c.Report(outcomes, res, code, exitMeaning[code])
+	if c.OutDir != "" {
+		if werr := runreport.WriteReports(c.OutDir, rep); werr != nil {
+			problems = append(problems, fmt.Errorf("write the run's report in %s: %w", c.OutDir, werr))
 		}
 	}
 	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-		if werr := appendFile(path, report.Markdown(rep)); werr != nil {
+		if werr := runreport.AppendFile(path, report.Markdown(rep)); werr != nil {
 			problems = append(problems, fmt.Errorf("append the job summary to $GITHUB_STEP_SUMMARY (%s): %w", path, werr))
 		}
 	}
 	if junitPath != "" {
-		if werr := writeFileAtomic(junitPath, c.junit(outcomes)); werr != nil {
+		if werr := runreport.WriteFileAtomic(junitPath, c.JUnit(outcomes, Version)); werr != nil {
 			problems = append(problems, fmt.Errorf("write the JUnit report %s: %w", junitPath, werr))
 		}
 	}
 	if asJSON {
-		b, _ := json.Marshal(runFinished{Time: time.Now(), Type: "run-finished", Recipe: c.plan.Recipe.Name,
-			ExitCode: code, Seconds: time.Since(c.started).Seconds(), Targets: outcomes})
+		b, _ := json.Marshal(c.Finished(code, outcomes))
 		fmt.Fprintln(env.Stdout, string(b))
 	}
 	if len(problems) == 0 {
@@ -242,17 +53,6 @@ func (c *ciReport) finish(env *Env, junitPath string, asJSON bool, res *engine.R
 		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", p)
 	}
 	return err
-}
-
-// runFinished is the last line of `run --json`: every target's outcome and
-// the exit code, so a CI script needs no other parsing.
-type runFinished struct {
-	Time     time.Time       `json:"time"`
-	Type     string          `json:"event"`
-	Recipe   string          `json:"recipe"`
-	ExitCode int             `json:"exit_code"`
-	Seconds  float64         `json:"seconds"`
-	Targets  []targetOutcome `json:"targets"`
 }
 
 // runExitCode is the exit code Main will give a run's error (runError's
@@ -283,165 +83,4 @@ var exitMeaning = map[int]string{
 	ExitNotReproduced: "not bit-identical",
 	ExitPushFailed:    "a push to a remote failed",
 	ExitInterrupted:   "interrupted",
-}
-
-// markdown is the run's summary for a GitHub job page: report.md, the
-// Markdown twin of report.html.
-func (c *ciReport) markdown(outcomes []targetOutcome, res *engine.RunResult, code int) []byte {
-	return report.Markdown(c.report(outcomes, res, code))
-}
-
-// JUnit report types: the common Jenkins/Ant schema that GitHub test
-// reporters, GitLab and Jenkins read.
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Errors   int          `xml:"errors,attr"`
-	Skipped  int          `xml:"skipped,attr"`
-	Time     string       `xml:"time,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
-	Timestamp  string          `xml:"timestamp,attr"`
-	Properties []junitProperty `xml:"properties>property,omitempty"`
-	Cases      []junitCase     `xml:"testcase"`
-}
-
-type junitProperty struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-	SystemOut *junitText    `xml:"system-out,omitempty"`
-}
-
-// junitText is multi-line text kept readable: CDATA, not &#xA; escapes.
-type junitText struct {
-	Text string `xml:",cdata"`
-}
-
-type junitMessage struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr,omitempty"`
-	Text    string `xml:",cdata"`
-}
-
-func seconds(s float64) string { return fmt.Sprintf("%.3f", s) }
-
-// junit is one test suite for the recipe: a test case per target for its
-// quality gate (failed when the gate failed, skipped when the target was
-// never built) and one per failed step.
-func (c *ciReport) junit(outcomes []targetOutcome) []byte {
-	recipe := c.plan.Recipe.Name
-	suite := junitSuite{Name: recipe, Time: seconds(time.Since(c.started).Seconds()),
-		Timestamp:  c.started.UTC().Format("2006-01-02T15:04:05"),
-		Properties: []junitProperty{{Name: "recipe", Value: c.plan.Recipe.Path}, {Name: "edgepipe", Value: Version}}}
-	record := func(id string) stepRecord {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if r := c.steps[id]; r != nil {
-			return *r
-		}
-		return stepRecord{}
-	}
-	for _, o := range outcomes {
-		tc := junitCase{Name: o.Target, Classname: recipe + ".gate",
-			Time: seconds(record(plan.PublishStepID(o.Target)).seconds)}
-		var out []string
-		out = append(out, fmt.Sprintf("format %s on %s", o.Format, o.Device))
-		if g := o.Gate; g != nil {
-			out = append(out, fmt.Sprintf("perplexity %.4f, baseline %.4f, delta %+.4f (warn over %.2f, fail over %.2f): %s",
-				g.Converted, g.Baseline, g.Delta, g.WarnDelta, g.MaxDelta, g.Verdict))
-		}
-		switch o.Outcome {
-		case outcomePublished:
-			if o.Gate == nil {
-				out = append(out, "published; the format has no perplexity gate")
-			}
-			out = append(out, "artifact: "+o.Artifact)
-		case outcomeGateFailed:
-			tc.Failure = &junitMessage{Message: xmlText(o.Error), Type: "quality-gate", Text: xmlText(strings.Join(out, "\n"))}
-			suite.Failures++
-		case outcomeBlocked:
-			tc.Skipped = &junitMessage{Message: xmlText(o.Error)}
-			suite.Skipped++
-		default:
-			tc.Skipped = &junitMessage{Message: "not built: the run stopped before this target"}
-			suite.Skipped++
-		}
-		tc.SystemOut = &junitText{xmlText(strings.Join(out, "\n"))}
-		suite.Cases = append(suite.Cases, tc)
-	}
-	for _, id := range c.failedSteps() {
-		r := record(id)
-		// The message's first line says what failed; the body holds the
-		// rest, with the log's tail unless the message already quotes it.
-		first, _, _ := strings.Cut(r.message, "\n")
-		text := r.message
-		if r.log != "" && !strings.Contains(r.message, r.log) {
-			if tail := proc.Tail(r.log, 40); len(tail) > 0 {
-				text += "\n\nlast lines of " + r.log + ":\n" + strings.Join(tail, "\n")
-			}
-		}
-		suite.Cases = append(suite.Cases, junitCase{Name: id, Classname: recipe + ".step", Time: seconds(r.seconds),
-			Error: &junitMessage{Message: xmlText(first), Type: "step-failed", Text: xmlText(text)}})
-		suite.Errors++
-	}
-	suite.Tests = len(suite.Cases)
-	all := junitSuites{Name: "edgepipe", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
-		Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
-	b, _ := xml.MarshalIndent(all, "", "  ")
-	return append([]byte(xml.Header), append(b, '\n')...)
-}
-
-// xmlText drops what XML 1.0 cannot hold (control characters from tool
-// logs): a report that does not parse is worse than a missing byte. The
-// Markdown summary drops them too.
-func xmlText(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			return r
-		case r < 0x20 || r == 0xFFFE || r == 0xFFFF || r == utf8.RuneError:
-			return -1
-		}
-		return r
-	}, s)
-}
-
-func appendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeFileAtomic replaces path whole, so a report reader never sees half
-// of one; it makes the folder first (--junit may name a new one).
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return digest.WriteFileAtomic(path, data, 0o644)
 }

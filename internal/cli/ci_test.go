@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/report"
+	"github.com/edgepipe/edgepipe/internal/runreport"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
@@ -51,17 +53,17 @@ targets:
 	if err := os.WriteFile(log, []byte("loading\nerror: tensor\x01 blk.0 | has no data\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := newCIReport(pl)
-	c.event(event.Event{Type: event.Cached, Step: plan.SourceStepID})
-	c.event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
-	c.event(event.Event{Type: event.Failed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
+	c := runreport.New(pl)
+	c.Event(event.Event{Type: event.Cached, Step: plan.SourceStepID})
+	c.Event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Kind: "gguf-convert", Path: log})
+	c.Event(event.Event{Type: event.Failed, Step: "gguf-convert:f16", Kind: "gguf-convert", Seconds: 2, Message: "convert_hf_to_gguf.py exited with code 1", Path: log})
 	stepErr := &engine.StepError{Step: "gguf-convert:f16", LogPath: log, Err: errors.New("convert_hf_to_gguf.py exited with code 1")}
 	res := &engine.RunResult{Published: map[string]string{}, Gates: map[string]*publish.GateResult{},
 		Failed: []error{stepErr}, Skipped: []string{"publish:a", "publish:b"}}
 
-	outcomes := c.outcomes(res)
+	outcomes := c.Outcomes(res)
 	for _, o := range outcomes {
-		if o.Outcome != outcomeBlocked || len(o.FailedSteps) != 1 || o.FailedSteps[0] != "gguf-convert:f16" {
+		if o.Outcome != runreport.OutcomeBlocked || len(o.FailedSteps) != 1 || o.FailedSteps[0] != "gguf-convert:f16" {
 			t.Errorf("target %s: outcome %s, failed steps %v; want blocked by gguf-convert:f16", o.Target, o.Outcome, o.FailedSteps)
 		}
 	}
@@ -86,23 +88,23 @@ targets:
 			} `xml:"testcase"`
 		} `xml:"testsuite"`
 	}
-	report := c.junit(outcomes)
-	if err := xml.Unmarshal(report, &doc); err != nil {
-		t.Fatalf("the JUnit report does not parse: %v\n%s", err, report)
+	junitXML := c.JUnit(outcomes, Version)
+	if err := xml.Unmarshal(junitXML, &doc); err != nil {
+		t.Fatalf("the JUnit report does not parse: %v\n%s", err, junitXML)
 	}
 	if doc.Tests != 3 || doc.Skipped != 2 || doc.Errors != 1 || len(doc.Suites) != 1 || doc.Suites[0].Name != "shared" {
-		t.Fatalf("want one suite \"shared\" with 3 tests, 2 skipped, 1 error:\n%s", report)
+		t.Fatalf("want one suite \"shared\" with 3 tests, 2 skipped, 1 error:\n%s", junitXML)
 	}
 	cases := doc.Suites[0].Cases
 	for _, tc := range cases[:2] {
 		if tc.Classname != "shared.gate" || tc.Skipped == nil || tc.Skipped.Message != "not built: step gguf-convert:f16 failed" {
-			t.Errorf("gate case %s: want a skipped shared.gate case naming the failed step:\n%s", tc.Name, report)
+			t.Errorf("gate case %s: want a skipped shared.gate case naming the failed step:\n%s", tc.Name, junitXML)
 		}
 	}
 	step := cases[2]
 	if step.Name != "gguf-convert:f16" || step.Classname != "shared.step" || step.Error == nil ||
 		step.Error.Message != "convert_hf_to_gguf.py exited with code 1" || step.Error.Type != "step-failed" {
-		t.Fatalf("want an error case for the failed step:\n%s", report)
+		t.Fatalf("want an error case for the failed step:\n%s", junitXML)
 	}
 	// The log's tail is in the body, less the control character XML
 	// cannot hold.
@@ -110,7 +112,8 @@ targets:
 		t.Errorf("the step's case should carry its log's last lines, got %q", step.Error.Text)
 	}
 
-	md := string(c.markdown(outcomes, res, runExitCode(runError(res, stepErr))))
+	code := runExitCode(runError(res, stepErr))
+	md := string(report.Markdown(c.Report(outcomes, res, code, exitMeaning[code])))
 	for _, want := range []string{
 		"0 of 2 targets published; exit code 1 (a step failed).",
 		"| a | `gguf-q4_k_m` | x86-laptop | - | - | - | - | not published (upstream failed) |",
@@ -132,7 +135,7 @@ model: {source: ./model}
 targets:
   a: {device: x86-laptop, format: gguf-q8_0}
 `)
-	c := newCIReport(pl)
+	c := runreport.New(pl)
 	var stdout, stderr bytes.Buffer
 	summary := filepath.Join(t.TempDir(), "summary.md")
 	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {
@@ -142,7 +145,7 @@ targets:
 		return ""
 	}}
 	interrupted := &ExitError{Code: ExitInterrupted, Err: errors.New("interrupted")}
-	if err := c.finish(env, filepath.Join(t.TempDir(), "j.xml"), true, nil, interrupted); err != interrupted {
+	if err := finish(c, env, filepath.Join(t.TempDir(), "j.xml"), true, nil, interrupted); err != interrupted {
 		t.Fatalf("finish returned %v, want the run's own error", err)
 	}
 	md, _ := os.ReadFile(summary)

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
+	"github.com/edgepipe/edgepipe/internal/runreport"
 
 	"github.com/edgepipe/edgepipe/internal/plan"
 
@@ -182,7 +181,7 @@ func printSummary(env *Env, pl *plan.Plan, res *engine.RunResult, outDir string)
 			verdict = g.Verdict
 		}
 		if dir, ok := res.Published[t.Name]; ok {
-			where = relPath(dir)
+			where = runreport.RelPath(dir)
 			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
 				size = report.HumanBytes(*m.Metrics.SizeBytes)
 			}
@@ -218,17 +217,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func relPath(p string) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return p
-	}
-	if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	return p
 }
 
 // raw prints one line that is not a step's event (the lock's status): to

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/runreport"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
@@ -72,9 +73,9 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	rep := newReporter(env, c.json, len(pl.Steps))
-	ci := newCIReport(pl)
-	ci.outDir = out
-	eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.event(ev) })
+	ci := runreport.New(pl)
+	ci.OutDir = out
+	eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.Event(ev) })
 	eng.SetOnProgress(rep.progress)
 	if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
 		rep.done()
@@ -86,7 +87,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		printSummary(env, pl, res, out)
 	}
 	// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
-	return ci.finish(env, *junit, c.json, res, runError(res, runErr))
+	return finish(ci, env, *junit, c.json, res, runError(res, runErr))
 }
 
 // runError picks the exit status: interrupted beats everything, then a

@@ -165,7 +165,9 @@ func scanTar(path string, open func(io.Reader) (io.Reader, error), lim limits) e
 			return fmt.Errorf("read archive: %w", err)
 		}
 		switch hdr.Typeflag {
-		case tar.TypeReg, tar.TypeRegA, tar.TypeDir, tar.TypeGNUSparse:
+		// A regular file written by an old tar (type '\x00', TypeRegA) is
+		// read as TypeReg by archive/tar since Go 1.11.
+		case tar.TypeReg, tar.TypeDir, tar.TypeGNUSparse:
 		case tar.TypeSymlink, tar.TypeLink:
 			return fmt.Errorf("archive entry %q is a link to %q: edgepipe refuses links in downloaded archives", hdr.Name, hdr.Linkname)
 		default:

@@ -120,7 +120,7 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	var m coremlManifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("Manifest.json: %w", err)
+		return fmt.Errorf("read the package's Manifest.json: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(*model, "config.json")); err != nil {
 		return fmt.Errorf("no config.json in %s", *model)

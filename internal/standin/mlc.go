@@ -32,7 +32,7 @@ func init() {
 // mlcLLM: mlc_llm convert_weight|gen_config|compile ...
 func mlcLLM(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: mlc_llm convert_weight|gen_config|compile ...")
+		return errors.New("usage: mlc_llm convert_weight|gen_config|compile")
 	}
 	pos, flags, err := mlcArgs(args[1:])
 	if err != nil {

@@ -363,15 +363,6 @@ func buildJobs() int {
 	return runtime.NumCPU()
 }
 
-func firstLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			return l
-		}
-	}
-	return ""
-}
-
 // pruneTree deletes everything in dir except the listed top-level entries.
 func pruneTree(dir string, keep []string) error {
 	ents, err := os.ReadDir(dir)

@@ -32,9 +32,6 @@ type onnxValidate struct{}
 // and the attention patterns ONNX Runtime fuses need 17.
 const MinONNXOpset = 17
 
-// onnxModelFile is the graph's file name in every ONNX step's output.
-const onnxModelFile = "model.onnx"
-
 func (onnxExport) Name() string { return "onnx-export" }
 func (onnxExport) Version() int { return 1 }
 
