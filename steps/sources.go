@@ -3,10 +3,10 @@ package steps
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/hf"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -89,18 +89,6 @@ func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	_, _, err := atomicfile.Copy(dst, src, 0o644)
+	return err
 }

@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 )
 
@@ -227,7 +228,7 @@ func (c *Cache) removeKey(key string) (int64, error) {
 	if err := os.Remove(c.entryPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("remove cache entry %s: %w", key, err)
 	}
-	if err := digest.SyncDir(filepath.Join(c.root, entriesDir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Join(c.root, entriesDir)); err != nil {
 		return 0, fmt.Errorf("remove cache entry %s: %w", key, err)
 	}
 	return c.removeObject(key)
@@ -352,10 +353,10 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	if err := os.Rename(tmp, obj); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", key, err)
 	}
-	if err := digest.SyncDir(filepath.Join(c.root, objectsDir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Join(c.root, objectsDir)); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", key, err)
 	}
-	if err := digest.WriteFileAtomic(c.entryPath(key), data, 0o644); err != nil {
+	if err := atomicfile.Write(c.entryPath(key), data, 0o644); err != nil {
 		return nil, fmt.Errorf("commit %s: write entry: %w", key, err)
 	}
 	rec.Dir = obj
@@ -405,7 +406,7 @@ func makeDurableReadOnly(dir string) error {
 		return err
 	}
 	for _, d := range dirs {
-		if err := digest.SyncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return fmt.Errorf("sync %s: %w", d, err)
 		}
 	}

@@ -38,38 +38,63 @@ func (c *Cache) GC(ctx context.Context, keep func(Entry) bool) (removed int, fre
 }
 
 func (c *Cache) gcEntries(ctx context.Context, keep func(Entry) bool) (int, int64, error) {
-	names, err := os.ReadDir(filepath.Join(c.root, entriesDir))
+	kept := func(e *Entry) bool { return e != nil && (keep == nil || keep(*e)) }
+	return c.sweep(ctx, entriesDir,
+		func(name string) (string, bool) { return strings.CutSuffix(name, ".json") },
+		func(key string) (bool, error) {
+			// An unreadable record counts as no entry: it is removed.
+			e, _, err := c.readEntry(key)
+			return err == nil && !kept(e), err
+		},
+		c.removeKey)
+}
+
+func (c *Cache) gcOrphanObjects(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
+	return c.sweep(ctx, objectsDir,
+		func(name string) (string, bool) { return name, true },
+		func(key string) (bool, error) {
+			e, _, err := c.readEntry(key)
+			return err == nil && e == nil, err
+		},
+		c.removeObject)
+}
+
+// sweep removes, for each key named in dir, what doomed says must go: it
+// asks once without the key's lock and again holding it (the key may
+// have changed while it waited), skips keys another process holds, and
+// removes the key's lock file with it.
+func (c *Cache) sweep(ctx context.Context, dir string, keyOf func(name string) (string, bool),
+	doomed func(key string) (bool, error), remove func(key string) (int64, error)) (int, int64, error) {
+	names, err := os.ReadDir(filepath.Join(c.root, dir))
 	if err != nil {
 		return 0, 0, err
 	}
-	kept := func(e *Entry) bool { return e != nil && (keep == nil || keep(*e)) }
 	removed, freed := 0, int64(0)
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
 			return removed, freed, err
 		}
-		key, ok := strings.CutSuffix(n.Name(), ".json")
+		key, ok := keyOf(n.Name())
 		if !ok || checkKey(key) != nil {
 			continue
 		}
-		// An unreadable record counts as no entry: it is removed.
-		if e, _, err := c.readEntry(key); err != nil || kept(e) {
+		if d, err := doomed(key); err != nil || !d {
 			continue
 		}
-		n, err := c.withFreeKey(key, func() (bool, int64, error) {
-			if e, _, err := c.readEntry(key); err != nil || kept(e) {
+		b, err := c.withFreeKey(key, func() (bool, int64, error) {
+			if d, err := doomed(key); err != nil || !d {
 				return false, 0, err // changed while we waited
 			}
-			b, err := c.removeKey(key)
+			b, err := remove(key)
 			c.removeLockFile(key)
 			return true, b, err
 		})
 		if err != nil {
 			return removed, freed, err
 		}
-		if n >= 0 {
+		if b >= 0 {
 			removed++
-			freed += n
+			freed += b
 		}
 	}
 	return removed, freed, nil
@@ -88,42 +113,6 @@ func (c *Cache) withFreeKey(key string, fn func() (bool, int64, error)) (int64, 
 		return -1, err
 	}
 	return n, err
-}
-
-func (c *Cache) gcOrphanObjects(ctx context.Context, _ func(Entry) bool) (int, int64, error) {
-	names, err := os.ReadDir(filepath.Join(c.root, objectsDir))
-	if err != nil {
-		return 0, 0, err
-	}
-	removed, freed := 0, int64(0)
-	for _, n := range names {
-		if err := ctx.Err(); err != nil {
-			return removed, freed, err
-		}
-		key := n.Name()
-		if checkKey(key) != nil {
-			continue
-		}
-		if e, _, err := c.readEntry(key); err != nil || e != nil {
-			continue
-		}
-		b, err := c.withFreeKey(key, func() (bool, int64, error) {
-			if e, _, err := c.readEntry(key); err != nil || e != nil {
-				return false, 0, err
-			}
-			b, err := c.removeObject(key)
-			c.removeLockFile(key)
-			return true, b, err
-		})
-		if err != nil {
-			return removed, freed, err
-		}
-		if b >= 0 {
-			removed++
-			freed += b
-		}
-	}
-	return removed, freed, nil
 }
 
 func (c *Cache) gcTempDirs(ctx context.Context, _ func(Entry) bool) (int, int64, error) {

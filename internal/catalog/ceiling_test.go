@@ -1,10 +1,11 @@
 package catalog_test
 
 import (
-	. "github.com/edgepipe/edgepipe/internal/catalog"
-	_ "github.com/edgepipe/edgepipe/pipelines"
 	"math"
 	"testing"
+
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 )
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }

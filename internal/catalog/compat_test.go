@@ -1,10 +1,11 @@
 package catalog_test
 
 import (
-	. "github.com/edgepipe/edgepipe/internal/catalog"
-	_ "github.com/edgepipe/edgepipe/pipelines"
 	"strings"
 	"testing"
+
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 )
 
 // validator is package pipelines' view of the catalog, restated here so the

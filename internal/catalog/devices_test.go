@@ -2,11 +2,12 @@ package catalog_test
 
 import (
 	"encoding/json"
-	. "github.com/edgepipe/edgepipe/internal/catalog"
-	_ "github.com/edgepipe/edgepipe/pipelines"
 	"slices"
 	"strings"
 	"testing"
+
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 )
 
 func TestEmbeddedCatalogParses(t *testing.T) {

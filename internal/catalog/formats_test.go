@@ -1,11 +1,12 @@
 package catalog_test
 
 import (
-	. "github.com/edgepipe/edgepipe/internal/catalog"
-	_ "github.com/edgepipe/edgepipe/pipelines"
 	"math"
 	"strings"
 	"testing"
+
+	. "github.com/edgepipe/edgepipe/internal/catalog"
+	_ "github.com/edgepipe/edgepipe/pipelines"
 )
 
 func TestFormatNamesCoverTheDesign(t *testing.T) {

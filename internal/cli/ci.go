@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
 
@@ -35,7 +36,7 @@ func finish(c *runreport.Recorder, env *Env, junitPath string, asJSON bool, res 
 		}
 	}
 	if junitPath != "" {
-		if werr := runreport.WriteFileAtomic(junitPath, c.JUnit(outcomes, Version)); werr != nil {
+		if werr := atomicfile.WriteMkdir(junitPath, c.JUnit(outcomes, Version), 0o644); werr != nil {
 			problems = append(problems, fmt.Errorf("write the JUnit report %s: %w", junitPath, werr))
 		}
 	}

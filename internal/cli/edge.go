@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -470,12 +471,7 @@ func writeNew(path string, data []byte, force bool) error {
 		return fmt.Errorf("create the recipe's folder: %w", err)
 	}
 	if force {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
+		if err := atomicfile.Write(path, data, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		return nil

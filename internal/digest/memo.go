@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 )
 
 // fileIdentity is what must be unchanged for a remembered digest to still
@@ -386,7 +388,7 @@ func (m *Memo) Save() error {
 	if err != nil {
 		return fmt.Errorf("save digest memo %s: %w", m.path, err)
 	}
-	if err := WriteFileAtomic(m.path, data, 0o644); err != nil {
+	if err := atomicfile.Write(m.path, data, 0o644); err != nil {
 		return fmt.Errorf("save digest memo: %w", err)
 	}
 	m.mu.Lock()

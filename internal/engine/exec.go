@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -541,7 +542,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		e.emit(event.Event{Type: event.Finished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
 		return nil
 	}
-	if err := copyFile(logPath, filepath.Join(tmp, steps.LogFile)); err != nil {
+	if _, _, err := atomicfile.Copy(filepath.Join(tmp, steps.LogFile), logPath, 0o644); err != nil {
 		return err
 	}
 	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,
@@ -619,23 +620,6 @@ func short(key string) string {
 		return key[:12]
 	}
 	return key
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func emptyDir(dir string) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	gogetter "github.com/hashicorp/go-getter"
 )
 
@@ -125,20 +126,8 @@ func localPath(u *url.URL) string {
 }
 
 func copyLocalFile(dst, src string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm&^0o022|0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	_, _, err := atomicfile.Copy(dst, src, perm&^0o022|0o600)
+	return err
 }
 
 // progressTracker adapts go-getter's progress interface to a callback.

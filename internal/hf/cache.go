@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 )
 
 // repoCache is one repository's folder in the huggingface_hub cache:
@@ -165,17 +167,9 @@ func (rc repoCache) listSnapshot(commit string) ([]File, error) {
 	return files, err
 }
 
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp-" + randomSuffix()
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
-}
+// writeFileAtomic writes a ref or pointer whole (fsynced, renamed into
+// place), as huggingface_hub readers expect to find it.
+func writeFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data, 0o644) }
 
 func randomSuffix() string {
 	b := make([]byte, 6)

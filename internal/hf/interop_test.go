@@ -3,11 +3,12 @@ package hf
 import (
 	"context"
 	"encoding/json"
-	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 // The script loads, with the network off, files that edgepipe downloaded.

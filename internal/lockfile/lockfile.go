@@ -21,7 +21,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
@@ -111,7 +111,7 @@ func Write(path string, l *Lock) error {
 	if err != nil {
 		return err
 	}
-	if err := digest.WriteFileAtomic(path, b, 0o644); err != nil {
+	if err := atomicfile.Write(path, b, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
@@ -120,7 +120,7 @@ func marshal(m *Manifest) ([]byte, error) { return jsonfile.Marshal(m) }
 // writeFileAtomic writes a manifest or sidecar whole: a reader sees the
 // old file or the new one.
 func writeFileAtomic(path string, data []byte) error {
-	return digest.WriteFileAtomic(path, data, 0o644)
+	return atomicfile.Write(path, data, 0o644)
 }
 
 func kindOf(mode os.FileMode) string {

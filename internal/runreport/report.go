@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/engine"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
@@ -84,10 +85,10 @@ func WriteReports(outDir string, r report.Report) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(outDir, reportHTML), page); err != nil {
+	if err := atomicfile.WriteMkdir(filepath.Join(outDir, reportHTML), page, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", reportHTML, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(outDir, reportMarkdown), report.Markdown(r)); err != nil {
+	if err := atomicfile.WriteMkdir(filepath.Join(outDir, reportMarkdown), report.Markdown(r), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", reportMarkdown, err)
 	}
 	return nil

@@ -17,7 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/engine"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/manifest"
@@ -359,15 +358,6 @@ func AppendFile(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeFileAtomic replaces path whole, so a report reader never sees half
-// of one; it makes the folder first (--junit may name a new one).
-func WriteFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return digest.WriteFileAtomic(path, data, 0o644)
 }
 
 func RelPath(p string) string {

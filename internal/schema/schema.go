@@ -18,10 +18,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	_ "github.com/edgepipe/edgepipe/pipelines" // the formats and their options
 	"reflect"
 	"sort"
 	"strings"
+
+	_ "github.com/edgepipe/edgepipe/pipelines" // the formats and their options
 
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"

@@ -1,0 +1,101 @@
+// Package atomicfile writes files that appear whole or not at all: a reader,
+// a concurrent writer or a crash at any moment sees the old content or the
+// new, never part of either. Copies are new files (never a replaced one)
+// hashed while they are written, so a caller learns what it copied without
+// reading it again.
+package atomicfile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data so that readers, concurrent
+// writers and a crash at any moment see either the old or the new content.
+// The temp name carries our pid so a cleaner can tell a dead writer's
+// leftovers from a live one's.
+func Write(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir makes a rename, create or remove inside dir durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// WriteMkdir is Write that makes path's folder first.
+func WriteMkdir(path string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return Write(path, data, perm)
+}
+
+// Copy copies src into dst, a file that must not exist yet (its folder is
+// made), and returns the sha256 (hex) and size of what it wrote. Copies, not
+// links: a user editing the copy must never change the original.
+func Copy(dst, src string, perm os.FileMode) (sum string, n int64, err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", 0, err
+	}
+	defer in.Close()
+	return CopyFrom(dst, in, perm)
+}
+
+// CopyFrom is Copy from an open reader.
+func CopyFrom(dst string, src io.Reader, perm os.FileMode) (sum string, n int64, err error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", 0, err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return "", 0, err
+	}
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(out, h), src)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}

@@ -1,0 +1,138 @@
+package recipe
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Write renders a recipe in format version 1, the way a person would write
+// it: the documented key order, a blank line between sections, and only
+// what differs from the defaults (quality, data) or is set (budgets,
+// with:). header lines become comments at the top, the first of them
+// usually the schema modeline. What it writes parses back to the same
+// recipe; the sections it does not write (steps, toolchains, bench,
+// publish) are left out.
+func Write(r *Recipe, header []string) []byte {
+	var b strings.Builder
+	line := func(indent int, format string, args ...any) {
+		b.WriteString(strings.Repeat("  ", indent))
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+	for _, h := range header {
+		if h == "" {
+			b.WriteString("#\n")
+			continue
+		}
+		line(0, "# %s", h)
+	}
+	line(0, "edgepipe: %d", FormatVersion)
+	line(0, "name: %s", scalar(r.Name))
+	if r.Description != "" {
+		line(0, "description: %s", scalar(r.Description))
+	}
+	b.WriteByte('\n')
+	line(0, "model:")
+	line(1, "source: %s", scalar(r.Model.Source))
+	if r.Model.AllowPickle {
+		line(1, "allow_pickle: true")
+	}
+	if r.Model.TrustRemoteCode {
+		line(1, "trust_remote_code: true")
+	}
+	if (r.Data.Calibration != "" && r.Data.Calibration != DefaultCalibration) || (r.Data.Eval != "" && r.Data.Eval != DefaultEval) {
+		b.WriteByte('\n')
+		line(0, "data:")
+		if r.Data.Calibration != "" && r.Data.Calibration != DefaultCalibration {
+			line(1, "calibration: %s", scalar(r.Data.Calibration))
+		}
+		if r.Data.Eval != "" && r.Data.Eval != DefaultEval {
+			line(1, "eval: %s", scalar(r.Data.Eval))
+		}
+	}
+	if g := gateDiff(r.Quality.Perplexity, defaultGate); len(g) > 0 {
+		b.WriteByte('\n')
+		line(0, "quality:")
+		line(1, "perplexity:")
+		for _, kv := range g {
+			line(2, "%s", kv)
+		}
+	}
+	b.WriteByte('\n')
+	line(0, "targets:")
+	for _, t := range r.Targets {
+		line(1, "%s:", t.Name)
+		line(2, "device: %s", scalar(t.Device))
+		line(2, "format: %s", scalar(t.Format))
+		if t.Context > 0 {
+			line(2, "context: %d", t.Context)
+		}
+		if t.KVDtype != "" {
+			line(2, "kv_dtype: %s", t.KVDtype)
+		}
+		// A target may override only max_delta (its warn band follows).
+		if md := t.Quality.Perplexity.MaxDelta; md != r.Quality.Perplexity.MaxDelta {
+			line(2, "quality: {perplexity: {max_delta: %s}}", strconv.FormatFloat(md, 'g', -1, 64))
+		}
+		if len(t.With) > 0 {
+			keys := make([]string, 0, len(t.With))
+			for k := range t.With {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			line(2, "with:")
+			for _, k := range keys {
+				line(3, "%s: %s", k, scalar(t.With[k]))
+			}
+		}
+		for _, budget := range []struct {
+			key string
+			v   float64
+		}{{"min_tokens_per_s", t.MinTokensPerS}, {"max_memory_gb", t.MaxMemoryGB}, {"max_first_token_ms", t.MaxFirstTokenMS}} {
+			if budget.v > 0 {
+				line(2, "%s: %s", budget.key, strconv.FormatFloat(budget.v, 'g', -1, 64))
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+var defaultGate = PerplexityGate{Context: DefaultPPLContext, WarnDelta: DefaultWarnDelta, MaxDelta: DefaultMaxDelta}
+
+// gateDiff lists the perplexity settings of g that differ from base, as
+// YAML lines.
+func gateDiff(g, base PerplexityGate) []string {
+	var out []string
+	if g.Context != base.Context && g.Context != 0 {
+		out = append(out, fmt.Sprintf("context: %d", g.Context))
+	}
+	if g.MaxChunks != base.MaxChunks {
+		out = append(out, fmt.Sprintf("max_chunks: %d", g.MaxChunks))
+	}
+	if g.WarnDelta != base.WarnDelta {
+		out = append(out, "warn_delta: "+strconv.FormatFloat(g.WarnDelta, 'g', -1, 64))
+	}
+	if g.MaxDelta != base.MaxDelta {
+		out = append(out, "max_delta: "+strconv.FormatFloat(g.MaxDelta, 'g', -1, 64))
+	}
+	return out
+}
+
+// scalar is v as a YAML flow scalar that reads back as the same value: a
+// plain string when YAML keeps it a string, else quoted.
+func scalar(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return strconv.Quote(fmt.Sprint(v))
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	if strings.Contains(s, "\n") {
+		// A multi-line block: one double-quoted line instead.
+		return strconv.Quote(fmt.Sprint(v))
+	}
+	return s
+}
