@@ -9,8 +9,8 @@ import (
 // What Write renders parses back to the same recipe.
 func TestWriteRoundTrips(t *testing.T) {
 	r := &Recipe{Edgepipe: 1, Name: "phone", Description: "yes: a colon, and # a hash",
-		Model: Model{Source: "../models/llama 3", AllowPickle: true},
-		Data:  Data{Calibration: "calib.txt", Eval: DefaultEval},
+		Model:   Model{Source: "../models/llama 3", AllowPickle: true},
+		Data:    Data{Calibration: "calib.txt", Eval: DefaultEval},
 		Quality: Quality{Perplexity: PerplexityGate{Context: 256, WarnDelta: 0.25, MaxDelta: 1.5, MaxChunks: 4}},
 		Targets: []Target{
 			{Name: "a", Device: "x86-laptop", Format: "gguf-q4_k_m", Context: 4096, KVDtype: "q8",
