@@ -201,60 +201,14 @@ func (s *session) download(ctx context.Context, commit string, rf remoteFile, in
 	resumedFrom := offset
 
 	if rf.Size < 0 || offset < rf.Size {
-		req, err := s.c.newRequest(ctx, http.MethodGet, s.repo.resolvePath(commit, rf.Path))
+		var fromScratch bool
+		offset, fromScratch, err = s.fetchRest(ctx, commit, rf, f, sum, offset)
 		if err != nil {
 			return err
 		}
-		if offset > 0 {
-			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
-			// Without If-Range a server whose file changed would append new
-			// bytes to old ones; with it, it sends the whole file instead.
-			req.Header.Set("If-Range", `"`+rf.Etag+`"`)
+		if fromScratch {
+			resumedFrom = 0
 		}
-		resp, err := s.hc.Do(req)
-		if err != nil {
-			return retryable{err}
-		}
-		defer resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusPartialContent && offset > 0:
-			if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); !ok || start != offset {
-				if _, err := restart(f, sum); err != nil {
-					return err
-				}
-				return retryable{fmt.Errorf("server answered bytes from %q instead of %d", resp.Header.Get("Content-Range"), offset)}
-			}
-			s.logf("%s: resuming %s at byte %d", s.repo, rf.Path, offset)
-		case resp.StatusCode == http.StatusOK:
-			if offset > 0 {
-				s.logf("%s: server sent all of %s instead of the missing range; starting it over", s.repo, rf.Path)
-				if offset, err = restart(f, sum); err != nil {
-					return err
-				}
-				resumedFrom = 0
-			}
-		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-			if _, err := restart(f, sum); err != nil {
-				return err
-			}
-			return retryable{fmt.Errorf("server refused to resume %s", rf.Path)}
-		default:
-			err := s.c.hubError(s.repo, "download "+rf.Path, resp)
-			if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-				err = retryable{err}
-			}
-			return err
-		}
-		body := io.Reader(resp.Body)
-		if rf.Size >= 0 {
-			// One byte more than expected is enough to tell the file is too long.
-			body = io.LimitReader(body, rf.Size-offset+1)
-		}
-		pw := &progressWriter{s: s, file: rf.Path, done: offset, total: rf.Size}
-		if _, err := copyBody(io.MultiWriter(f, sum, pw), body); err != nil {
-			return err
-		}
-		offset = pw.done
 	}
 
 	if rf.Size >= 0 && offset != rf.Size {
@@ -282,6 +236,68 @@ func (s *session) download(ctx context.Context, commit string, rf remoteFile, in
 		}
 	}
 	return nil
+}
+
+// fetchRest downloads the bytes of rf past offset into f (and sum),
+// resuming with a Range request when there are some already; a server
+// that cannot resume sends it all again (fromScratch). It returns the
+// file's new size.
+func (s *session) fetchRest(ctx context.Context, commit string, rf remoteFile, f *os.File, sum hash.Hash, offset int64) (int64, bool, error) {
+	req, err := s.c.newRequest(ctx, http.MethodGet, s.repo.resolvePath(commit, rf.Path))
+	if err != nil {
+		return offset, false, err
+	}
+	if offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+		// Without If-Range a server whose file changed would append new
+		// bytes to old ones; with it, it sends the whole file instead.
+		req.Header.Set("If-Range", `"`+rf.Etag+`"`)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return offset, false, retryable{err}
+	}
+	defer resp.Body.Close()
+	fromScratch := false
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && offset > 0:
+		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); !ok || start != offset {
+			if _, err := restart(f, sum); err != nil {
+				return offset, false, err
+			}
+			return offset, false, retryable{fmt.Errorf("server answered bytes from %q instead of %d", resp.Header.Get("Content-Range"), offset)}
+		}
+		s.logf("%s: resuming %s at byte %d", s.repo, rf.Path, offset)
+	case resp.StatusCode == http.StatusOK:
+		if offset > 0 {
+			s.logf("%s: server sent all of %s instead of the missing range; starting it over", s.repo, rf.Path)
+			if offset, err = restart(f, sum); err != nil {
+				return offset, false, err
+			}
+			fromScratch = true
+		}
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		if _, err := restart(f, sum); err != nil {
+			return offset, false, err
+		}
+		return 0, false, retryable{fmt.Errorf("server refused to resume %s", rf.Path)}
+	default:
+		err := s.c.hubError(s.repo, "download "+rf.Path, resp)
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+			err = retryable{err}
+		}
+		return offset, false, err
+	}
+	body := io.Reader(resp.Body)
+	if rf.Size >= 0 {
+		// One byte more than expected is enough to tell the file is too long.
+		body = io.LimitReader(body, rf.Size-offset+1)
+	}
+	pw := &progressWriter{s: s, file: rf.Path, done: offset, total: rf.Size}
+	if _, err := copyBody(io.MultiWriter(f, sum, pw), body); err != nil {
+		return offset, false, err
+	}
+	return pw.done, fromScratch, nil
 }
 
 // restart empties the incomplete file and the running hash.

@@ -141,17 +141,7 @@ func Run(ctx context.Context, c Cmd) error {
 		}
 		defer logFile.Close()
 	}
-	// A lone *os.File is handed to the child as its fd; anything else goes
-	// through a pipe that os/exec copies (shared by stdout and stderr since
-	// they are the same writer).
-	switch {
-	case c.Stdout != nil && logFile != nil:
-		cmd.Stdout = io.MultiWriter(logFile, &tolerantWriter{w: c.Stdout})
-	case c.Stdout != nil:
-		cmd.Stdout = &tolerantWriter{w: c.Stdout}
-	case logFile != nil:
-		cmd.Stdout = logFile
-	}
+	cmd.Stdout = childOutput(c.Stdout, logFile)
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = pipeDrain
 
@@ -163,33 +153,7 @@ func Run(ctx context.Context, c Cmd) error {
 	liveGroups.Store(pgid, struct{}{})
 	defer liveGroups.Delete(pgid)
 
-	var timeout <-chan time.Time
-	if c.Timeout > 0 {
-		t := time.NewTimer(c.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var canceled, timedOut bool
-	select {
-	case <-exited:
-	case <-ctx.Done():
-		canceled = true
-	case <-timeout:
-		timedOut = true
-	}
-	if canceled || timedOut {
-		signalGroup(pgid, unix.SIGTERM)
-		grace := c.Grace
-		if grace <= 0 {
-			grace = defaultGrace
-		}
-		t := time.NewTimer(grace)
-		select {
-		case <-exited:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	canceled, timedOut := waitOrStop(ctx, c, exited, pgid)
 	// Whatever is left of the group goes now: the tool itself after its
 	// grace period, or helpers it left behind.
 	signalGroup(pgid, unix.SIGKILL)
@@ -206,13 +170,7 @@ func Run(ctx context.Context, c Cmd) error {
 		}
 		return nil
 	}
-	e := &ExitError{
-		Argv:     c.Argv,
-		Code:     state.ExitCode(),
-		TimedOut: timedOut,
-		Canceled: canceled,
-		LogPath:  c.LogPath,
-	}
+	e := &ExitError{Argv: c.Argv, Code: state.ExitCode(), TimedOut: timedOut, Canceled: canceled, LogPath: c.LogPath}
 	if timedOut {
 		e.Timeout = c.Timeout
 	}
@@ -229,6 +187,53 @@ func Run(ctx context.Context, c Cmd) error {
 		e.Tail = tailFrom(c.LogPath, logOffset, errorTailLines)
 	}
 	return e
+}
+
+// childOutput is where the child's stdout and stderr go. A lone *os.File is
+// handed to the child as its fd; anything else goes through a pipe that
+// os/exec copies (shared by stdout and stderr since they are the same
+// writer).
+func childOutput(stdout io.Writer, logFile *os.File) io.Writer {
+	switch {
+	case stdout != nil && logFile != nil:
+		return io.MultiWriter(logFile, &tolerantWriter{w: stdout})
+	case stdout != nil:
+		return &tolerantWriter{w: stdout}
+	case logFile != nil:
+		return logFile
+	}
+	return nil
+}
+
+// waitOrStop waits for the tool to exit, or for the context or the
+// timeout; then the group gets SIGTERM and the grace period to exit.
+func waitOrStop(ctx context.Context, c Cmd, exited <-chan struct{}, pgid int) (canceled, timedOut bool) {
+	var timeout <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-exited:
+		return false, false
+	case <-ctx.Done():
+		canceled = true
+	case <-timeout:
+		timedOut = true
+	}
+	signalGroup(pgid, unix.SIGTERM)
+	grace := c.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+	}
+	return canceled, timedOut
 }
 
 // liveGroups holds the process group of every child Run is waiting for,

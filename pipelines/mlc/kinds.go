@@ -257,6 +257,40 @@ func (mlcValidate) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 1, MemoryMB: 256}
 }
 
+// checkShards reads every shard the tensor cache lists and checks its
+// size, md5 and the records' byte ranges; it returns the problems found,
+// each tensor's spec by name and the tensors' bytes.
+func checkShards(ctx context.Context, dir string, cache *mlcCache) (problems []string, got map[string]mlcTensorSpec, total int64, err error) {
+	got = map[string]mlcTensorSpec{}
+	for _, sh := range cache.Records {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, 0, err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, sh.DataPath))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", sh.DataPath, err))
+			continue
+		}
+		sum := md5.Sum(b)
+		switch {
+		case int64(len(b)) != sh.NBytes:
+			problems = append(problems, fmt.Sprintf("%s: %d bytes, tensor-cache.json says %d", sh.DataPath, len(b), sh.NBytes))
+		case hex.EncodeToString(sum[:]) != sh.MD5:
+			problems = append(problems, fmt.Sprintf("%s: md5 %x, tensor-cache.json says %s", sh.DataPath, sum, sh.MD5))
+		case sh.NBytes > mlcShardLimit && len(sh.Records) > 1:
+			problems = append(problems, fmt.Sprintf("%s: %d bytes in %d tensors, over the 32 MiB shard limit", sh.DataPath, sh.NBytes, len(sh.Records)))
+		}
+		for _, r := range sh.Records {
+			if r.ByteOffset < 0 || r.ByteOffset+r.NBytes > sh.NBytes {
+				problems = append(problems, fmt.Sprintf("%s: bytes %d+%d outside %s", r.Name, r.ByteOffset, r.NBytes, sh.DataPath))
+			}
+			got[r.Name] = mlcTensorSpec{shape: r.Shape, dtype: r.Dtype}
+			total += r.NBytes
+		}
+	}
+	return problems, got, total, nil
+}
+
 // Run checks the MLC folder's layout against the checkpoint's config: what
 // WebLLM will load, without WebGPU. The numbers it cannot check (the
 // model's outputs) are not claimed.
@@ -285,34 +319,9 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return nil
 	}
 	// Shards: present, of the recorded size and md5, within tvmjs's limit.
-	var problems []string
-	got := map[string]mlcTensorSpec{}
-	var total int64
-	for _, sh := range cache.Records {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		b, err := os.ReadFile(filepath.Join(model.Dir, sh.DataPath))
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", sh.DataPath, err))
-			continue
-		}
-		sum := md5.Sum(b)
-		switch {
-		case int64(len(b)) != sh.NBytes:
-			problems = append(problems, fmt.Sprintf("%s: %d bytes, tensor-cache.json says %d", sh.DataPath, len(b), sh.NBytes))
-		case hex.EncodeToString(sum[:]) != sh.MD5:
-			problems = append(problems, fmt.Sprintf("%s: md5 %x, tensor-cache.json says %s", sh.DataPath, sum, sh.MD5))
-		case sh.NBytes > mlcShardLimit && len(sh.Records) > 1:
-			problems = append(problems, fmt.Sprintf("%s: %d bytes in %d tensors, over the 32 MiB shard limit", sh.DataPath, sh.NBytes, len(sh.Records)))
-		}
-		for _, r := range sh.Records {
-			if r.ByteOffset < 0 || r.ByteOffset+r.NBytes > sh.NBytes {
-				problems = append(problems, fmt.Sprintf("%s: bytes %d+%d outside %s", r.Name, r.ByteOffset, r.NBytes, sh.DataPath))
-			}
-			got[r.Name] = mlcTensorSpec{shape: r.Shape, dtype: r.Dtype}
-			total += r.NBytes
-		}
+	problems, got, total, err := checkShards(ctx, model.Dir, cache)
+	if err != nil {
+		return err
 	}
 	add("shards match tensor-cache.json", len(problems) == 0 && len(cache.Records) > 0,
 		summarize(fmt.Sprintf("%d shards, sizes and md5sums as recorded, at most 32 MiB each", len(cache.Records)), problems))
