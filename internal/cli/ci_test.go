@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/xml"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +14,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/internal/runreport"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
@@ -182,11 +183,14 @@ func TestExampleWorkflow(t *testing.T) {
 		t.Fatalf("docs/github-actions.yml: %v", err)
 	}
 	flags := map[string]bool{}
-	for _, c := range completionCommands(context.Background()) {
-		for _, f := range c.Flags {
-			flags[c.Name+" --"+f.Name] = true
-			flags[c.Name+" -"+f.Name] = true
-		}
+	root := newRoot(&Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	for _, c := range root.Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			flags[c.Name()+" --"+f.Name] = true
+			if f.Shorthand != "" {
+				flags[c.Name()+" -"+f.Shorthand] = true
+			}
+		})
 	}
 	uses := map[string]map[string]any{}
 	var uploads []any

@@ -6,16 +6,18 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"runtime/debug"
 	"strings"
 
 	_ "github.com/edgepipe/edgepipe/pipelines" // the built-in format families
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/suggest"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
@@ -24,8 +26,43 @@ import (
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
-// Version is edgepipe's version, set at build time with -ldflags.
-var Version = "0.1.0-dev"
+// Version is edgepipe's version: set at build time with -ldflags, else the
+// module version a `go install` recorded, else 0.1.0-dev. It enters
+// manifests, locks and publish keys, so it does not carry the commit;
+// VersionString adds that for people.
+var Version = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return strings.TrimPrefix(bi.Main.Version, "v")
+	}
+	return "0.1.0-dev"
+}()
+
+// VersionString is the version with the VCS revision the binary was built
+// from, when the build recorded one.
+func VersionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return Version + " (" + bi.GoVersion + ")"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return fmt.Sprintf("%s (%s%s, %s)", Version, rev, dirty, bi.GoVersion)
+}
 
 // Exit codes, documented in the README and --help.
 const (
@@ -65,39 +102,44 @@ type Env struct {
 	Getenv         func(string) string
 	// IsTerminal reports whether Stderr is a terminal (progress bars).
 	IsTerminal bool
-	// onFlagSet sees every command's flag set; completion uses it to list
-	// each command's flags.
-	onFlagSet func(*flag.FlagSet)
 }
 
+// runFunc runs a command with its flags parsed and its positional
+// arguments.
+type runFunc func(ctx context.Context, args []string) error
+
+// command is one subcommand: its usage line (the name first), its help,
+// its flags and what it does with them.
 type command struct {
-	name    string
+	use     string
 	summary string
-	run     func(ctx context.Context, env *Env, args []string) error
+	// long is the help's body, before the exit codes.
+	long string
+	// define adds the command's flags and returns what runs it.
+	define func(env *Env, fs *pflag.FlagSet) runFunc
+	// complete completes positional arguments (nil: files).
+	complete cobra.CompletionFunc
 }
 
-var commands []command
-
-func init() {
-	commands = []command{
-		{"run", "run a recipe: convert, validate, publish", cmdRun},
-		{"plan", "print the step graph with each step's cache status", cmdPlan},
-		{"validate", "check a recipe without running anything", cmdValidate},
-		{"graph", "print the step graph as dot or mermaid", cmdGraph},
-		{"step", "run one step of a saved plan: step run PLAN.json STEP-ID", cmdStep},
-		{"lock", "resolve a recipe's inputs and write RECIPE.lock", cmdLock},
-		{"verify", "re-hash a published folder against its manifest and provenance", cmdVerify},
-		{"reproduce", "rebuild published folders in a scratch cache and compare them file by file", cmdReproduce},
-		{"pull", "download a pushed artifact and verify it: pull oci://HOST/REPO:TAG DIR", cmdPull},
-		{"cache", "cache ls | cache gc", cmdCache},
-		{"toolchain", "toolchain install [NAME...] | toolchain list", cmdToolchain},
-		{"doctor", "say which tools are installed, their versions, and how to install the rest", cmdDoctor},
-		{"devices", "list the device catalog", cmdDevices},
-		{"ceiling", "decode ceiling (bandwidth / model size) per device, against observed speeds", cmdCeiling},
-		{"pick", "choose device, format and pipeline for a platform, model and budget", cmdPick},
-		{"init", "write a recipe from pick's choice: init --platform P --model M -o FILE", cmdInit},
-		{"completion", "print a shell completion script: completion bash|zsh|fish", cmdCompletion},
-		{"version", "print edgepipe's version", cmdVersion},
+func commands() []command {
+	return []command{
+		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
+		{use: "plan [--json] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
+		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
+		{use: "graph --format dot|mermaid RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
+		{use: "step run PLAN.json STEP-ID", summary: "run one step of a saved plan", define: cmdStep, complete: stepArgs},
+		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
+		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},
+		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: dirArgs},
+		{use: "pull [--key PUB.pem] [--insecure] oci://HOST/REPOSITORY:TAG DIR", summary: "download a pushed artifact and verify it", define: cmdPull},
+		{use: "cache ls | cache gc [--older-than DURATION]", summary: "list the cache, or remove incomplete and old entries", define: cmdCache, complete: words("ls", "gc")},
+		{use: "toolchain install [NAME...] | toolchain list", summary: "install the pinned toolchains, or list them", define: cmdToolchain, complete: toolchainArgs},
+		{use: "doctor [--json]", summary: "say which tools are installed, their versions, and how to install the rest", define: cmdDoctor, complete: noArgs},
+		{use: "devices [--json]", summary: "list the device catalog", define: cmdDevices, complete: noArgs},
+		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: noArgs},
+		{use: "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]", summary: "choose device, format and pipeline for a platform, model and budget", define: cmdPick, complete: noArgs},
+		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: noArgs},
+		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: noArgs},
 	}
 }
 
@@ -111,12 +153,67 @@ const exitCodesHelp = `Exit codes:
   6    a push to a remote failed (the local artifacts are published)
   130  interrupted`
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "edgepipe %s: convert models for edge devices, gate them on quality, publish verified artifacts\n\nUsage: edgepipe COMMAND [flags] [args]\n\nCommands:\n", Version)
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+// newRoot builds the command tree: GNU flags with short forms, help on
+// stdout for every command, did-you-mean for commands and flags, and the
+// shell completion cobra generates from the same tree.
+func newRoot(env *Env) *cobra.Command {
+	return newRootRan(env, new(bool))
+}
+
+// newRootRan is newRoot that sets *ran when a command's own code runs, so
+// Main can tell cobra's argument and flag errors (usage, exit 2) from the
+// command's.
+func newRootRan(env *Env, ran *bool) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "edgepipe",
+		Short: "convert models for edge devices, gate them on quality, publish verified artifacts",
+		Long: "edgepipe " + Version + ": convert models for edge devices, gate them on quality, publish verified artifacts.\n\n" +
+			exitCodesHelp,
+		Version:                    VersionString(),
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		SuggestionsMinimumDistance: 2,
 	}
-	fmt.Fprintf(w, "\nRun `edgepipe COMMAND -h` for a command's flags.\n\n%s\n", exitCodesHelp)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetVersionTemplate("edgepipe {{.Version}}\n")
+	root.Flags().BoolP("version", "V", false, "print edgepipe's version and exit")
+	root.SetFlagErrorFunc(flagError)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(completionCommand(env))
+	for _, c := range commands() {
+		name, _, _ := strings.Cut(c.use, " ")
+		cmd := &cobra.Command{
+			Use:               c.use,
+			Short:             c.summary,
+			Long:              strings.TrimSpace(c.summary+".\n\n"+c.long) + "\n\n" + exitCodesHelp,
+			Args:              cobra.ArbitraryArgs,
+			ValidArgsFunction: c.complete,
+		}
+		run := c.define(env, cmd.Flags())
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			*ran = true
+			return run(cmd.Context(), args)
+		}
+		cmd.SetFlagErrorFunc(flagError)
+		registerFlagCompletions(name, cmd)
+		root.AddCommand(cmd)
+	}
+	return root
+}
+
+// flagError is a usage error that names the closest flag, instead of the
+// whole usage text.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		if c := suggest.Closest(name, names); c != "" {
+			msg += fmt.Sprintf("; did you mean --%s?", c)
+		}
+	}
+	return usageErr("%s (see `%s --help`)", msg, cmd.CommandPath())
 }
 
 // Main runs edgepipe with args (without the program name) and returns the
@@ -125,35 +222,25 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(env.Stdout)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
+	var ran bool
+	root := newRootRan(env, &ran)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !ran && !isExitError(err) {
+		// cobra's own: an unknown command (its message carries the "did
+		// you mean"), or arguments a command cobra provides refused.
+		err = usageErr("%s", strings.TrimSpace(err.Error()))
 	}
-	if args[0] == "--version" {
-		args[0] = "version"
-	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return exitCode(env, c.run(ctx, env, args[1:]))
-		}
-	}
-	var names []string
-	for _, c := range commands {
-		names = append(names, c.name)
-	}
-	sort.Strings(names)
-	fmt.Fprintf(env.Stderr, "edgepipe: unknown command %q; commands: %s\n", args[0], strings.Join(names, ", "))
-	return ExitUsage
+	return exitCode(env, err)
+}
+
+func isExitError(err error) bool {
+	var ee *ExitError
+	return errors.As(err, &ee)
 }
 
 func exitCode(env *Env, err error) int {
 	if err == nil {
-		return ExitOK
-	}
-	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
 	var diags recipe.Diagnostics
@@ -179,43 +266,6 @@ func exitCode(env *Env, err error) int {
 	return ExitStepFailed
 }
 
-// flagSet makes a FlagSet that prints its usage to the env.
-func flagSet(env *Env, name, usageLine string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "Usage: edgepipe %s\n\nFlags:\n", usageLine)
-		fs.PrintDefaults()
-	}
-	if env.onFlagSet != nil {
-		env.onFlagSet(fs)
-	}
-	return fs
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments (`edgepipe run recipe.yaml -j 2`).
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &ExitError{Code: ExitUsage, Err: errors.New("")}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // common flags shared by the commands that load a recipe and a cache.
 type common struct {
 	cacheDir  string
@@ -224,6 +274,7 @@ type common struct {
 	json      bool
 	out       string
 	verbose   bool
+	quiet     bool
 	toolPath  string
 	maxMemGB  float64
 	force     bool
@@ -232,15 +283,16 @@ type common struct {
 	noPush    bool
 }
 
-func (c *common) register(fs *flag.FlagSet, env *Env, runFlags bool) {
+func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
 	fs.StringVar(&c.cacheDir, "cache-dir", env.Getenv("EDGEPIPE_CACHE"), "cache folder (env EDGEPIPE_CACHE; default ~/.cache/edgepipe)")
 	fs.StringVar(&c.toolPath, "tool-path", env.Getenv("EDGEPIPE_TOOL_PATH"), "folders searched first for tools by name, ':'-separated (env EDGEPIPE_TOOL_PATH)")
 	fs.BoolVar(&c.json, "json", false, "machine-readable output (run: JSON-lines events)")
-	fs.BoolVar(&c.verbose, "v", false, "verbose: copy tool output to the terminal")
+	fs.BoolVarP(&c.verbose, "verbose", "v", false, "verbose: copy tool output to the terminal")
+	fs.BoolVarP(&c.quiet, "quiet", "q", false, "quiet: no progress lines, only errors and the run's summary")
 	if !runFlags {
 		return
 	}
-	fs.IntVar(&c.jobs, "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
+	fs.IntVarP(&c.jobs, "jobs", "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.BoolVar(&c.keepGoing, "keep-going", false, "after a failure, finish independent branches")
 	fs.StringVar(&c.out, "out", "", "publish folder (default artifacts/<recipe name>)")
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,12 +14,12 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
-	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -34,88 +33,66 @@ type ceilingTarget struct {
 	Devices  []catalog.CeilingRow `json:"devices,omitempty"`
 }
 
-func cmdCeiling(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "ceiling", "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]")
+func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 	modelGB := fs.Float64("model-gb", 0, "model size in GB (1e9 bytes), e.g. 4.7 for an 8B model at 4 bits")
 	recipePath := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
 	out := fs.String("out", "", "where the recipe's artifacts were published (default artifacts/<recipe name>)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 || (*modelGB > 0) == (*recipePath != "") {
-		return usageErr("ceiling takes --model-gb GB or --recipe RECIPE, e.g. edgepipe ceiling --model-gb 4.7")
-	}
-	if *modelGB > 0 {
-		rows := catalog.Ceilings(*modelGB)
-		if *asJSON {
-			return writeJSON(env.Stdout, struct {
-				ModelGB float64              `json:"model_gb"`
-				Devices []catalog.CeilingRow `json:"devices"`
-			}{*modelGB, rows})
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 || (*modelGB > 0) == (*recipePath != "") {
+			return usageErr("ceiling takes --model-gb GB or --recipe RECIPE, e.g. edgepipe ceiling --model-gb 4.7")
 		}
-		fmt.Fprintf(env.Stdout, "Decode ceiling of a %g GB model: memory bandwidth / model size (decoding reads every weight once a token).\n", *modelGB)
-		return ceilingTable(env.Stdout, rows, "")
-	}
+		if *modelGB > 0 {
+			rows := catalog.Ceilings(*modelGB)
+			if *asJSON {
+				return writeJSON(env.Stdout, struct {
+					ModelGB float64              `json:"model_gb"`
+					Devices []catalog.CeilingRow `json:"devices"`
+				}{*modelGB, rows})
+			}
+			fmt.Fprintf(env.Stdout, "Decode ceiling of a %g GB model: memory bandwidth / model size (decoding reads every weight once a token).\n", *modelGB)
+			return ceilingTable(env.Stdout, rows, "")
+		}
 
-	r, err := recipe.Load(*recipePath, plan.Catalog{}, append(steps.Names(), "publish"))
-	if err != nil {
-		return err
-	}
-	outDir := *out
-	if outDir == "" {
-		outDir = filepath.Join("artifacts", r.Name)
-	}
-	model := edge.ResolveModel(r.Model.Source, r.Dir())
-	var targets []ceilingTarget
-	for _, t := range r.Targets {
-		ct := ceilingTarget{Target: t.Name, Device: t.Device, Format: t.Format}
-		ct.ModelGB, ct.SizeFrom = targetSize(filepath.Join(outDir, t.Name), t.Format, model)
-		if ct.ModelGB > 0 {
-			ct.Devices = catalog.Ceilings(ct.ModelGB)
-		}
-		targets = append(targets, ct)
-	}
-	if *asJSON {
-		return writeJSON(env.Stdout, struct {
-			Recipe  string          `json:"recipe"`
-			Targets []ceilingTarget `json:"targets"`
-		}{r.Name, targets})
-	}
-	for i, ct := range targets {
-		if i > 0 {
-			fmt.Fprintln(env.Stdout)
-		}
-		if ct.ModelGB <= 0 {
-			fmt.Fprintf(env.Stdout, "target %s (%s for %s): size unknown: %s\n", ct.Target, ct.Format, ct.Device, ct.SizeFrom)
-			continue
-		}
-		fmt.Fprintf(env.Stdout, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
-		if err := ceilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
+		r, err := recipe.Load(*recipePath, plan.Catalog{}, append(steps.Names(), "publish"))
+		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// targetSize is the published artifact's size when there is one, else
-// parameters x the format's bits a weight.
-func targetSize(dir, format string, model edge.Model) (float64, string) {
-	m, err := manifest.Read(dir)
-	if err == nil && m.Metrics.SizeBytes != nil && *m.Metrics.SizeBytes > 0 {
-		return float64(*m.Metrics.SizeBytes) / 1e9, fmt.Sprintf("published (%s metrics.size_bytes)", filepath.Join(dir, manifest.FileName))
-	}
-	f, ferr := catalog.ParseFormat(format)
-	if ferr != nil || !model.HasParams() {
-		why := "not published yet, and the model's parameter count is unknown at plan time"
-		if len(model.Notes) > 0 {
-			why += " (" + strings.Join(model.Notes, "; ") + ")"
+		outDir := *out
+		if outDir == "" {
+			outDir = filepath.Join("artifacts", r.Name)
 		}
-		return 0, why
+		model := edge.ResolveModel(r.Model.Source, r.Dir())
+		var targets []ceilingTarget
+		for _, t := range r.Targets {
+			ct := ceilingTarget{Target: t.Name, Device: t.Device, Format: t.Format}
+			ct.ModelGB, ct.SizeFrom = edge.TargetSize(filepath.Join(outDir, t.Name), t.Format, model)
+			if ct.ModelGB > 0 {
+				ct.Devices = catalog.Ceilings(ct.ModelGB)
+			}
+			targets = append(targets, ct)
+		}
+		if *asJSON {
+			return writeJSON(env.Stdout, struct {
+				Recipe  string          `json:"recipe"`
+				Targets []ceilingTarget `json:"targets"`
+			}{r.Name, targets})
+		}
+		for i, ct := range targets {
+			if i > 0 {
+				fmt.Fprintln(env.Stdout)
+			}
+			if ct.ModelGB <= 0 {
+				fmt.Fprintf(env.Stdout, "target %s (%s for %s): size unknown: %s\n", ct.Target, ct.Format, ct.Device, ct.SizeFrom)
+				continue
+			}
+			fmt.Fprintf(env.Stdout, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
+			if err := ceilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return catalog.EstimateWeightsGB(model.Shape.Params, f),
-		fmt.Sprintf("estimated (not published yet): %s parameters x %g bits a weight", edge.Params(model.Shape.Params), f.BitsPerWeight)
 }
 
 func ceilingTable(w io.Writer, rows []catalog.CeilingRow, mark string) error {
@@ -152,7 +129,7 @@ type pickFlags struct {
 	format          string
 }
 
-func (p *pickFlags) register(fs *flag.FlagSet) {
+func (p *pickFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", "))
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
 	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
@@ -238,40 +215,37 @@ type pickStep struct {
 	Kind string `json:"kind"`
 }
 
-func cmdPick(ctx context.Context, env *Env, args []string) error {
+func cmdPick(env *Env, fs *pflag.FlagSet) runFunc {
 	var pf pickFlags
-	fs := flagSet(env, "pick", "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]")
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("pick takes flags only, e.g. edgepipe pick --platform ios --model builtin:smollm2-135m")
-	}
-	pk, err := pf.pick()
-	if err != nil {
-		return err
-	}
-	name := edge.RecipeName(pk.Platform)
-	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: name, Source: pf.model})
-	stepList, expandErr := pipelineFor(name+".yaml", data)
-	missing, instead := "", ""
-	if expandErr != nil {
-		missing = diagText(expandErr)
-		instead = buildableInstead(pf, pk)
-	}
-	if *asJSON {
-		pj := pickJSON{Pick: pk, PipelineMissing: missing, Instead: instead}
-		for _, s := range stepList {
-			pj.Steps = append(pj.Steps, pickStep{s.ID, s.Kind})
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return usageErr("pick takes flags only, e.g. edgepipe pick --platform ios --model builtin:smollm2-135m")
 		}
-		return writeJSON(env.Stdout, pj)
+		pk, err := pf.pick()
+		if err != nil {
+			return err
+		}
+		name := edge.RecipeName(pk.Platform)
+		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: name, Source: pf.model})
+		stepList, expandErr := pipelineFor(name+".yaml", data)
+		missing, instead := "", ""
+		if expandErr != nil {
+			missing = diagText(expandErr)
+			instead = buildableInstead(pf, pk)
+		}
+		if *asJSON {
+			pj := pickJSON{Pick: pk, PipelineMissing: missing, Instead: instead}
+			for _, s := range stepList {
+				pj.Steps = append(pj.Steps, pickStep{s.ID, s.Kind})
+			}
+			return writeJSON(env.Stdout, pj)
+		}
+		printPick(env.Stdout, pk, stepList, missing, instead)
+		fmt.Fprintf(env.Stdout, "\nWrite it as a recipe: %s -o recipes/%s.yaml\n", pf.commandLine("init"), name)
+		return nil
 	}
-	printPick(env.Stdout, pk, stepList, missing, instead)
-	fmt.Fprintf(env.Stdout, "\nWrite it as a recipe: %s -o recipes/%s.yaml\n", pf.commandLine("init"), name)
-	return nil
 }
 
 // diagText flattens diagnostics into one line: "message (hint)".
@@ -384,84 +358,56 @@ func printPick(w io.Writer, pk edge.Pick, stepList []*plan.Step, missing, instea
 	list("notes", pr.Notes)
 }
 
-func cmdInit(ctx context.Context, env *Env, args []string) error {
+func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 	var pf pickFlags
-	fs := flagSet(env, "init", "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force] [pick's budget flags]")
 	pf.register(fs)
-	out := fs.String("o", "", "recipe file to write, e.g. recipes/iphone.yaml")
+	out := fs.StringP("output", "o", "", "recipe file to write, e.g. recipes/iphone.yaml")
 	name := fs.String("name", "", "recipe name (default: from the file name)")
 	force := fs.Bool("force", false, "overwrite an existing file")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 || *out == "" {
-		return usageErr("init writes the recipe named by -o, e.g. edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml")
-	}
-	pk, err := pf.pick()
-	if err != nil {
-		return err
-	}
-	recipeName := *name
-	if recipeName == "" {
-		recipeName = edge.RecipeName(filepath.Base(*out))
-	}
-	source, err := sourceFromRecipe(pf.model, *out)
-	if err != nil {
-		return err
-	}
-	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
-	// The written file must parse and validate: a recipe that does not is
-	// a bug here, not the user's to find.
-	_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
-	if err != nil {
-		var diags recipe.Diagnostics
-		if errors.As(err, &diags) && *name != "" {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe would not be valid: %s", diagText(err))}
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 || *out == "" {
+			return usageErr("init writes the recipe named by -o, e.g. edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml")
 		}
-		return fmt.Errorf("init wrote a recipe that does not validate (a bug in edgepipe): %s", diagText(err))
-	}
-	if err := writeNew(*out, data, *force); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s\n", *out, pk.Platform, pk.Format, pk.Device)
-	for _, w := range pk.Warnings {
-		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
-	}
-	if _, err := pipelineFor(*out, data); err != nil {
-		fmt.Fprintf(env.Stdout, "note: this build cannot run it yet: %s\n", diagText(err))
-		if instead := buildableInstead(pf, pk); instead != "" {
-			fmt.Fprintf(env.Stdout, "note: meanwhile %s\n", strings.Replace(instead, "edgepipe pick", "edgepipe init", 1)+" -o "+*out+" --force")
+		pk, err := pf.pick()
+		if err != nil {
+			return err
 		}
-	} else {
-		fmt.Fprintf(env.Stdout, "next: edgepipe plan %s\n", *out)
+		recipeName := *name
+		if recipeName == "" {
+			recipeName = edge.RecipeName(filepath.Base(*out))
+		}
+		source, err := edge.SourceFromRecipe(pf.model, *out)
+		if err != nil {
+			return err
+		}
+		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
+		// The written file must parse and validate: a recipe that does not is
+		// a bug here, not the user's to find.
+		_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
+		if err != nil {
+			var diags recipe.Diagnostics
+			if errors.As(err, &diags) && *name != "" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe would not be valid: %s", diagText(err))}
+			}
+			return fmt.Errorf("init wrote a recipe that does not validate (a bug in edgepipe): %s", diagText(err))
+		}
+		if err := writeNew(*out, data, *force); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s\n", *out, pk.Platform, pk.Format, pk.Device)
+		for _, w := range pk.Warnings {
+			fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+		}
+		if _, err := pipelineFor(*out, data); err != nil {
+			fmt.Fprintf(env.Stdout, "note: this build cannot run it yet: %s\n", diagText(err))
+			if instead := buildableInstead(pf, pk); instead != "" {
+				fmt.Fprintf(env.Stdout, "note: meanwhile %s\n", strings.Replace(instead, "edgepipe pick", "edgepipe init", 1)+" -o "+*out+" --force")
+			}
+		} else {
+			fmt.Fprintf(env.Stdout, "next: edgepipe plan %s\n", *out)
+		}
+		return nil
 	}
-	return nil
-}
-
-// sourceFromRecipe rewrites a local model folder relative to the recipe's
-// folder, which is what recipes resolve it against.
-func sourceFromRecipe(source, recipePath string) (string, error) {
-	if !steps.IsLocalSource(source) || filepath.IsAbs(source) {
-		return source, nil
-	}
-	absSrc, err := filepath.Abs(source)
-	if err != nil {
-		return "", err
-	}
-	absDir, err := filepath.Abs(filepath.Dir(recipePath))
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(absDir, absSrc)
-	if err != nil {
-		return absSrc, nil
-	}
-	rel = filepath.ToSlash(rel)
-	if !strings.HasPrefix(rel, ".") {
-		rel = "./" + rel
-	}
-	return rel, nil
 }
 
 // writeNew creates path with data, refusing to replace a file unless

@@ -1,18 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/tools"
 
-	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -22,6 +23,9 @@ import (
 func loadPlan(path string) (*plan.Plan, error) {
 	if path == "" {
 		return nil, usageErr("name a recipe file, e.g. edgepipe run recipes/demo.yaml")
+	}
+	if err := recipeFile(path); err != nil {
+		return nil, err
 	}
 	// Load validates whatever parsed cleanly even when parsing found
 	// problems, so a mistyped key and an unknown device show up together.
@@ -74,51 +78,29 @@ func (c *common) openCache(env *Env) (*cache.Cache, error) {
 	return ca, nil
 }
 
-// toolResolver builds the tool resolver: recipe overrides, then --tool-path, then
-// the installed toolchains.
+// toolResolver builds the tool resolver: recipe overrides, then
+// --tool-path, then the installed toolchains.
 func (c *common) toolResolver(pl *plan.Plan, cacheRoot string) *tools.Resolver {
-	tr := &tools.Resolver{Toolchains: installedToolchains{cacheRoot: cacheRoot}}
-	if c.toolPath != "" {
-		for _, d := range strings.Split(c.toolPath, string(os.PathListSeparator)) {
-			if d != "" {
-				tr.Path = append(tr.Path, d)
-			}
-		}
-	}
+	var r *recipe.Recipe
 	if pl != nil {
-		for _, tc := range pl.Recipe.Toolchains {
-			for name, p := range tc.Tools {
-				if tr.Overrides == nil {
-					tr.Overrides = map[string]string{}
-				}
-				if !filepath.IsAbs(p) && strings.Contains(p, "/") {
-					p = filepath.Join(pl.Recipe.Dir(), p)
-				}
-				tr.Overrides[name] = p
-			}
-			if tc.Python != "" {
-				tr.Python = tc.Python
-			}
-		}
+		r = pl.Recipe
 	}
-	return tr
+	return tools.ForRecipe(r, c.toolPath, toolchain.Finder{CacheRoot: cacheRoot})
 }
 
-// dataResolver resolves builtin:NAME to the text shipped in the binary
-// (written once into the cache) and anything else to a path relative to
-// the recipe.
-func dataResolver(cacheRoot, recipeDir string) func(ref string) (string, error) {
-	return func(ref string) (string, error) {
-		if name, ok := strings.CutPrefix(ref, "builtin:"); ok {
-			return data.Materialize(name, filepath.Join(cacheRoot, "data"))
-		}
-		p := ref
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(recipeDir, p)
-		}
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("data file %s: %w: fix the path under data: in the recipe (paths are relative to the recipe file)", ref, err)
-		}
-		return p, nil
+// recipeFile refuses, as a usage error, a recipe path that is not a
+// regular file: missing, a folder, a device or a pipe (which would block).
+func recipeFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageErr("recipe %s does not exist: check the path (recipes/ holds the examples)", path)
+	case err != nil:
+		return usageErr("recipe %s: %v", path, err)
+	case st.IsDir():
+		return usageErr("%s is a folder: name the recipe file in it (e.g. %s)", path, filepath.Join(path, "demo.yaml"))
+	case !st.Mode().IsRegular():
+		return usageErr("recipe %s is not a regular file: give a YAML file", path)
 	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/engine"
 	"github.com/edgepipe/edgepipe/internal/lock"
 	"github.com/edgepipe/edgepipe/internal/runreport"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/plan"
 
@@ -21,60 +22,58 @@ import (
 
 // cmdLock resolves a recipe afresh (a branch is fetched again to see where
 // it points now) and writes RECIPE.lock.
-func cmdLock(ctx context.Context, env *Env, args []string) error {
+func cmdLock(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "lock", "lock [flags] RECIPE")
 	c.register(fs, env, false)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("lock takes one recipe file, e.g. edgepipe lock recipes/demo.yaml")
-	}
-	pl, err := loadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	eng, cacheRoot, _, err := c.engine(env, pl, nil)
-	if err != nil {
-		return err
-	}
-	rep := newReporter(env, c.json, 1)
-	eng.SetOnEvent(rep.event)
-	eng.SetOnProgress(rep.progress)
-	now, err := lock.Resolve(ctx, eng, pl, cacheRoot, Version, true)
-	rep.done()
-	if err != nil {
-		return err
-	}
-	path := lockfile.PathFor(pos[0])
-	old, err := lockfile.Read(path)
-	if err != nil {
-		old = nil // unreadable: replaced below
-	}
-	status := "written"
-	var changes []lockfile.Change
-	if old != nil {
-		changes = lockfile.Diff(old, now)
-		status = "updated"
-		if len(changes) == 0 {
-			status = "unchanged"
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("lock takes one recipe file, e.g. edgepipe lock recipes/demo.yaml")
 		}
-	}
-	if status != "unchanged" {
-		if err := lockfile.Write(path, now); err != nil {
+		pl, err := loadPlan(pos[0])
+		if err != nil {
 			return err
 		}
+		eng, cacheRoot, _, err := c.engine(env, pl, nil)
+		if err != nil {
+			return err
+		}
+		rep := newReporter(env, c.json, 1)
+		rep.quiet = c.quiet
+		eng.SetOnEvent(rep.event)
+		eng.SetOnProgress(rep.progress)
+		now, err := lock.Resolve(ctx, eng, pl, cacheRoot, Version, true)
+		rep.done()
+		if err != nil {
+			return err
+		}
+		path := lockfile.PathFor(pos[0])
+		old, err := lockfile.Read(path)
+		if err != nil {
+			old = nil // unreadable: replaced below
+		}
+		status := "written"
+		var changes []lockfile.Change
+		if old != nil {
+			changes = lockfile.Diff(old, now)
+			status = "updated"
+			if len(changes) == 0 {
+				status = "unchanged"
+			}
+		}
+		if status != "unchanged" {
+			if err := lockfile.Write(path, now); err != nil {
+				return err
+			}
+		}
+		if c.json {
+			return json.NewEncoder(env.Stdout).Encode(lockEvent{Event: "lock", Path: path, Status: status, Changes: changes})
+		}
+		fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", path, status, lockSummary(now))
+		for _, ch := range changes {
+			fmt.Fprintf(env.Stdout, "  %s\n", ch)
+		}
+		return nil
 	}
-	if c.json {
-		return json.NewEncoder(env.Stdout).Encode(lockEvent{Event: "lock", Path: path, Status: status, Changes: changes})
-	}
-	fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", path, status, lockSummary(now))
-	for _, ch := range changes {
-		fmt.Fprintf(env.Stdout, "  %s\n", ch)
-	}
-	return nil
 }
 
 // lockEvent is the JSON line lock and run --json print about the lock.

@@ -15,141 +15,137 @@ import (
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/internal/report"
+	"github.com/spf13/pflag"
 )
 
-func cmdVersion(ctx context.Context, env *Env, args []string) error {
-	fmt.Fprintf(env.Stdout, "edgepipe %s\n", Version)
-	return nil
+func cmdVersion(env *Env, _ *pflag.FlagSet) runFunc {
+	return func(context.Context, []string) error {
+		fmt.Fprintf(env.Stdout, "edgepipe %s\n", VersionString())
+		return nil
+	}
 }
 
-func cmdVerify(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "verify", "verify [--key PUB.pem] DIR...")
+func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 	keyPath := fs.String("key", "", "check the provenance signature with this public key (`PUB.pem`); a folder that is not signed by it fails")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) == 0 {
+			return usageErr("verify takes the published folder(s) to check, e.g. edgepipe verify artifacts/demo/laptop-q4km")
+		}
+		var pub crypto.PublicKey
+		var err error
+		if *keyPath != "" {
+			if pub, err = loadPublicKey(*keyPath); err != nil {
+				return err
+			}
+		}
+		bad := 0
+		for _, dir := range pos {
+			problems, err := manifest.VerifyContext(ctx, dir)
+			if err != nil {
+				return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
+			}
+			prov, err := provenance.Check(dir, pub)
+			if err != nil {
+				return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
+			}
+			if len(problems) == 0 && len(prov.Problems) == 0 {
+				fmt.Fprintf(env.Stdout, "%s: ok; %s\n", dir, provenanceSummary(prov))
+				continue
+			}
+			bad++
+			for _, p := range problems {
+				fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
+			}
+			for _, p := range prov.Problems {
+				fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
+			}
+		}
+		if bad > 0 {
+			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d folder(s) differ from their manifest or provenance", bad)}
+		}
+		return nil
 	}
-	if len(pos) == 0 {
-		return usageErr("verify takes the published folder(s) to check, e.g. edgepipe verify artifacts/demo/laptop-q4km")
-	}
-	var pub crypto.PublicKey
-	if *keyPath != "" {
-		if pub, err = loadPublicKey(*keyPath); err != nil {
-			return err
-		}
-	}
-	bad := 0
-	for _, dir := range pos {
-		problems, err := manifest.VerifyContext(ctx, dir)
-		if err != nil {
-			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
-		}
-		prov, err := provenance.Check(dir, pub)
-		if err != nil {
-			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
-		}
-		if len(problems) == 0 && len(prov.Problems) == 0 {
-			fmt.Fprintf(env.Stdout, "%s: ok; %s\n", dir, provenanceSummary(prov))
-			continue
-		}
-		bad++
-		for _, p := range problems {
-			fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
-		}
-		for _, p := range prov.Problems {
-			fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
-		}
-	}
-	if bad > 0 {
-		return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("%d folder(s) differ from their manifest or provenance", bad)}
-	}
-	return nil
 }
 
-func cmdCache(ctx context.Context, env *Env, args []string) error {
+func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "cache", "cache ls | cache gc [--older-than DURATION]")
 	c.register(fs, env, false)
 	olderThan := fs.Duration("older-than", 0, "gc: also remove entries not used for this long (e.g. 720h); 0 keeps every complete entry")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || (pos[0] != "ls" && pos[0] != "gc") {
-		return usageErr("usage: edgepipe cache ls | edgepipe cache gc")
-	}
-	ca, err := c.openCache(env)
-	if err != nil {
-		return err
-	}
-	switch pos[0] {
-	case "ls":
-		ents, err := ca.List()
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 || (pos[0] != "ls" && pos[0] != "gc") {
+			return usageErr("usage: edgepipe cache ls | edgepipe cache gc")
+		}
+		ca, err := c.openCache(env)
 		if err != nil {
 			return err
 		}
-		if c.json {
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(ents)
-		}
-		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tKIND\tSTEP\tSIZE\tCREATED")
-		var total int64
-		for _, e := range ents {
-			var size int64
-			for _, f := range e.Tree.Files {
-				size += f.Size
+		switch pos[0] {
+		case "ls":
+			ents, err := ca.List()
+			if err != nil {
+				return err
 			}
-			total += size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, report.HumanBytes(size), e.Created.Local().Format(time.DateTime))
+			if c.json {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(ents)
+			}
+			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tKIND\tSTEP\tSIZE\tCREATED")
+			var total int64
+			for _, e := range ents {
+				var size int64
+				for _, f := range e.Tree.Files {
+					size += f.Size
+				}
+				total += size
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, report.HumanBytes(size), e.Created.Local().Format(time.DateTime))
+			}
+			tw.Flush()
+			fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), report.HumanBytes(total), ca.Root())
+		case "gc":
+			cutoff := time.Now().Add(-*olderThan)
+			removed, freed, err := ca.GC(ctx, func(e cache.Entry) bool {
+				return *olderThan == 0 || e.Created.After(cutoff)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, report.HumanBytes(freed))
 		}
-		tw.Flush()
-		fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), report.HumanBytes(total), ca.Root())
-	case "gc":
-		cutoff := time.Now().Add(-*olderThan)
-		removed, freed, err := ca.GC(ctx, func(e cache.Entry) bool {
-			return *olderThan == 0 || e.Created.After(cutoff)
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, report.HumanBytes(freed))
+		return nil
 	}
-	return nil
 }
 
-func cmdDevices(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "devices", "devices [--json]")
+func cmdDevices(env *Env, fs *pflag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the catalog as JSON")
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	devs := catalog.Devices()
-	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(devs)
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tBANDWIDTH GB/s\tMEMORY GB\tNPU TOPS\tOBSERVED\tFORMATS")
-	for _, d := range devs {
-		tops := "-"
-		if d.NPUTOPS > 0 {
-			tops = fmt.Sprint(d.NPUTOPS)
+	return func(ctx context.Context, _ []string) error {
+		devs := catalog.Devices()
+		if *asJSON {
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(devs)
 		}
-		var formats []string
-		for _, rt := range d.Runtimes {
-			formats = append(formats, rt.Formats...)
+		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tBANDWIDTH GB/s\tMEMORY GB\tNPU TOPS\tOBSERVED\tFORMATS")
+		for _, d := range devs {
+			tops := "-"
+			if d.NPUTOPS > 0 {
+				tops = fmt.Sprint(d.NPUTOPS)
+			}
+			var formats []string
+			for _, rt := range d.Runtimes {
+				formats = append(formats, rt.Formats...)
+			}
+			// The first observation only; --json and `edgepipe ceiling` have all.
+			observed := "-"
+			if len(d.Observed) > 0 {
+				observed = fmt.Sprintf("%g tok/s (%s)", d.Observed[0].TokS, d.Observed[0].Model)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%s\t%s\t%s\n", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, tops, observed, strings.Join(dedupe(formats), " "))
 		}
-		// The first observation only; --json and `edgepipe ceiling` have all.
-		observed := "-"
-		if len(d.Observed) > 0 {
-			observed = fmt.Sprintf("%g tok/s (%s)", d.Observed[0].TokS, d.Observed[0].Model)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%s\t%s\t%s\n", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, tops, observed, strings.Join(dedupe(formats), " "))
+		return tw.Flush()
 	}
-	return tw.Flush()
 }
 
 func dedupe(in []string) []string {

@@ -26,8 +26,10 @@ import (
 // terminal, one plain line per event otherwise (no carriage returns in CI
 // logs).
 type reporter struct {
-	env   *Env
-	json  bool
+	env  *Env
+	json bool
+	// quiet prints only failures (the summary comes after the run).
+	quiet bool
 	bar   *progressbar.ProgressBar
 	mu    sync.Mutex
 	total int
@@ -96,6 +98,9 @@ func (r *reporter) event(ev event.Event) {
 	if r.json {
 		b, _ := json.Marshal(ev)
 		fmt.Fprintln(r.env.Stdout, string(b))
+		return
+	}
+	if r.quiet && ev.Type != event.Failed && ev.Type != event.PushFailed {
 		return
 	}
 	line := r.line(ev)

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/engine"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/reproduce"
@@ -19,92 +21,91 @@ import (
 // cmdReproduce rebuilds published folders from the recipe, source revision
 // and toolchains their manifests record, in a scratch cache, and compares
 // every file.
-func cmdReproduce(ctx context.Context, env *Env, args []string) error {
+func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "reproduce", "reproduce [flags] DIR...")
 	c.register(fs, env, false)
-	fs.IntVar(&c.jobs, "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
+	fs.IntVarP(&c.jobs, "jobs", "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
 	recipeFlag := fs.String("recipe", "", "the recipe `FILE`, when it is not at the path the manifest records (it must have the recorded sha256)")
 	scratchFlag := fs.String("scratch", "", "`DIR` for the scratch cache and the rebuilt folders (default: a new temporary folder)")
 	keep := fs.Bool("keep", false, "keep the scratch folder (the rebuilt folders and their logs) afterwards")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return usageErr("reproduce takes published folders, e.g. edgepipe reproduce artifacts/demo/laptop-q8")
-	}
-	pubs := make([]*manifest.Manifest, len(pos))
-	for i, dir := range pos {
-		if pubs[i], err = manifest.Read(dir); err != nil {
-			return usageErr("%s is not a published folder: %v", dir, err)
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) == 0 {
+			return usageErr("reproduce takes published folders, e.g. edgepipe reproduce artifacts/demo/laptop-q8")
 		}
-	}
-	recipe, err := reproduce.RecipeOf(pos, pubs, *recipeFlag)
-	if err != nil {
-		return refusal(err)
-	}
-	pl, err := loadPlan(recipe)
-	if err != nil {
-		return err
-	}
-	userRoot, err := c.cacheRoot(env)
-	if err != nil {
-		return err
-	}
-	scratch, cleanup, err := scratchFolder(*scratchFlag, *keep)
-	if err != nil {
-		return err
-	}
-	defer func() { cleanup() }()
-	jobs, memGB := c.budgets(pl)
-	opt := engine.Options{Jobs: jobs, MaxMemoryMB: int64(memGB * 1024), Tools: c.toolResolver(pl, userRoot),
-		Data: dataResolver(filepath.Join(scratch, "cache"), pl.Recipe.Dir()), Version: Version}
-	if c.verbose {
-		opt.Verbose = env.Stderr
-	}
-	var rep *reporter
-	reports, res, err := reproduce.Run(ctx, reproduce.Rebuild{Dirs: pos, Pubs: pubs, Plan: pl, UserRoot: userRoot,
-		Scratch: scratch, Options: opt, Version: Version,
-		Setup: func(eng *engine.Engine, steps int) {
-			rep = newReporter(env, c.json, steps)
-			eng.SetOnEvent(rep.event)
-			eng.SetOnProgress(rep.progress)
-		},
-		Notes: func(n string) { rep.raw(noteLine(c.json, n)) }})
-	if rep == nil {
-		rep = newReporter(env, c.json, 0)
-	}
-	rep.done()
-	if err != nil {
-		if res != nil && !engine.IsInterrupted(err) {
-			// The logs the error points at are in the scratch folder.
-			cleanup = func() {}
-			rep.raw(noteLine(c.json, "kept "+scratch+" for the failed step's log"))
-			return runError(res, err)
+		pubs := make([]*manifest.Manifest, len(pos))
+		var err error
+		for i, dir := range pos {
+			if pubs[i], err = manifest.Read(dir); err != nil {
+				return usageErr("%s is not a published folder: %v", dir, err)
+			}
 		}
-		return refusal(err)
-	}
-	code := ExitOK
-	for _, r := range reports {
-		if !r.Identical {
-			code = ExitNotReproduced
+		recipe, err := reproduce.RecipeOf(pos, pubs, *recipeFlag)
+		if err != nil {
+			return refusal(err)
 		}
+		pl, err := loadPlan(recipe)
+		if err != nil {
+			return err
+		}
+		userRoot, err := c.cacheRoot(env)
+		if err != nil {
+			return err
+		}
+		scratch, cleanup, err := scratchFolder(*scratchFlag, *keep)
+		if err != nil {
+			return err
+		}
+		defer func() { cleanup() }()
+		jobs, memGB := c.budgets(pl)
+		opt := engine.Options{Jobs: jobs, MaxMemoryMB: int64(memGB * 1024), Tools: c.toolResolver(pl, userRoot),
+			Data: data.Resolver(filepath.Join(scratch, "cache"), pl.Recipe.Dir()), Version: Version}
+		if c.verbose {
+			opt.Verbose = env.Stderr
+		}
+		var rep *reporter
+		reports, res, err := reproduce.Run(ctx, reproduce.Rebuild{Dirs: pos, Pubs: pubs, Plan: pl, UserRoot: userRoot,
+			Scratch: scratch, Options: opt, Version: Version,
+			Setup: func(eng *engine.Engine, steps int) {
+				rep = newReporter(env, c.json, steps)
+				rep.quiet = c.quiet
+				eng.SetOnEvent(rep.event)
+				eng.SetOnProgress(rep.progress)
+			},
+			Notes: func(n string) { rep.raw(noteLine(c.json, n)) }})
+		if rep == nil {
+			rep = newReporter(env, c.json, 0)
+		}
+		rep.done()
+		if err != nil {
+			if res != nil && !engine.IsInterrupted(err) {
+				// The logs the error points at are in the scratch folder.
+				cleanup = func() {}
+				rep.raw(noteLine(c.json, "kept "+scratch+" for the failed step's log"))
+				return runError(res, err)
+			}
+			return refusal(err)
+		}
+		code := ExitOK
+		for _, r := range reports {
+			if !r.Identical {
+				code = ExitNotReproduced
+			}
+		}
+		if *keep {
+			rep.raw(noteLine(c.json, "kept "+scratch))
+		}
+		if c.json {
+			b, _ := json.Marshal(reproduceFinished{Time: time.Now(), Event: "reproduce-finished", Recipe: recipe, ExitCode: code, Artifacts: reports})
+			fmt.Fprintln(env.Stdout, string(b))
+		} else {
+			printReproduce(env, reports)
+		}
+		if code != ExitOK {
+			return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", countDiffering(reports), len(reports))}
+		}
+		return nil
 	}
-	if *keep {
-		rep.raw(noteLine(c.json, "kept "+scratch))
-	}
-	if c.json {
-		b, _ := json.Marshal(reproduceFinished{Time: time.Now(), Event: "reproduce-finished", Recipe: recipe, ExitCode: code, Artifacts: reports})
-		fmt.Fprintln(env.Stdout, string(b))
-	} else {
-		printReproduce(env, reports)
-	}
-	if code != ExitOK {
-		return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", countDiffering(reports), len(reports))}
-	}
-	return nil
 }
 
 type reproduceFinished struct {

@@ -1,19 +1,20 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
+	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
 
@@ -24,70 +25,66 @@ import (
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
-func cmdValidate(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "validate", "validate RECIPE")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func cmdValidate(env *Env, fs *pflag.FlagSet) runFunc {
+
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("validate takes one recipe file")
+		}
+		p, err := loadPlan(pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "%s: ok (%s, %s)\n", pos[0], plural(len(p.Recipe.Targets), "target"), plural(len(p.Steps), "step"))
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr("validate takes one recipe file")
-	}
-	p, err := loadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "%s: ok (%s, %s)\n", pos[0], plural(len(p.Recipe.Targets), "target"), plural(len(p.Steps), "step"))
-	return nil
 }
 
-func cmdRun(ctx context.Context, env *Env, args []string) error {
+func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "run", "run [flags] RECIPE")
 	c.register(fs, env, true)
 	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
 	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
 	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
-	}
-	pl, err := loadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	lock, err := openLock(pos[0], pl, *locked, *updateLock)
-	if err != nil {
-		return err
-	}
-	eng, cacheRoot, out, err := c.engine(env, pl, nil)
-	if err != nil {
-		return err
-	}
-	if !c.json {
-		for _, d := range plan.Notes(pl) {
-			fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
 		}
-	}
-	rep := newReporter(env, c.json, len(pl.Steps))
-	ci := runreport.New(pl)
-	ci.OutDir = out
-	eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.Event(ev) })
-	eng.SetOnProgress(rep.progress)
-	if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
+		pl, err := loadPlan(pos[0])
+		if err != nil {
+			return err
+		}
+		lock, err := openLock(pos[0], pl, *locked, *updateLock)
+		if err != nil {
+			return err
+		}
+		eng, cacheRoot, out, err := c.engine(env, pl, nil)
+		if err != nil {
+			return err
+		}
+		if !c.json {
+			for _, d := range plan.Notes(pl) {
+				fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
+			}
+		}
+		rep := newReporter(env, c.json, len(pl.Steps))
+		rep.quiet = c.quiet
+		ci := runreport.New(pl)
+		ci.OutDir = out
+		eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.Event(ev) })
+		eng.SetOnProgress(rep.progress)
+		if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
+			rep.done()
+			return err
+		}
+		res, runErr := eng.Run(ctx)
 		rep.done()
-		return err
+		if !c.json {
+			printSummary(env, pl, res, out)
+		}
+		// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
+		return finish(ci, env, *junit, c.json, res, runError(res, runErr))
 	}
-	res, runErr := eng.Run(ctx)
-	rep.done()
-	if !c.json {
-		printSummary(env, pl, res, out)
-	}
-	// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
-	return finish(ci, env, *junit, c.json, res, runError(res, runErr))
 }
 
 // runError picks the exit status: interrupted beats everything, then a
@@ -147,7 +144,7 @@ func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
 		memGB = pl.Recipe.Resources.MaxMemoryGB
 	}
 	if memGB == 0 {
-		memGB = machineMemoryGB()
+		memGB = host.MemoryGB()
 	}
 	return jobs, memGB
 }
@@ -171,7 +168,7 @@ func (c *common) engine(env *Env, pl *plan.Plan, only []string) (*engine.Engine,
 		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
 		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
 		Tools:   c.toolResolver(pl, ca.Root()),
-		Data:    dataResolver(ca.Root(), pl.Recipe.Dir()),
+		Data:    data.Resolver(ca.Root(), pl.Recipe.Dir()),
 		Version: Version, Only: only,
 	}
 	if c.verbose {
@@ -185,92 +182,46 @@ func (c *common) engine(env *Env, pl *plan.Plan, only []string) (*engine.Engine,
 	return engine.NewEngine(pl, opt), ca.Root(), out, nil
 }
 
-// machineMemoryGB reads MemTotal; the memory weights keep steps running at
-// once under it.
-func machineMemoryGB() float64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
-			return kb / (1 << 20)
-		}
-	}
-	return 0
-}
-
-type planJSON struct {
-	Recipe string         `json:"recipe"`
-	Steps  []planStepJSON `json:"steps"`
-}
-
-type planStepJSON struct {
-	ID     string          `json:"id"`
-	Kind   string          `json:"kind"`
-	Needs  []string        `json:"needs"`
-	Target string          `json:"target"`
-	Cache  string          `json:"cache"`
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
-func cmdPlan(ctx context.Context, env *Env, args []string) error {
+func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "plan", "plan [--json] RECIPE")
 	c.register(fs, env, false)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("plan takes one recipe file")
-	}
-	pl, err := loadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	// The source as run would fetch it: pinned by the lock, if any.
-	_, _ = openLock(pos[0], pl, false, false)
-	eng, _, _, err := c.engine(env, pl, nil)
-	if err != nil {
-		return err
-	}
-	status := eng.CacheStatus(ctx)
-	abs, _ := filepath.Abs(pos[0])
-	pj := planJSON{Recipe: abs}
-	for _, s := range pl.Steps {
-		needs := s.Needs
-		if needs == nil {
-			needs = []string{}
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("plan takes one recipe file")
 		}
-		st := status[s.ID]
-		if st != "hit" {
-			st = "miss"
-		}
-		params, err := json.Marshal(s.Params)
+		pl, err := loadPlan(pos[0])
 		if err != nil {
-			return fmt.Errorf("step %s: %w", s.ID, err)
+			return err
 		}
-		pj.Steps = append(pj.Steps, planStepJSON{ID: s.ID, Kind: s.Kind, Needs: needs, Target: s.Target, Cache: st, Params: params})
-	}
-	if c.json {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(pj)
-	}
-	fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", pl.Recipe.Name, plural(len(pl.Recipe.Targets), "target"), plural(len(pl.Steps), "step"))
-	for _, s := range pl.Steps {
-		st := status[s.ID]
-		needs := ""
-		if len(s.Needs) > 0 {
-			needs = " <- " + strings.Join(s.Needs, ", ")
+		// The source as run would fetch it: pinned by the lock, if any.
+		_, _ = openLock(pos[0], pl, false, false)
+		eng, _, _, err := c.engine(env, pl, nil)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
+		status := eng.CacheStatus(ctx)
+		abs, _ := filepath.Abs(pos[0])
+		pj, err := plan.Save(pl, abs, status)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(pj)
+		}
+		fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", pl.Recipe.Name, plural(len(pl.Recipe.Targets), "target"), plural(len(pl.Steps), "step"))
+		for _, s := range pl.Steps {
+			st := status[s.ID]
+			needs := ""
+			if len(s.Needs) > 0 {
+				needs = " <- " + strings.Join(s.Needs, ", ")
+			}
+			fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
+		}
+		printPlanNotes(env, pl)
+		return nil
 	}
-	printPlanNotes(env, pl)
-	return nil
 }
 
 // printPlanNotes says up front what the run will not be able to do on
@@ -288,118 +239,69 @@ func printPlanNotes(env *Env, pl *plan.Plan) {
 	}
 }
 
-func cmdGraph(ctx context.Context, env *Env, args []string) error {
-	fs := flagSet(env, "graph", "graph --format dot|mermaid RECIPE")
+func cmdGraph(env *Env, fs *pflag.FlagSet) runFunc {
 	format := fs.String("format", "dot", "dot or mermaid")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("graph takes one recipe file")
-	}
-	pl, err := loadPlan(pos[0])
-	if err != nil {
-		return err
-	}
-	switch *format {
-	case "dot":
-		fmt.Fprintf(env.Stdout, "digraph %q {\n  rankdir=LR;\n", pl.Recipe.Name)
-		for _, s := range pl.Steps {
-			fmt.Fprintf(env.Stdout, "  %q [label=%q];\n", s.ID, s.ID+"\\n("+s.Kind+")")
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("graph takes one recipe file")
 		}
-		for _, s := range pl.Steps {
-			for _, n := range s.Needs {
-				fmt.Fprintf(env.Stdout, "  %q -> %q;\n", n, s.ID)
-			}
+		pl, err := loadPlan(pos[0])
+		if err != nil {
+			return err
 		}
-		fmt.Fprintln(env.Stdout, "}")
-	case "mermaid":
-		fmt.Fprintln(env.Stdout, "flowchart LR")
-		ids := map[string]string{}
-		for i, s := range pl.Steps {
-			ids[s.ID] = fmt.Sprintf("s%d", i)
-			fmt.Fprintf(env.Stdout, "  %s[\"%s<br/>(%s)\"]\n", ids[s.ID], s.ID, s.Kind)
+		switch *format {
+		case "dot":
+			pl.WriteDot(env.Stdout)
+		case "mermaid":
+			pl.WriteMermaid(env.Stdout)
+		default:
+			return usageErr("--format must be dot or mermaid, not %q", *format)
 		}
-		for _, s := range pl.Steps {
-			for _, n := range s.Needs {
-				fmt.Fprintf(env.Stdout, "  %s --> %s\n", ids[n], ids[s.ID])
-			}
-		}
-	default:
-		return usageErr("--format must be dot or mermaid, not %q", *format)
+		return nil
 	}
-	return nil
 }
 
 // cmdStep runs a single step from a saved plan (`edgepipe plan --json R >
 // plan.json`), as a distributed engine would: the step's needs must
 // already be in the cache.
-func cmdStep(ctx context.Context, env *Env, args []string) error {
+func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "step", "step run PLAN.json STEP-ID")
 	c.register(fs, env, true)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 3 || pos[0] != "run" {
-		return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
-	}
-	b, err := os.ReadFile(pos[1])
-	if err != nil {
-		return usageErr("read the plan: %v", err)
-	}
-	var pj planJSON
-	if err := json.Unmarshal(b, &pj); err != nil {
-		return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
-	}
-	pl, err := loadPlan(pj.Recipe)
-	if err != nil {
-		return err
-	}
-	if err := samePlan(pl, &pj); err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
-	}
-	// The source as the plan saw it: pinned by the lock, if any.
-	_, _ = openLock(pj.Recipe, pl, false, false)
-	if _, ok := pl.Step(pos[2]); !ok {
-		return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
-	}
-	eng, _, _, err := c.engine(env, pl, []string{pos[2]})
-	if err != nil {
-		return err
-	}
-	rep := newReporter(env, c.json, 1)
-	eng.SetOnEvent(rep.event)
-	res, runErr := eng.Run(ctx)
-	rep.done()
-	return runError(res, runErr)
-}
-
-// samePlan refuses to run a step when the recipe changed since the plan
-// was saved: the step would not be the one the plan describes.
-func samePlan(p *plan.Plan, pj *planJSON) error {
-	if len(p.Steps) != len(pj.Steps) {
-		return fmt.Errorf("the recipe %s changed since the plan was saved (%d steps now, %d then): save the plan again", pj.Recipe, len(p.Steps), len(pj.Steps))
-	}
-	for i, s := range p.Steps {
-		then := pj.Steps[i]
-		if s.ID != then.ID || s.Kind != then.Kind {
-			return fmt.Errorf("the recipe %s changed since the plan was saved (step %d is %s now, %s then): save the plan again", pj.Recipe, i, s.ID, then.ID)
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) != 3 || pos[0] != "run" {
+			return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
 		}
-		if !slices.Equal(s.Needs, then.Needs) {
-			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s needs %v now, %v then): save the plan again", pj.Recipe, s.ID, s.Needs, then.Needs)
+		b, err := os.ReadFile(pos[1])
+		if err != nil {
+			return usageErr("read the plan: %v", err)
 		}
-		// Canonical JSON on both sides: the saved params went through an
-		// indenting encoder.
-		raw, _ := json.Marshal(s.Params)
-		now, was := canonicalJSON(raw), canonicalJSON(then.Params)
-		if !bytes.Equal(now, was) {
-			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s's parameters are %s now, %s then): save the plan again", pj.Recipe, s.ID, now, was)
+		var pj plan.Saved
+		if err := json.Unmarshal(b, &pj); err != nil {
+			return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
 		}
+		pl, err := loadPlan(pj.Recipe)
+		if err != nil {
+			return err
+		}
+		if err := pj.Check(pl); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		// The source as the plan saw it: pinned by the lock, if any.
+		_, _ = openLock(pj.Recipe, pl, false, false)
+		if _, ok := pl.Step(pos[2]); !ok {
+			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
+		}
+		eng, _, _, err := c.engine(env, pl, []string{pos[2]})
+		if err != nil {
+			return err
+		}
+		rep := newReporter(env, c.json, 1)
+		rep.quiet = c.quiet
+		eng.SetOnEvent(rep.event)
+		res, runErr := eng.Run(ctx)
+		rep.done()
+		return runError(res, runErr)
 	}
-	return nil
 }
 
 // plural is "1 target", "2 targets".
@@ -408,14 +310,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// canonicalJSON re-encodes JSON with sorted keys and no spacing.
-func canonicalJSON(b []byte) []byte {
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return b
-	}
-	out, _ := json.Marshal(v)
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -54,7 +55,7 @@ func TestBudgets(t *testing.T) {
 		{"recipe", common{}, withRecipe, 3, 6},
 		{"flag equal to the cores", common{jobs: runtime.NumCPU(), maxMemGB: 2}, withRecipe, runtime.NumCPU(), 2},
 		{"flag", common{jobs: 1}, withRecipe, 1, 6},
-		{"machine", common{}, bare, runtime.NumCPU(), machineMemoryGB()},
+		{"machine", common{}, bare, runtime.NumCPU(), host.MemoryGB()},
 	} {
 		jobs, mem := tc.c.budgets(tc.plan)
 		if jobs != tc.wantJobs || mem != tc.wantMem {

@@ -8,61 +8,52 @@ import (
 	"text/tabwriter"
 
 	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/spf13/pflag"
 )
 
-// installedToolchains adapts the provisioned toolchains to the resolver.
-type installedToolchains struct{ cacheRoot string }
-
-func (t installedToolchains) Lookup(tool string) ([]string, string, string, string, error) {
-	return toolchain.FindTool(t.cacheRoot, tool)
-}
-
-func cmdToolchain(ctx context.Context, env *Env, args []string) error {
+func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "toolchain", "toolchain install [NAME...] | toolchain list")
 	c.register(fs, env, false)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 || (pos[0] != "install" && pos[0] != "list") {
-		return usageErr("usage: edgepipe toolchain install [NAME...] | edgepipe toolchain list")
-	}
-	root, err := c.cacheRoot(env)
-	if err != nil {
-		return err
-	}
-	if pos[0] == "list" {
-		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tKIND\tDIGEST\tINSTALLED\tTOOLS")
-		for _, s := range toolchain.Specs() {
-			state := "no"
-			if in, err := toolchain.Resolve(root, s.Name); err == nil {
-				state = in.Summary()
-			}
-			if s.Kind == toolchain.KindExternal {
-				state = "(not installed by edgepipe)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, short(s.Digest()), state, s.Tools)
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) == 0 || (pos[0] != "install" && pos[0] != "list") {
+			return usageErr("usage: edgepipe toolchain install [NAME...] | edgepipe toolchain list")
 		}
-		return tw.Flush()
-	}
-	names := pos[1:]
-	if len(names) == 0 {
-		for _, s := range toolchain.Specs() {
-			if s.Kind != toolchain.KindExternal {
-				names = append(names, s.Name)
-			}
-		}
-	}
-	for _, name := range names {
-		in, err := toolchain.Install(ctx, root, name, env.Stderr)
+		root, err := c.cacheRoot(env)
 		if err != nil {
-			return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("install toolchain %s: %w", name, err)}
+			return err
 		}
-		fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", name, in.Summary(), in.Dir)
+		if pos[0] == "list" {
+			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tDIGEST\tINSTALLED\tTOOLS")
+			for _, s := range toolchain.Specs() {
+				state := "no"
+				if in, err := toolchain.Resolve(root, s.Name); err == nil {
+					state = in.Summary()
+				}
+				if s.Kind == toolchain.KindExternal {
+					state = "(not installed by edgepipe)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, short(s.Digest()), state, s.Tools)
+			}
+			return tw.Flush()
+		}
+		names := pos[1:]
+		if len(names) == 0 {
+			for _, s := range toolchain.Specs() {
+				if s.Kind != toolchain.KindExternal {
+					names = append(names, s.Name)
+				}
+			}
+		}
+		for _, name := range names {
+			in, err := toolchain.Install(ctx, root, name, env.Stderr)
+			if err != nil {
+				return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("install toolchain %s: %w", name, err)}
+			}
+			fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", name, in.Summary(), in.Dir)
+		}
+		return nil
 	}
-	return nil
 }
 
 func short(s string) string {
@@ -75,45 +66,43 @@ func short(s string) string {
 // cmdDoctor says, for every tool, whether it is installed, its version and
 // path, and the exact command that installs what is missing. It exits 2
 // when something a recipe could need is missing, so scripts can check.
-func cmdDoctor(ctx context.Context, env *Env, args []string) error {
+func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
-	fs := flagSet(env, "doctor", "doctor [--json]")
 	c.register(fs, env, false)
-	if _, err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	root, err := c.cacheRoot(env)
-	if err != nil {
-		return err
-	}
-	st := toolchain.Doctor(root)
-	if c.json {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
+	return func(ctx context.Context, _ []string) error {
+		root, err := c.cacheRoot(env)
+		if err != nil {
 			return err
 		}
-	} else {
-		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOOL\tTOOLCHAIN\tFOUND\tVERSION\tPATH / HOW TO INSTALL")
+		st := toolchain.Doctor(root)
+		if c.json {
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(st); err != nil {
+				return err
+			}
+		} else {
+			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOOL\tTOOLCHAIN\tFOUND\tVERSION\tPATH / HOW TO INSTALL")
+			for _, s := range st {
+				found, where := "no", s.InstallCommand
+				if s.Found {
+					found, where = "yes", s.Path
+				}
+				if where == "" {
+					where = s.Note
+				} else if !s.Found && s.Note != "" && !strings.Contains(s.Note, s.InstallCommand) {
+					where += "  (" + s.Note + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Toolchain, found, s.Version, where)
+			}
+			tw.Flush()
+		}
 		for _, s := range st {
-			found, where := "no", s.InstallCommand
-			if s.Found {
-				found, where = "yes", s.Path
+			if !s.Found && s.InstallCommand != "" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("some tools are missing: run `edgepipe toolchain install`")}
 			}
-			if where == "" {
-				where = s.Note
-			} else if !s.Found && s.Note != "" && !strings.Contains(s.Note, s.InstallCommand) {
-				where += "  (" + s.Note + ")"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Toolchain, found, s.Version, where)
 		}
-		tw.Flush()
+		return nil
 	}
-	for _, s := range st {
-		if !s.Found && s.InstallCommand != "" {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("some tools are missing: run `edgepipe toolchain install`")}
-		}
-	}
-	return nil
 }

@@ -2,10 +2,12 @@ package edge
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/steps"
 )
 
 // SchemaComment is the first line of every recipe edgepipe writes: editors
@@ -84,4 +86,29 @@ func RecipeName(base string) string {
 		return "model"
 	}
 	return n
+}
+
+// SourceFromRecipe rewrites a local model folder relative to the recipe's
+// folder, which is what recipes resolve it against.
+func SourceFromRecipe(source, recipePath string) (string, error) {
+	if !steps.IsLocalSource(source) || filepath.IsAbs(source) {
+		return source, nil
+	}
+	absSrc, err := filepath.Abs(source)
+	if err != nil {
+		return "", err
+	}
+	absDir, err := filepath.Abs(filepath.Dir(recipePath))
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(absDir, absSrc)
+	if err != nil {
+		return absSrc, nil
+	}
+	rel = filepath.ToSlash(rel)
+	if !strings.HasPrefix(rel, ".") {
+		rel = "./" + rel
+	}
+	return rel, nil
 }

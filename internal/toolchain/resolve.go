@@ -316,3 +316,12 @@ func scriptClosure(script string) ([]string, error) {
 	sort.Strings(mods)
 	return append([]string{script}, mods...), nil
 }
+
+// Finder looks tools up in the toolchains installed under CacheRoot (the
+// tool resolver's last resort).
+type Finder struct{ CacheRoot string }
+
+// Lookup is FindTool.
+func (f Finder) Lookup(tool string) ([]string, string, string, string, error) {
+	return FindTool(f.CacheRoot, tool)
+}

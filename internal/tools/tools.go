@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
 // Tool is a resolved tool: how to run it and what it is.
@@ -156,4 +157,34 @@ func toolVersion(argv []string) string {
 		}
 	}
 	return "unknown"
+}
+
+// ForRecipe is the resolver of a run: the recipe's toolchains: overrides
+// (paths relative to the recipe), then the folders of toolPath
+// (':'-separated, --tool-path), then the installed toolchains. r may be nil.
+func ForRecipe(r *recipe.Recipe, toolPath string, installed Toolchains) *Resolver {
+	tr := &Resolver{Toolchains: installed}
+	for _, d := range strings.Split(toolPath, string(os.PathListSeparator)) {
+		if d != "" {
+			tr.Path = append(tr.Path, d)
+		}
+	}
+	if r == nil {
+		return tr
+	}
+	for _, tc := range r.Toolchains {
+		for name, p := range tc.Tools {
+			if tr.Overrides == nil {
+				tr.Overrides = map[string]string{}
+			}
+			if !filepath.IsAbs(p) && strings.Contains(p, "/") {
+				p = filepath.Join(r.Dir(), p)
+			}
+			tr.Overrides[name] = p
+		}
+		if tc.Python != "" {
+			tr.Python = tc.Python
+		}
+	}
+	return tr
 }

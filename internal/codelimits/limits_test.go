@@ -1,0 +1,108 @@
+// Package codelimits holds one test: the size limits the project keeps its
+// Go code to, checked on every run so they cannot drift.
+package codelimits
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const (
+	// maxPackageLines bounds a package's non-test code: past it, a package
+	// is doing more than one idea.
+	maxPackageLines = 2500
+	// maxComplexity bounds a function's cyclomatic complexity (gocyclo's
+	// count: 1, plus one per if, for, case, && and ||).
+	maxComplexity = 30
+)
+
+func TestCodeLimits(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]int{}
+	fset := token.NewFileSet()
+	var over []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "testdata" || name == ".git" || name == "bin" || strings.HasPrefix(name, ".") && p != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		lines[filepath.Dir(rel)] += strings.Count(string(src), "\n")
+		f, err := parser.ParseFile(fset, p, src, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			if c := complexity(fn); c > maxComplexity {
+				over = append(over, fset.Position(fn.Pos()).String()+": "+fn.Name.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(over)
+	for _, o := range over {
+		t.Errorf("%s: cyclomatic complexity over %d: split it", o, maxComplexity)
+	}
+	for pkg, n := range lines {
+		if n > maxPackageLines {
+			t.Errorf("package %s has %d lines of non-test Go, over %d: split it by idea", pkg, n, maxPackageLines)
+		}
+	}
+	if len(lines) < 20 {
+		t.Fatalf("found only %d packages under %s: the walk looks in the wrong place", len(lines), root)
+	}
+}
+
+// complexity is gocyclo's cyclomatic complexity of a function.
+func complexity(fn *ast.FuncDecl) int {
+	c := 1
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
+			c++
+		case *ast.CaseClause:
+			if n.List != nil {
+				c++
+			}
+		case *ast.CommClause:
+			if n.Comm != nil {
+				c++
+			}
+		case *ast.BinaryExpr:
+			if n.Op == token.LAND || n.Op == token.LOR {
+				c++
+			}
+		}
+		return true
+	})
+	return c
+}
