@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
 func TestParseProcIO(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
 // binDir makes a folder where edgepipe and every stand-in are links to

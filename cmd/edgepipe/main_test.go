@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/cli"
 	"github.com/edgepipe/edgepipe/internal/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
 // TestMain makes the test binary act as edgepipe and as each tool

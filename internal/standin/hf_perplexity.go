@@ -32,10 +32,10 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 	if *model == "" || *textFile == "" {
 		return errors.New("usage: hf_perplexity.py --model DIR --text FILE [--ctx N] [--chunks K]")
 	}
-	if _, err := checkpointDigest(*model); err != nil {
+	if _, err := CheckpointDigest(*model); err != nil {
 		return err
 	}
-	ppl, tokens, n, err := evalChunks(*textFile, *nctx, *chunks)
+	ppl, tokens, n, err := EvalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
 	}
@@ -45,9 +45,9 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 		"ctx": *nctx, "scored": scored, "add_bos": false})
 }
 
-// checkpointDigest digests a Hugging Face checkpoint's config and weights,
+// CheckpointDigest digests a Hugging Face checkpoint's config and weights,
 // refusing a folder that is not one.
-func checkpointDigest(dir string) (string, error) {
+func CheckpointDigest(dir string) (string, error) {
 	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return "", fmt.Errorf("no config.json in %s: not a Hugging Face checkpoint", dir)
@@ -56,11 +56,11 @@ func checkpointDigest(dir string) (string, error) {
 	if len(shards) == 0 {
 		return "", fmt.Errorf("no *.safetensors in %s", dir)
 	}
-	return digestFiles(cfg, shards...)
+	return DigestFiles(cfg, shards...)
 }
 
-// digestFiles is the hex sha256 over head and the named files' bytes.
-func digestFiles(head []byte, files ...string) (string, error) {
+// DigestFiles is the hex sha256 over head and the named files' bytes.
+func DigestFiles(head []byte, files ...string) (string, error) {
 	h := sha256.New()
 	h.Write(head)
 	for _, f := range files {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
 func main() {

@@ -1,3 +1,4 @@
+// Package standin holds the coreml family's stand-ins (see internal/standin).
 package standin
 
 import (
@@ -11,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 func init() {
-	Tools["coreml_convert.py"] = coremlConvert
-	Tools["coreml_validate.py"] = coremlValidate
+	standin.Tools["coreml_convert.py"] = coremlConvert
+	standin.Tools["coreml_validate.py"] = coremlValidate
 }
 
 // coremlManifest is the stand-in package's Manifest.json: the real keys
@@ -90,7 +93,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// int4 plus an fp16 scale per block: 4 + 16/block bits of every 32.
-	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), resample(payload, (4+16/float64(*block))/32), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, (4+16/float64(*block))/32), 0o644); err != nil {
 		return err
 	}
 	res, _ := json.Marshal(map[string]any{"kv_cache": *kv, "kv_cache_reason": "stand-in: nothing was traced",
@@ -125,7 +128,7 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Stat(filepath.Join(*model, "config.json")); err != nil {
 		return fmt.Errorf("no config.json in %s", *model)
 	}
-	base, _, n, err := evalChunks(*textFile, *nctx, *chunks)
+	base, _, n, err := standin.EvalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
 	}
@@ -136,7 +139,7 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 			"detail": fmt.Sprintf("stand-in package says %s, block %d; expected int4, block %d", m.StandIn.WeightDtype, m.StandIn.BlockSize, *block)},
 	}
 	bits := 4 + 16/float64(max(m.StandIn.BlockSize, 1))
-	res, _ := json.Marshal(map[string]any{"checks": checks, "ppl": base + drift(bits), "baseline_ppl": base,
+	res, _ := json.Marshal(map[string]any{"checks": checks, "ppl": base + standin.Drift(bits), "baseline_ppl": base,
 		"coreml_ppl": nil, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2),
 		"compute": "stand-in, nothing computed", "simulated": "stand-in numbers derived from the text",
 		"quantized_weights": 0, "block_size": *block, "package_bytes": 0,

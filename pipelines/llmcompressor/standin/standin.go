@@ -1,3 +1,4 @@
+// Package standin holds the llmcompressor family's stand-ins (see internal/standin).
 package standin
 
 import (
@@ -12,11 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 func init() {
-	Tools["llmc_quantize.py"] = llmcQuantize
-	Tools["llmc_perplexity.py"] = llmcPerplexity
+	standin.Tools["llmc_quantize.py"] = llmcQuantize
+	standin.Tools["llmc_perplexity.py"] = llmcPerplexity
 }
 
 // llmcQuantize: llmc_quantize.py --model DIR --calibration TEXT --out DIR
@@ -65,12 +68,12 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, words := textPerplexity(text)
+	_, words := standin.TextPerplexity(text)
 	if words < *seqLen {
 		return fmt.Errorf("the calibration text has %d tokens, fewer than one sample of %d", words, *seqLen)
 	}
 	n := min(*samples, words / *seqLen)
-	digest, err := checkpointDigest(*model)
+	digest, err := standin.CheckpointDigest(*model)
 	if err != nil {
 		return err
 	}
@@ -166,14 +169,14 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	if !ok || g.Weights.GroupSize <= 0 {
 		return fmt.Errorf("%s is not a compressed-tensors checkpoint", *model)
 	}
-	if _, err := checkpointDigest(*model); err != nil {
+	if _, err := standin.CheckpointDigest(*model); err != nil {
 		return err
 	}
-	ppl, tokens, n, err := evalChunks(*textFile, *nctx, *chunks)
+	ppl, tokens, n, err := standin.EvalChunks(*textFile, *nctx, *chunks)
 	if err != nil {
 		return err
 	}
-	d := drift(4 + 64/float64(g.Weights.GroupSize))
+	d := standin.Drift(4 + 64/float64(g.Weights.GroupSize))
 	if !g.Weights.Symmetric {
 		d *= 0.9
 	}

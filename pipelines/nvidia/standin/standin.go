@@ -1,3 +1,4 @@
+// Package standin holds the nvidia family's stand-ins (see internal/standin).
 package standin
 
 import (
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 // NVIDIA stand-ins: they read the checkpoint and write the real layouts
@@ -17,10 +20,10 @@ import (
 // TensorRT: the weights are the input's bytes resampled, the engines say
 // they are stand-ins.
 func init() {
-	Tools["modelopt_quantize.py"] = modeloptQuantize
-	Tools["trtllm-build"] = trtllmBuild
-	Tools["tensorrt-edgellm-export-llm"] = edgellmExport
-	Tools["llm_build"] = edgellmBuild
+	standin.Tools["modelopt_quantize.py"] = modeloptQuantize
+	standin.Tools["trtllm-build"] = trtllmBuild
+	standin.Tools["tensorrt-edgellm-export-llm"] = edgellmExport
+	standin.Tools["llm_build"] = edgellmBuild
 }
 
 func modeloptQuantize(args []string, stdout, stderr io.Writer) error {
@@ -76,7 +79,7 @@ func modeloptQuantize(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(*out, "config.json"), cfg, 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, "model.safetensors"), resample(payload, bits/32), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(*out, "model.safetensors"), standin.Resample(payload, bits/32), 0o644); err != nil {
 			return err
 		}
 	} else {
@@ -88,7 +91,7 @@ func modeloptQuantize(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(*out, "config.json"), append(tc, '\n'), 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, "rank0.safetensors"), resample(payload, bits/32), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(*out, "rank0.safetensors"), standin.Resample(payload, bits/32), 0o644); err != nil {
 			return err
 		}
 	}
@@ -119,12 +122,12 @@ func standinEngine(dir, out, what string) error {
 		return err
 	}
 	head := []byte("edgepipe stand-in " + what + " (not a TensorRT engine)\n")
-	return os.WriteFile(out, append(head, resample(payload, 0.5)...), 0o644)
+	return os.WriteFile(out, append(head, standin.Resample(payload, 0.5)...), 0o644)
 }
 
 // trtllm-build --checkpoint_dir C --output_dir O [...]
 func trtllmBuild(args []string, stdout, stderr io.Writer) error {
-	pos, flags, err := mlcArgs(args)
+	pos, flags, err := standin.Args(args)
 	if err != nil || len(pos) != 0 || flags["--checkpoint_dir"] == "" || flags["--output_dir"] == "" {
 		return errors.New("usage: trtllm-build --checkpoint_dir CKPT --output_dir OUT [--max_seq_len N]")
 	}
@@ -136,7 +139,7 @@ func trtllmBuild(args []string, stdout, stderr io.Writer) error {
 
 // tensorrt-edgellm-export-llm --model_dir C --output_dir O
 func edgellmExport(args []string, stdout, stderr io.Writer) error {
-	_, flags, err := mlcArgs(args)
+	_, flags, err := standin.Args(args)
 	if err != nil || flags["--model_dir"] == "" || flags["--output_dir"] == "" {
 		return errors.New("usage: tensorrt-edgellm-export-llm --model_dir CKPT --output_dir OUT")
 	}
@@ -148,7 +151,7 @@ func edgellmExport(args []string, stdout, stderr io.Writer) error {
 
 // llm_build --onnxDir D --engineDir E --maxInputLen N
 func edgellmBuild(args []string, stdout, stderr io.Writer) error {
-	_, flags, err := mlcArgs(args)
+	_, flags, err := standin.Args(args)
 	if err != nil || flags["--onnxDir"] == "" || flags["--engineDir"] == "" {
 		return errors.New("usage: llm_build --onnxDir ONNX --engineDir ENGINE --maxInputLen N")
 	}

@@ -1,3 +1,4 @@
+// Package standin holds the mlc family's stand-ins (see internal/standin).
 package standin
 
 import (
@@ -15,18 +16,20 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 // The MLC stand-in computes the real q4f16_1 weights from the real
 // checkpoint, in the real layout; only the TVM compilation (compile) is
 // not reproduced: its model.wasm is a placeholder module.
 func init() {
-	Tools["mlc_llm"] = mlcLLM
+	standin.Tools["mlc_llm"] = mlcLLM
 	// tiny-llama-checkpoint is a test fixture, not a stand-in: it writes a
 	// small, deterministic Llama checkpoint (config.json + model.safetensors)
 	// that the MLC stand-in and structural checks can read, since a binary
 	// safetensors file cannot be written in a txtar script.
-	Tools["tiny-llama-checkpoint"] = tinyLlama
+	standin.Tools["tiny-llama-checkpoint"] = tinyLlama
 }
 
 // mlcLLM: mlc_llm convert_weight|gen_config|compile ...
@@ -34,7 +37,7 @@ func mlcLLM(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("usage: mlc_llm convert_weight|gen_config|compile")
 	}
-	pos, flags, err := mlcArgs(args[1:])
+	pos, flags, err := standin.Args(args[1:])
 	if err != nil {
 		return err
 	}
@@ -56,28 +59,6 @@ func mlcLLM(args []string, stdout, stderr io.Writer) error {
 		return mlcCompile(pos[0], flags["--device"], flags["-o"], stdout)
 	}
 	return fmt.Errorf("mlc_llm: unknown subcommand %q", args[0])
-}
-
-// mlcArgs splits positional arguments from "--flag value" pairs.
-func mlcArgs(args []string) (pos []string, flags map[string]string, err error) {
-	flags = map[string]string{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "-") {
-			pos = append(pos, a)
-			continue
-		}
-		if k, v, ok := strings.Cut(a, "="); ok {
-			flags[k] = v
-			continue
-		}
-		if i+1 >= len(args) {
-			return nil, nil, fmt.Errorf("%s needs a value", a)
-		}
-		flags[a] = args[i+1]
-		i++
-	}
-	return pos, flags, nil
 }
 
 // llamaConfig is what the MLC Llama model reads from config.json.
@@ -457,7 +438,7 @@ func mlcCompile(config, device, out string, stdout io.Writer) error {
 
 // tinyLlama: tiny-llama-checkpoint DIR [--layers N] [--hidden H] [--vocab V] [--seed S]
 func tinyLlama(args []string, stdout, stderr io.Writer) error {
-	pos, flags, err := mlcArgs(args)
+	pos, flags, err := standin.Args(args)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,172 @@
+// Package standin holds the QNN family's stand-ins: the QDQ flow, Qualcomm
+// AI Hub's client and the QNN SDK's tools (see internal/standin).
+package standin
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
+
+	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+)
+
+func init() {
+	standin.Tools["qnn_qdq.py"] = qnnQDQ
+	standin.Tools["qnn_ai_hub.py"] = qnnAIHub
+	standin.Tools["qnn-onnx-converter"] = qnnConverter
+	standin.Tools["qnn-model-lib-generator"] = qnnModelLib
+	standin.Tools["qnn-context-binary-generator"] = qnnContextBinary
+}
+
+var qnnBits = map[string]float64{"uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int4": 4, "uint4": 4}
+
+// qnnQDQ: qnn_qdq.py --onnx F --tokenizer DIR --calibration T --out DIR --seq-len N
+// [--samples S] [--weight-type T] [--activation-type T]
+func qnnQDQ(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn_qdq", flag.ContinueOnError)
+	model := fs.String("onnx", "", "")
+	tok := fs.String("tokenizer", "", "")
+	calib := fs.String("calibration", "", "")
+	out := fs.String("out", "", "")
+	seq := fs.Int("seq-len", 0, "")
+	samples := fs.Int("samples", 4, "")
+	wt := fs.String("weight-type", "uint8", "")
+	at := fs.String("activation-type", "uint16", "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	bits, ok := qnnBits[*wt]
+	if _, okA := qnnBits[*at]; !ok || !okA {
+		return fmt.Errorf("unknown --weight-type %q or --activation-type %q", *wt, *at)
+	}
+	h, payload, err := onnxstandin.ReadONNX(*model)
+	if err != nil {
+		return err
+	}
+	if h.KVLayers > 0 {
+		return errors.New("the graph has KV-cache inputs; export it without them (onnx_export.py --no-past)")
+	}
+	text, err := os.ReadFile(*calib)
+	if err != nil {
+		return err
+	}
+	if _, tokens := standin.TextPerplexity(text); tokens < *samples**seq {
+		return fmt.Errorf("the calibration text has %d tokens, fewer than --samples %d x --seq-len %d", tokens, *samples, *seq)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	h.Kind, h.Bits, h.SeqLen, h.Weights = "qdq", bits, *seq, *wt+"/"+*at
+	if err := onnxstandin.WriteONNX(filepath.Join(*out, "model.onnx"), h, standin.Resample(payload, bits/32)); err != nil {
+		return err
+	}
+	if err := standin.CopyCheckpointFiles(*tok, *out); err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "seq_len": *seq, "samples": *samples,
+		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true, "mask_constants": max(h.KVLayers, 1), "float_nodes": 5})
+}
+
+// qnnAIHub: qnn_ai_hub.py --onnx F --device NAME --seq-len N --out FILE [--timeout S]
+func qnnAIHub(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn_ai_hub", flag.ContinueOnError)
+	model := fs.String("onnx", "", "")
+	device := fs.String("device", "", "")
+	fs.Int("seq-len", 0, "")
+	out := fs.String("out", "", "")
+	fs.Int("timeout", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	h, payload, err := onnxstandin.ReadONNX(*model)
+	if err != nil {
+		return err
+	}
+	if h.Kind != "qdq" {
+		return fmt.Errorf("%s is not a QDQ model", *model)
+	}
+	sum, _ := standin.DigestFiles([]byte(*device), *model)
+	fmt.Fprintf(stderr, "stand-in: no job was submitted to Qualcomm AI Hub\n")
+	if err := os.WriteFile(*out, append([]byte("QNN context binary stand-in for "+*device+"\n"), standin.Resample(payload, 0.5)...), 0o644); err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, map[string]any{"job_id": "standin-" + sum[:8], "target_runtime": "qnn_context_binary"})
+}
+
+// qnnConverter: qnn-onnx-converter --input_network F --output_path model.cpp
+// (the real converter writes model.cpp and model.bin beside it).
+func qnnConverter(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn-onnx-converter", flag.ContinueOnError)
+	in := fs.String("input_network", "", "")
+	out := fs.String("output_path", "", "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	h, payload, err := onnxstandin.ReadONNX(*in)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, []byte(fmt.Sprintf("// stand-in QNN model for %s (%s)\n", h.Source, h.Weights)), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(strings.TrimSuffix(*out, ".cpp")+".bin", payload, 0o644)
+}
+
+// qnnModelLib: qnn-model-lib-generator -c model.cpp -b model.bin -o LIBS -t TARGET
+func qnnModelLib(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn-model-lib-generator", flag.ContinueOnError)
+	cpp := fs.String("c", "", "")
+	bin := fs.String("b", "", "")
+	out := fs.String("o", "", "")
+	target := fs.String("t", "", "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	sum, err := standin.DigestFiles(nil, *cpp, *bin)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(*out, *target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "libmodel.so"), []byte("stand-in model library "+sum+"\n"), 0o644)
+}
+
+// qnnContextBinary: qnn-context-binary-generator --backend LIB --model SO
+// --binary_file NAME --output_dir DIR [--config_file CFG]
+func qnnContextBinary(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn-context-binary-generator", flag.ContinueOnError)
+	backend := fs.String("backend", "", "")
+	model := fs.String("model", "", "")
+	name := fs.String("binary_file", "", "")
+	out := fs.String("output_dir", "", "")
+	cfgFile := fs.String("config_file", "", "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	var ext struct {
+		BackendExtensions struct {
+			ConfigFilePath string `json:"config_file_path"`
+		} `json:"backend_extensions"`
+	}
+	b, err := os.ReadFile(*cfgFile)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &ext); err != nil {
+		return fmt.Errorf("%s: %w", *cfgFile, err)
+	}
+	sum, err := standin.DigestFiles(nil, *backend, *model, *cfgFile, ext.BackendExtensions.ConfigFilePath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(*out, *name+".bin"), []byte("stand-in QNN context binary "+sum+"\n"), 0o644)
+}
