@@ -35,7 +35,7 @@ func TestRealCoreML(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(work, "artifacts")
-	run("run", "-out", out, recipe)
+	run("run", "--out", out, recipe)
 	dir := filepath.Join(out, "iphone16-coreml-int4")
 	run("verify", dir)
 	if _, err := os.Stat(filepath.Join(dir, "model.mlpackage", "Manifest.json")); err != nil {

@@ -32,7 +32,7 @@ func TestRealONNXAndQNN(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(work, "artifacts", w.recipe)
-		run("run", "-out", out, recipe)
+		run("run", "--out", out, recipe)
 		dir := filepath.Join(out, w.target)
 		run("verify", dir)
 
