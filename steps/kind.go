@@ -267,6 +267,15 @@ func WriteResult(dir string, r *Result) error {
 	return os.WriteFile(filepath.Join(dir, ResultFile), append(b, '\n'), 0o644)
 }
 
+// ParseResult decodes a result record.
+func ParseResult(b []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("result record: %w", err)
+	}
+	return &r, nil
+}
+
 // ReadResult reads dir/result.json; a missing file is an empty result.
 func ReadResult(dir string) (*Result, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ResultFile))

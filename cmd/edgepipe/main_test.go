@@ -56,6 +56,7 @@ func TestScripts(t *testing.T) {
 			"sigstore-verify": sigstoreVerify,
 			"registry":        registryCmd,
 			"expand":          expandCmd,
+			"corrupt-cache":   corruptCache,
 		},
 	})
 }

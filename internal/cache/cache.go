@@ -24,9 +24,12 @@
 package cache
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,6 +54,9 @@ type Entry struct {
 	// Tools maps each tool the step ran to its version.
 	Tools map[string]string `json:"tools,omitempty"`
 	Meta  map[string]any    `json:"meta,omitempty"`
+	// Check is the sha256 of the record with Check empty: a record edited
+	// or damaged since Commit wrote it is not trusted.
+	Check string `json:"check"`
 
 	// Dir is the output dir, objects/<key> under the cache root.
 	Dir string `json:"-"`
@@ -169,7 +175,7 @@ func (c *Cache) readEntry(key string) (*Entry, []byte, error) {
 		return nil, nil, fmt.Errorf("read cache entry %s: %w", key, err)
 	}
 	var e Entry
-	if json.Unmarshal(data, &e) != nil || e.Key != key {
+	if json.Unmarshal(data, &e) != nil || e.Key != key || e.Check == "" || e.Check != recordCheck(e) {
 		return nil, data, nil
 	}
 	for _, f := range e.Tree.Files {
@@ -193,7 +199,9 @@ func sizesMatch(e *Entry) (bool, error) {
 		return false, nil
 	}
 	for _, f := range e.Tree.Files {
-		fi, err := os.Stat(filepath.Join(e.Dir, filepath.FromSlash(f.Path)))
+		// Lstat: objects hold only regular files (Commit turns links into
+		// files), so a link found here was put there after the commit.
+		fi, err := os.Lstat(filepath.Join(e.Dir, filepath.FromSlash(f.Path)))
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -338,6 +346,7 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	if rec.Created.IsZero() {
 		rec.Created = time.Now().UTC()
 	}
+	rec.Check = recordCheck(rec)
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: encode entry: %w", key, err)
@@ -378,27 +387,24 @@ func makeDurableReadOnly(dir string) error {
 		case d.Type()&fs.ModeSymlink != 0:
 			// The dir is about to move: a link by absolute path into it
 			// would dangle once it has.
-			if target, err := os.Readlink(p); err == nil && filepath.IsAbs(target) {
+			target, err := os.Readlink(p)
+			if err == nil && filepath.IsAbs(target) {
 				return fmt.Errorf("symlink %s points to the absolute path %s; make it relative", p, target)
 			}
+			// A committed object holds only regular files, so a link found
+			// in one later was not made by its step: the link becomes a
+			// hard link to its target (Tree checked it stays inside).
+			if err == nil {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+				if err := os.Link(filepath.Join(filepath.Dir(p), target), p); err != nil {
+					return fmt.Errorf("replace the symlink %s by its target: %w", p, err)
+				}
+				return syncFile(p)
+			}
 		case d.Type().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			fi, err := f.Stat()
-			if err == nil {
-				err = f.Chmod(fi.Mode().Perm() &^ 0o222)
-			}
-			if err == nil {
-				err = f.Sync()
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("sync %s: %w", p, err)
-			}
+			return syncFile(p)
 		}
 		return nil
 	})
@@ -441,4 +447,162 @@ func (c *Cache) List() ([]Entry, error) {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return out, nil
+}
+
+// syncFile clears a file's write bits and fsyncs it.
+func syncFile(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = f.Chmod(fi.Mode().Perm() &^ 0o222)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	return nil
+}
+
+// recordCheck is the sha256 of an entry's record with its Check empty.
+func recordCheck(e Entry) string {
+	e.Check, e.Dir = "", ""
+	b, err := json.Marshal(e)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// CorruptError is a cached output whose bytes are not the ones its step
+// wrote (the record's digest): damaged or edited in place. The entry is
+// evicted; the step must run again.
+type CorruptError struct {
+	Key, StepID, Path string
+	// Problem says what is wrong with Path: "has sha256 …, the record
+	// says …", "is not a regular file".
+	Problem string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("the cached output of step %s (entry %s) is corrupt: %s %s; the entry was evicted and the step runs again",
+		e.StepID, shortKey(e.Key), e.Path, e.Problem)
+}
+
+// Mismatch is a CorruptError's problem for a file whose sha256 is got
+// where the record says want.
+func Mismatch(want, got string) string {
+	if got == "" {
+		return "is missing"
+	}
+	return fmt.Sprintf("has sha256 %s, the record says %s", shortSum(got), shortSum(want))
+}
+
+func shortKey(k string) string {
+	if len(k) > 12 {
+		return k[:12]
+	}
+	return k
+}
+
+func shortSum(s string) string {
+	if len(s) > 16 {
+		return s[:16]
+	}
+	return s
+}
+
+// ReadFile reads a small file of an entry's output (at most limit bytes)
+// and checks it against the record: a sidecar like result.json is
+// digest-checked on every read, since a same-size edit keeps its stat.
+func (c *Cache) ReadFile(e *Entry, rel string, limit int64) ([]byte, error) {
+	var want *digest.FileDigest
+	for i := range e.Tree.Files {
+		if e.Tree.Files[i].Path == rel {
+			want = &e.Tree.Files[i]
+		}
+	}
+	if want == nil {
+		return nil, fs.ErrNotExist
+	}
+	if want.Size > limit {
+		return nil, fmt.Errorf("cache entry %s: %s is %d bytes, more than the %d this record may be", shortKey(e.Key), rel, want.Size, limit)
+	}
+	b, err := readRegular(filepath.Join(e.Dir, filepath.FromSlash(rel)), limit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &CorruptError{Key: e.Key, StepID: e.StepID, Path: rel, Problem: "is missing"}
+	}
+	if err != nil {
+		return nil, &CorruptError{Key: e.Key, StepID: e.StepID, Path: rel, Problem: err.Error()}
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != want.SHA256 {
+		return nil, &CorruptError{Key: e.Key, StepID: e.StepID, Path: rel, Problem: Mismatch(want.SHA256, got)}
+	}
+	return b, nil
+}
+
+// readRegular reads a regular file (not a link, pipe or device) of at most
+// limit bytes.
+func readRegular(path string, limit int64) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// VerifyObject rehashes every file of an entry's output against the
+// record; the first file that differs is a *CorruptError.
+func (c *Cache) VerifyObject(e *Entry) error {
+	td, err := (*digest.Memo)(nil).Tree(e.Dir)
+	if err != nil {
+		return &CorruptError{Key: e.Key, StepID: e.StepID, Path: "its folder", Problem: "cannot be read: " + err.Error()}
+	}
+	if td.SHA256 == e.Tree.SHA256 {
+		return nil
+	}
+	got := map[string]string{}
+	for _, f := range td.Files {
+		got[f.Path] = f.SHA256
+	}
+	for _, f := range e.Tree.Files {
+		if got[f.Path] != f.SHA256 {
+			return &CorruptError{Key: e.Key, StepID: e.StepID, Path: f.Path, Problem: Mismatch(f.SHA256, got[f.Path])}
+		}
+	}
+	return &CorruptError{Key: e.Key, StepID: e.StepID, Path: "its folder", Problem: "holds files the record does not list"}
+}
+
+// Evict removes a corrupt entry and its object, unless another process
+// holds the key (it may be replacing them).
+func (c *Cache) Evict(key string) {
+	_, raw, err := c.readEntry(key)
+	if err != nil {
+		return
+	}
+	c.discardUnlessBusy(key, raw)
 }

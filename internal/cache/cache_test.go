@@ -159,6 +159,26 @@ func TestLookupMisses(t *testing.T) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			os.WriteFile(c.entryPath(e.Key), []byte(strings.Replace(string(data), e.Key, "other", 1)), 0o644)
 		}},
+		{"file swapped for a link to same-size bytes", func(t *testing.T, c *Cache, e *Entry) {
+			f := e.Tree.Files[0]
+			other := filepath.Join(t.TempDir(), "other")
+			os.WriteFile(other, make([]byte, f.Size), 0o644)
+			p := filepath.Join(e.Dir, f.Path)
+			os.Remove(p)
+			os.Symlink(other, p)
+		}},
+		{"entry record edited", func(t *testing.T, c *Cache, e *Entry) {
+			data, _ := os.ReadFile(c.entryPath(e.Key))
+			os.WriteFile(c.entryPath(e.Key), []byte(strings.Replace(string(data), `"kind": "test"`, `"kind": "tset"`, 1)), 0o644)
+		}},
+		{"entry record without its check", func(t *testing.T, c *Cache, e *Entry) {
+			data, _ := os.ReadFile(c.entryPath(e.Key))
+			var raw map[string]any
+			json.Unmarshal(data, &raw)
+			delete(raw, "check")
+			data, _ = json.Marshal(raw)
+			os.WriteFile(c.entryPath(e.Key), data, 0o644)
+		}},
 		{"entry path escapes", func(t *testing.T, c *Cache, e *Entry) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			var raw Entry
@@ -251,6 +271,85 @@ func TestVerifyCatchesTampering(t *testing.T) {
 		t.Error("a busy key's entry was removed")
 	}
 	release()
+}
+
+// A same-size edit keeps the stat checks happy; ReadFile and VerifyObject
+// are the reads that must still refuse it, with a CorruptError that names
+// the file, and Evict must leave a plain miss.
+func TestReadFileAndVerifyObjectCatchInPlaceEdits(t *testing.T) {
+	c := open(t)
+	k := key(t, "in-place")
+	mustBuild(t, c, k)
+	e, ok, _ := c.Lookup(k)
+	if !ok {
+		t.Fatal("no hit right after commit")
+	}
+	if err := c.VerifyObject(e); err != nil {
+		t.Fatalf("intact object: %v", err)
+	}
+	for _, f := range e.Tree.Files {
+		b, err := c.ReadFile(e, f.Path, f.Size)
+		if err != nil || sha(b) != f.SHA256 {
+			t.Fatalf("ReadFile(%s) of an intact object: err=%v", f.Path, err)
+		}
+		if f.Size > 0 {
+			if _, err := c.ReadFile(e, f.Path, f.Size-1); err == nil {
+				t.Errorf("ReadFile(%s) read past its limit", f.Path)
+			}
+		}
+	}
+	if _, err := c.ReadFile(e, "not-recorded", 1<<20); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadFile of a file the record lacks: %v, want ErrNotExist", err)
+	}
+
+	tamper(t, e)
+	if _, ok, err := c.Lookup(k); !ok || err != nil {
+		t.Fatalf("same-size edit: the cheap lookup should still hit (ok=%v err=%v); the reads below are what catch it", ok, err)
+	}
+	var corrupt *CorruptError
+	if err := c.VerifyObject(e); !errors.As(err, &corrupt) || corrupt.Path == "its folder" || !strings.Contains(err.Error(), "the record says") {
+		t.Fatalf("VerifyObject of an edited object: %v, want a CorruptError naming the file", err)
+	}
+	if _, err := c.ReadFile(e, corrupt.Path, 1<<20); !errors.As(err, &corrupt) {
+		t.Fatalf("ReadFile of the edited file: %v, want a CorruptError", err)
+	}
+	c.Evict(k)
+	if _, ok, err := c.Lookup(k); ok || err != nil {
+		t.Fatalf("after Evict: ok=%v err=%v, want a plain miss", ok, err)
+	}
+	if _, err := os.Stat(e.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Error("Evict kept the object")
+	}
+}
+
+// Commit stores regular files only: a relative link inside the output
+// becomes a copy of its target, so a later Lstat can tell a link swapped
+// in afterwards.
+func TestCommitResolvesInternalLinks(t *testing.T) {
+	c := open(t)
+	k := key(t, "links")
+	tmp, err := c.TempDir(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(tmp, "weights.bin"), []byte("weights"), 0o644)
+	if err := os.Symlink("weights.bin", filepath.Join(tmp, "alias.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(k, tmp, Entry{Kind: "test", StepID: "links"}); err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := c.Lookup(k)
+	if !ok || err != nil {
+		t.Fatalf("lookup: ok=%v err=%v", ok, err)
+	}
+	fi, err := os.Lstat(filepath.Join(e.Dir, "alias.bin"))
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("alias.bin in the object: %v %v, want a regular file", fi, err)
+	}
+	if err := c.VerifyObject(e); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestLeftoverObjectIsReplaced(t *testing.T) {

@@ -157,6 +157,8 @@ func (r *reporter) line(ev event.Event) string {
 		return fmt.Sprintf("%s publish  %s -> %s", ts, ev.Target, ev.Path)
 	case event.Pushed:
 		return fmt.Sprintf("%s pushed   %s -> %s (%s)", ts, ev.Target, ev.Path, ev.Message)
+	case event.Log:
+		return fmt.Sprintf("%s note     %s: %s", ts, ev.Step, ev.Message)
 	case event.PushFailed:
 		return fmt.Sprintf("%s FAILED   push %s -> %s: %s", ts, ev.Target, ev.Path, ev.Message)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,7 +70,11 @@ type Engine struct {
 	mu      sync.Mutex
 	outputs map[string]*steps.Output
 	keys    map[string]string
-	events  sync.Mutex
+	// verified holds the keys whose cached outputs were rehashed in this
+	// run; rebuilding serializes rebuilds of one step.
+	verified   map[string]bool
+	rebuilding map[string]*sync.Mutex
+	events     sync.Mutex
 
 	fitsOnce sync.Once
 	fits     []edge.TargetFit
@@ -89,7 +94,8 @@ func NewEngine(p *plan.Plan, opt Options) *Engine {
 	if opt.Run.StartedOn.IsZero() {
 		opt.Run.StartedOn = time.Now()
 	}
-	return &Engine{plan: p, opt: opt, outputs: map[string]*steps.Output{}, keys: map[string]string{}}
+	return &Engine{plan: p, opt: opt, outputs: map[string]*steps.Output{}, keys: map[string]string{},
+		verified: map[string]bool{}, rebuilding: map[string]*sync.Mutex{}}
 }
 
 func (e *Engine) emit(ev event.Event) {
@@ -254,7 +260,10 @@ func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error
 	if !hit {
 		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
 	}
-	out := e.fromEntry(s, ent)
+	out, err := e.fromEntry(s, ent)
+	if err != nil {
+		return nil, err
+	}
 	out.Tools = tools
 	e.record(out)
 	return out, nil
@@ -290,14 +299,30 @@ func (e *Engine) external(s *plan.Step) (*steps.Output, bool, error) {
 	return out, true, nil
 }
 
-func (e *Engine) fromEntry(s *plan.Step, ent *cache.Entry) *steps.Output {
-	res, err := steps.ReadResult(ent.Dir)
-	if err != nil {
-		res = &steps.Result{}
+// fromEntry is a cached step's output. Its result record is checked
+// against the entry's digest on every read: a same-size edit of
+// result.json (its perplexity) would otherwise pass the stat checks and
+// change what the gate judges. A corrupt record evicts the entry.
+func (e *Engine) fromEntry(s *plan.Step, ent *cache.Entry) (*steps.Output, error) {
+	res := &steps.Result{}
+	b, err := e.opt.Cache.ReadFile(ent, steps.ResultFile, maxResultBytes)
+	switch {
+	case err == nil:
+		if res, err = steps.ParseResult(b); err != nil {
+			e.opt.Cache.Evict(ent.Key)
+			return nil, &cache.CorruptError{Key: ent.Key, StepID: s.ID, Path: steps.ResultFile, Problem: "does not decode: " + err.Error()}
+		}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		e.opt.Cache.Evict(ent.Key)
+		return nil, err
 	}
 	return &steps.Output{StepID: s.ID, Kind: s.Kind, Dir: ent.Dir, Key: ent.Key, Digest: steps.ContentDigest(ent.Tree.Files),
-		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, steps.LogFile)}
+		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, steps.LogFile)}, nil
 }
+
+// maxResultBytes bounds a step's result record.
+const maxResultBytes = 16 << 20
 
 // key computes a step's cache key: its kind and kind version, canonical
 // params, the content digests of its inputs and data files, and the
@@ -385,20 +410,38 @@ func (e *Engine) runStep(ctx context.Context, s *plan.Step) error {
 			return err
 		}
 	}
-	key, tools, err := e.key(ctx, s)
-	if err != nil {
-		e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
-		return err
+	var key string
+	var tools []*tools.Tool
+	for attempt := 0; ; attempt++ {
+		var err error
+		key, tools, err = e.key(ctx, s)
+		if err != nil {
+			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+			return err
+		}
+		if _, uncached := kind.(steps.Uncached); !uncached {
+			if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
+				if hit {
+					e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
+					e.record(out)
+				}
+				return err
+			}
+		}
+		// The step runs: the cached outputs it reads must be the bytes
+		// their steps wrote. One that is not is rebuilt, which may change
+		// this step's key.
+		rebuilt, err := e.verifyInputs(ctx, s)
+		if err != nil {
+			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
+			return err
+		}
+		if !rebuilt || attempt > 0 {
+			break
+		}
 	}
 	if _, uncached := kind.(steps.Uncached); uncached {
 		return e.execute(ctx, s, kind, key, tools, false)
-	}
-	if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
-		if hit {
-			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
-			e.record(out)
-		}
-		return err
 	}
 	release, err := e.opt.Cache.Lock(ctx, key)
 	if err != nil {
@@ -551,7 +594,10 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		return fmt.Errorf("step %s: store its output in the cache: %w", s.ID, err)
 	}
 	committed = true
-	out := e.fromEntry(s, ent)
+	out, err := e.fromEntry(s, ent)
+	if err != nil {
+		return err
+	}
 	out.CacheHit = false
 	out.Started, out.Finished = started, time.Now()
 	out.Tools = tools
@@ -570,7 +616,16 @@ func (e *Engine) lookup(s *plan.Step, key string, tools []*tools.Tool) (*steps.O
 	if err != nil || !hit {
 		return nil, false, err
 	}
-	out := e.fromEntry(s, ent)
+	out, err := e.fromEntry(s, ent)
+	var corrupt *cache.CorruptError
+	if errors.As(err, &corrupt) {
+		// Evicted: the step runs again, and the run says why.
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: corrupt.Error()})
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
 	out.Tools = tools
 	return out, true, nil
 }
@@ -656,4 +711,74 @@ func (e *Engine) SetOnProgress(f func(step, label string, done, total int64)) {
 	memo.SetProgress(func(path string, done, total int64) {
 		f("hashing", filepath.Base(path), done, total)
 	})
+}
+
+// verifyInputs checks, once per run and key, that every cached output a
+// step is about to read is byte for byte what its step wrote: a full
+// rehash, paid only by steps that run (they read those bytes anyway), so a
+// no-op rerun still reads none. A corrupt output is evicted and its step
+// rebuilt; rebuilt reports whether any was.
+func (e *Engine) verifyInputs(ctx context.Context, s *plan.Step) (rebuilt bool, err error) {
+	for _, n := range s.Needs {
+		out := e.output(n)
+		if out == nil || out.Key == "" || !out.CacheHit || e.isVerified(out.Key) {
+			continue // a local folder, a publish, or made (and hashed) by this run
+		}
+		ent, hit, err := e.opt.Cache.Lookup(out.Key)
+		if err != nil {
+			return rebuilt, err
+		}
+		if hit {
+			err = e.opt.Cache.VerifyObject(ent)
+		}
+		if hit && err == nil {
+			e.markVerified(out.Key)
+			continue
+		}
+		msg := fmt.Sprintf("the cached output of %s is gone", n)
+		if err != nil {
+			msg = err.Error()
+		}
+		e.emit(event.Event{Type: event.Log, Step: n, Kind: out.Kind, Key: out.Key, Message: msg})
+		e.opt.Cache.Evict(out.Key)
+		if err := e.rebuild(ctx, n); err != nil {
+			return rebuilt, err
+		}
+		rebuilt = true
+	}
+	return rebuilt, nil
+}
+
+// rebuild runs a step again whose cached output was evicted, once even
+// when several steps that read it find it corrupt at the same time.
+func (e *Engine) rebuild(ctx context.Context, id string) error {
+	e.mu.Lock()
+	m, ok := e.rebuilding[id]
+	if !ok {
+		m = &sync.Mutex{}
+		e.rebuilding[id] = m
+	}
+	e.mu.Unlock()
+	m.Lock()
+	defer m.Unlock()
+	if out := e.output(id); out != nil && (!out.CacheHit || e.isVerified(out.Key)) {
+		return nil // rebuilt by another reader meanwhile
+	}
+	st, _ := e.plan.Step(id)
+	e.mu.Lock()
+	delete(e.outputs, id)
+	e.mu.Unlock()
+	return e.runStep(ctx, st)
+}
+
+func (e *Engine) isVerified(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.verified[key]
+}
+
+func (e *Engine) markVerified(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.verified[key] = true
 }

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
 
@@ -40,6 +43,25 @@ func (e *Engine) publish(ctx context.Context, s *plan.Step) (*publish.Result, er
 		return nil, err
 	}
 	res, err := e.publisher().Publish(ctx, req)
+	var corrupt *cache.CorruptError
+	if errors.As(err, &corrupt) && req.Model.Key != "" {
+		// The model's cached bytes are not what its step wrote: evict,
+		// rebuild it and the checks that judged it, publish once more.
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Target: s.Target, Message: corrupt.Error()})
+		e.opt.Cache.Evict(req.Model.Key)
+		if err := e.rebuild(ctx, req.Model.StepID); err != nil {
+			return nil, err
+		}
+		for _, c := range req.Checks {
+			if err := e.rebuild(ctx, c.StepID); err != nil {
+				return nil, err
+			}
+		}
+		if req, err = e.publishRequest(ctx, s); err != nil {
+			return nil, err
+		}
+		res, err = e.publisher().Publish(ctx, req)
+	}
 	if res != nil && res.Dir != "" {
 		e.record(&steps.Output{StepID: s.ID, Kind: "publish", Dir: res.Dir, Result: publishedResult(req.Model), CacheHit: res.Cached})
 	}

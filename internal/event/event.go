@@ -33,4 +33,7 @@ const (
 	// S3 prefix).
 	Pushed     = "pushed"
 	PushFailed = "push-failed"
+	// Log is something the run says about a step that is not its state:
+	// an evicted corrupt cache entry, a rebuild.
+	Log = "log"
 )

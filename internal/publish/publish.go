@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/event"
@@ -140,10 +141,17 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 			os.RemoveAll(staging)
 		}
 	}()
+	// The bytes published are hashed while they are copied and must be
+	// the ones the model's step wrote (its cache record): the manifest and
+	// provenance certify only what was checked.
 	var size int64
 	for _, f := range req.Model.ContentFiles() {
-		if err := copyInto(filepath.Join(req.Model.Dir, f.Path), filepath.Join(staging, f.Path)); err != nil {
+		sum, n, err := atomicfile.Copy(filepath.Join(staging, f.Path), filepath.Join(req.Model.Dir, f.Path), 0o644)
+		if err != nil {
 			return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		}
+		if sum != f.SHA256 || n != f.Size {
+			return res, &cache.CorruptError{Key: req.Model.Key, StepID: req.Model.StepID, Path: f.Path, Problem: cache.Mismatch(f.SHA256, sum)}
 		}
 		size += f.Size
 	}

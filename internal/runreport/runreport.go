@@ -68,8 +68,8 @@ func (c *Recorder) Event(ev event.Event) {
 	switch ev.Type {
 	case event.Started:
 		r.kind, r.log = ev.Kind, ev.Path
-	case event.Gate:
-		return // a verdict, not the step's end
+	case event.Gate, event.Log:
+		return // a verdict or a remark, not the step's end
 	case event.Pushed:
 		c.pushed[ev.Target] = append(c.pushed[ev.Target], ev.Path)
 		return // after the publish, which already ended the step
