@@ -3,12 +3,15 @@ package steps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/getter"
+	"github.com/edgepipe/edgepipe/internal/proc"
 )
 
 // fetch brings the model named by the recipe's model.source into a folder
@@ -36,7 +39,10 @@ func (fetch) Run(ctx context.Context, sc *Context) error {
 	p := ParamsOf[FetchParams](sc.Params)
 	src := p.Source
 	if err := Fetchers.fetch(ctx, sc, src); err != nil {
-		return fmt.Errorf("fetch %s: %w", src, err)
+		if !strings.HasPrefix(err.Error(), "fetch ") {
+			err = fmt.Errorf("fetch %s: %w", getter.Redact(src), err)
+		}
+		return scrubbedError(src, err)
 	}
 	var files []string
 	err := filepath.WalkDir(sc.Out, func(p string, d os.DirEntry, err error) error {
@@ -51,6 +57,17 @@ func (fetch) Run(ctx context.Context, sc *Context) error {
 		return err
 	}
 	return CheckModelFiles(sc.Out, files, p.AllowPickle, p.TrustRemoteCode)
+}
+
+// scrubbedError is err with src's credentials removed from its text. Only
+// whether a retry may succeed survives of its chain, so no wrapped error
+// can print them later.
+func scrubbedError(src string, err error) error {
+	out := errors.New(getter.Scrub(src, err.Error()))
+	if proc.IsTransient(err) {
+		out = proc.Transient(out)
+	}
+	return out
 }
 
 // ExternalDir: a local folder is used in place, never copied.
@@ -95,6 +112,9 @@ type Fetcher struct {
 	Scheme string // "builtin:", "hf://", "https://", "s3::", ...
 	Tools  func(src string) []string
 	Fetch  func(ctx context.Context, sc *Context, src string) error
+	// Check validates a source without fetching it: what it refuses
+	// would fail every run the same way.
+	Check func(src string) error
 }
 
 type fetcherSet []Fetcher
@@ -120,15 +140,47 @@ func (fs fetcherSet) tools(src string) []string {
 }
 
 func (fs fetcherSet) fetch(ctx context.Context, sc *Context, src string) error {
-	f, ok := fs.find(src)
-	if !ok {
-		var schemes []string
-		for _, f := range fs {
-			schemes = append(schemes, f.Scheme)
-		}
-		return fmt.Errorf("no fetcher for this source; sources may start with %s, or be a local folder", strings.Join(schemes, ", "))
+	f, err := fs.lookup(src)
+	if err != nil {
+		return err
 	}
 	return f.Fetch(ctx, sc, src)
+}
+
+func (fs fetcherSet) lookup(src string) (Fetcher, error) {
+	if f, ok := fs.find(src); ok {
+		return f, nil
+	}
+	var schemes []string
+	for _, f := range fs {
+		schemes = append(schemes, f.Scheme)
+	}
+	forms := fmt.Sprintf("sources start with %s, or are a local folder", strings.Join(schemes, ", "))
+	switch {
+	case strings.HasPrefix(src, "http://"):
+		return Fetcher{}, fmt.Errorf("plain http:// is not fetched (anyone on the path can change the weights): write https://%s; %s", strings.TrimPrefix(src, "http://"), forms)
+	case strings.HasPrefix(src, "file://"):
+		return Fetcher{}, fmt.Errorf("file:// is not a source: write the folder's path itself (%s); %s", strings.TrimPrefix(src, "file://"), forms)
+	}
+	return Fetcher{}, fmt.Errorf("no fetcher for this source: %s", forms)
+}
+
+// CheckSource validates model.source without fetching anything, so a
+// source no run could fetch is refused at validation (exit 2) rather than
+// after a run started. A local folder is checked when the run reads it.
+// The error never quotes the source's credentials.
+func CheckSource(src string) error {
+	if IsLocalSource(src) {
+		return nil
+	}
+	f, err := Fetchers.lookup(src)
+	if err == nil && f.Check != nil {
+		err = f.Check(src)
+	}
+	if err != nil {
+		return errors.New(getter.Scrub(src, err.Error()))
+	}
+	return nil
 }
 
 // Pickle-format weight files execute code when loaded.

@@ -17,12 +17,13 @@ import (
 // too), everything else through the locked-down go-getter.
 func init() {
 	Fetchers = append(Fetchers,
-		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Tools: func(string) []string { return []string{toolchain.ToolGGUFToHF} }},
-		Fetcher{Scheme: "hf://", Fetch: fetchHF},
-		Fetcher{Scheme: "https://", Fetch: fetchGetter},
-		Fetcher{Scheme: "s3::", Fetch: fetchGetter},
-		Fetcher{Scheme: "gcs::", Fetch: fetchGetter},
-		Fetcher{Scheme: "git::", Fetch: fetchGetter},
+		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Check: toolchain.CheckBuiltin,
+			Tools: func(string) []string { return []string{toolchain.ToolGGUFToHF} }},
+		Fetcher{Scheme: "hf://", Fetch: fetchHF, Check: func(src string) error { _, err := hf.ParseURI(src); return err }},
+		Fetcher{Scheme: "https://", Fetch: fetchGetter, Check: getter.Check},
+		Fetcher{Scheme: "s3::", Fetch: fetchGetter, Check: getter.Check},
+		Fetcher{Scheme: "gcs::", Fetch: fetchGetter, Check: getter.Check},
+		Fetcher{Scheme: "git::", Fetch: fetchGetter, Check: getter.Check},
 	)
 }
 

@@ -57,6 +57,7 @@ func TestScripts(t *testing.T) {
 			"registry":        registryCmd,
 			"expand":          expandCmd,
 			"corrupt-cache":   corruptCache,
+			"https-serve":     httpsServe,
 		},
 	})
 }

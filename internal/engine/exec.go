@@ -74,6 +74,7 @@ type Engine struct {
 	// run; rebuilding serializes rebuilds of one step.
 	verified   map[string]bool
 	rebuilding map[string]*sync.Mutex
+	failures   map[string]error
 	events     sync.Mutex
 
 	fitsOnce sync.Once
@@ -95,7 +96,7 @@ func NewEngine(p *plan.Plan, opt Options) *Engine {
 		opt.Run.StartedOn = time.Now()
 	}
 	return &Engine{plan: p, opt: opt, outputs: map[string]*steps.Output{}, keys: map[string]string{},
-		verified: map[string]bool{}, rebuilding: map[string]*sync.Mutex{}}
+		verified: map[string]bool{}, rebuilding: map[string]*sync.Mutex{}, failures: map[string]error{}}
 }
 
 func (e *Engine) emit(ev event.Event) {
@@ -383,7 +384,26 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 // runStep runs one cacheable step: a cache hit is used as is; otherwise the
 // kind fills a fresh folder that is committed to the cache only when the
 // kind succeeded.
+// runStep runs a step, or finds its output. A step that already failed in
+// this engine (while ResolveSource resolved a lock, say) is not tried
+// again: the run reports that failure, once.
 func (e *Engine) runStep(ctx context.Context, s *plan.Step) error {
+	e.mu.Lock()
+	prior := e.failures[s.ID]
+	e.mu.Unlock()
+	if prior != nil {
+		return prior
+	}
+	err := e.runStepOnce(ctx, s)
+	if err != nil && ctx.Err() == nil && !IsInterrupted(err) {
+		e.mu.Lock()
+		e.failures[s.ID] = err
+		e.mu.Unlock()
+	}
+	return err
+}
+
+func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 	if _, ok, err := e.external(s); ok || err != nil {
 		if err == nil {
 			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Message: "local folder"})

@@ -18,11 +18,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	gogetter "github.com/hashicorp/go-getter"
+
+	"github.com/edgepipe/edgepipe/internal/proc"
 )
 
 // Options bound a fetch. Zero values take the defaults below.
@@ -117,10 +120,21 @@ func Fetch(ctx context.Context, src, dst string, opts Options) (*Result, error) 
 			return nil, fmt.Errorf("fetch %s: %w (Options.Timeout is %s)", s.redacted, ctx.Err(), opts.Timeout)
 		}
 		// go-getter's and git's messages can quote the URL with its
-		// credentials; the chain is dropped so they cannot leak via Unwrap.
-		return nil, errors.New(s.scrub(fmt.Sprintf("fetch %s: %v", s.redacted, err)))
+		// credentials; the chain is dropped so they cannot leak via Unwrap,
+		// keeping only whether a retry may succeed.
+		out := errors.New(s.scrub(fmt.Sprintf("fetch %s: %v", s.redacted, err)))
+		if transient(err) {
+			out = proc.Transient(out)
+		}
+		return nil, out
 	}
 	return res, nil
+}
+
+// Check validates a source as Fetch would, without fetching it.
+func Check(src string) error {
+	_, err := parseSource(src, string(filepath.Separator))
+	return err
 }
 
 func fetch(ctx context.Context, s *source, dst string, opts Options) (*Result, error) {
@@ -161,7 +175,9 @@ func fetch(ctx context.Context, s *source, dst string, opts Options) (*Result, e
 	switch {
 	case rec.file:
 		if err := placeFile(s, download, out, opts); err != nil {
-			return nil, err
+			// The bytes are here: what is wrong with them (a bad checksum,
+			// a malformed or hostile archive) would be wrong again.
+			return nil, proc.Permanent(err)
 		}
 	case rec.dir:
 		if s.checksum != nil {
@@ -339,4 +355,28 @@ func install(out, dst string) error {
 		return err
 	}
 	return os.Rename(out, dst)
+}
+
+// Errors go-getter reports as text only: an HTTP status (5xx and 429 may
+// pass) and git's network failures.
+var (
+	retryableStatusRE = regexp.MustCompile(`bad response code: (5\d\d|429)\b`)
+	gitNetworkRE      = regexp.MustCompile(`(?i)could not resolve host|connection (refused|reset|timed out)|early EOF|remote end hung up|RPC failed|returned error: (5\d\d|429)`)
+)
+
+// transient reports whether a failed fetch may succeed when tried again:
+// a network failure or a server that is down or rate-limiting. A 4xx, a
+// refused archive, a bad checksum or a missing file fails the same way
+// every time.
+func transient(err error) bool {
+	if proc.IsTransient(err) {
+		return true
+	}
+	var status interface{ StatusCode() int } // S3 and GCS SDK errors
+	if errors.As(err, &status) {
+		c := status.StatusCode()
+		return c >= 500 || c == http.StatusTooManyRequests
+	}
+	msg := err.Error()
+	return retryableStatusRE.MatchString(msg) || gitNetworkRE.MatchString(msg)
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/proc"
 )
 
 func sha(b []byte) string {
@@ -450,5 +452,63 @@ func TestDestinationMustBeNewOrEmpty(t *testing.T) {
 	empty := t.TempDir()
 	if _, err := Fetch(context.Background(), src, empty, Options{}); err != nil {
 		t.Fatalf("an empty destination must be accepted: %v", err)
+	}
+}
+
+// Only failures a retry can fix are marked transient: the engine retries
+// those and nothing else.
+func TestFetchErrorsSayWhetherARetryMayHelp(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/503/m.safetensors":
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		case "/429/m.safetensors":
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case "/junk.tar.gz":
+			w.Write([]byte("not gzip"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	refused := closed.URL
+	closed.Close()
+	for _, tc := range []struct {
+		src       string
+		transient bool
+	}{
+		{srv.URL + "/404/m.safetensors", false},
+		{srv.URL + "/junk.tar.gz", false},
+		{srv.URL + "/m.safetensors?checksum=sha256:" + strings.Repeat("0", 64), false},
+		{srv.URL + "/503/m.safetensors", true},
+		{srv.URL + "/429/m.safetensors", true},
+		{refused + "/m.safetensors", true},
+	} {
+		_, err := fetchErr(t, tc.src, Options{})
+		if got := proc.IsTransient(err); got != tc.transient {
+			t.Errorf("%s: transient=%v, want %v (%v)", tc.src, got, tc.transient, err)
+		}
+	}
+}
+
+func TestCheckValidatesWithoutFetching(t *testing.T) {
+	for src, want := range map[string]string{
+		"https://example.invalid/m.tar.gz":                    "",
+		"git::https://example.invalid/r.git?ref=main":         "",
+		"ftp://example.invalid/m.tar.gz":                      "not supported",
+		"https://example.invalid/dir/":                        "names a directory",
+		"https://example.invalid/m.tar.gz?checksum=md5:abc":   "md5",
+		"https://u:pw-secret@example.invalid/m.zip?archive=x": "not supported",
+	} {
+		err := Check(src)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("Check(%s) = %v, want ok", src, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("Check(%s) = %v, want an error with %q", src, err, want)
+		case err != nil && strings.Contains(err.Error(), "pw-secret"):
+			t.Errorf("Check(%s) quotes the password: %v", src, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package getter
 import (
 	"net/url"
 	"regexp"
+	"strings"
 )
 
 var userinfoRE = regexp.MustCompile(`://[^/@]*@`)
@@ -27,4 +28,21 @@ func Redact(src string) string {
 		return src
 	}
 	return out
+}
+
+// Scrub removes from text every credential src carries (its password, its
+// signed-URL and token query values), for messages that may quote the
+// source or a tool's output about it.
+func Scrub(src, text string) string {
+	forced, rest := "", src
+	if m := forcedRe.FindStringSubmatch(src); m != nil {
+		forced, rest = m[1], m[2]
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return userinfoRE.ReplaceAllString(strings.ReplaceAll(text, src, Redact(src)), "://redacted@")
+	}
+	secrets, redacted := secretsOf(forced, u, "")
+	text = strings.ReplaceAll(text, src, redacted)
+	return (&source{secrets: secrets}).scrub(text)
 }

@@ -101,8 +101,9 @@ func normalizeEtag(s string) string {
 // retryable marks errors where trying again (resuming) may succeed.
 type retryable struct{ err error }
 
-func (r retryable) Error() string { return r.err.Error() }
-func (r retryable) Unwrap() error { return r.err }
+func (r retryable) Error() string   { return r.err.Error() }
+func (r retryable) Unwrap() error   { return r.err }
+func (r retryable) Transient() bool { return true }
 
 // verifyError is a finished download whose bytes do not match their digest.
 type verifyError struct {

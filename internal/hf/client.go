@@ -201,5 +201,18 @@ func (c *Client) hubError(repo Repo, what string, resp *http.Response) error {
 	default:
 		hint = "the Hub answered with an error: retry later"
 	}
-	return fmt.Errorf("%s: %s: HTTP %d%s: %s", repo, what, resp.StatusCode, detail, hint)
+	return &StatusError{Code: resp.StatusCode, msg: fmt.Sprintf("%s: %s: HTTP %d%s: %s", repo, what, resp.StatusCode, detail, hint)}
+}
+
+// StatusError is a Hub answer other than success.
+type StatusError struct {
+	Code int
+	msg  string
+}
+
+func (e *StatusError) Error() string { return e.msg }
+
+// Transient: a server error or rate limiting may pass; a 4xx will not.
+func (e *StatusError) Transient() bool {
+	return e.Code >= 500 || e.Code == http.StatusTooManyRequests
 }

@@ -117,6 +117,9 @@ func (Catalog) Options(format string) any {
 	return f.Options(format)
 }
 
+// CheckSource refuses a model.source no run could fetch.
+func (Catalog) CheckSource(src string) error { return steps.CheckSource(src) }
+
 // Notes collects what every family says about a plan before it runs.
 func Notes(p *Plan) recipe.Diagnostics {
 	var diags recipe.Diagnostics

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/edgepipe/edgepipe/internal/getter"
 )
 
 // A saved plan is what `edgepipe plan --json` prints and `edgepipe step
@@ -42,9 +44,9 @@ func (pj *Saved) Check(p *Plan) error {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s needs %v now, %v then): save the plan again", pj.Recipe, s.ID, s.Needs, then.Needs)
 		}
 		// Canonical JSON on both sides: the saved params went through an
-		// indenting encoder.
+		// indenting encoder, and had the source's credentials removed.
 		raw, _ := json.Marshal(s.Params)
-		now, was := canonicalJSON(raw), canonicalJSON(then.Params)
+		now, was := canonicalJSON(scrubParams(p, raw)), canonicalJSON(then.Params)
 		if !bytes.Equal(now, was) {
 			return fmt.Errorf("the recipe %s changed since the plan was saved (step %s's parameters are %s now, %s then): save the plan again", pj.Recipe, s.ID, now, was)
 		}
@@ -79,7 +81,18 @@ func Save(p *Plan, recipePath string, status map[string]string) (*Saved, error) 
 		if err != nil {
 			return nil, fmt.Errorf("step %s: %w", s.ID, err)
 		}
+		params = scrubParams(p, params)
 		sv.Steps = append(sv.Steps, SavedStep{ID: s.ID, Kind: s.Kind, Needs: needs, Target: s.Target, Cache: st, Params: params})
 	}
 	return sv, nil
+}
+
+// scrubParams removes the model source's credentials from a step's
+// params: a saved plan is printed and kept, and `step run` reads the
+// source from the recipe, not from the plan.
+func scrubParams(p *Plan, params []byte) []byte {
+	if p.Recipe == nil || p.Recipe.Model.Source == "" {
+		return params
+	}
+	return []byte(getter.Scrub(p.Recipe.Model.Source, string(params)))
 }

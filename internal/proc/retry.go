@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -22,8 +25,8 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// Permanent marks an error that retrying cannot fix (a 404, a bad
-// checksum), so Retry returns it at once. Permanent(nil) is nil.
+// Permanent marks an error that retrying cannot fix even if it looks like
+// a network failure, so Retry returns it at once. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -31,12 +34,55 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// Retry calls fn up to attempts times, pausing base, 2*base, 4*base, ...
-// (capped at two minutes, half of each pause random so that parallel
-// retries spread out) between failures. It stops early when ctx is done or
-// fn returns an error marked with Permanent or a *NotFoundError, returning
-// that error unchanged. After the last attempt it returns the last error,
-// saying how many attempts were made.
+// Transient marks an error that a later attempt may not meet (a dropped
+// connection, a 503, a 429), so Retry tries again. Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err: err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string   { return e.err.Error() }
+func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Transient() bool { return true }
+
+// IsTransient reports whether retrying err may succeed: it is marked (any
+// error in the chain with a Transient() bool method says so), or it is a
+// network failure (a refused, reset or timed-out connection, a DNS error, a
+// body cut short). Anything else (a 404, a policy refusal, a bad checksum,
+// a validation error) would fail again the same way. A context's own
+// cancellation or deadline is never transient.
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) {
+		return false
+	}
+	var t interface{ Transient() bool }
+	if errors.As(err, &t) {
+		return t.Transient()
+	}
+	for _, e := range []error{io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED,
+		syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// Retry calls fn up to attempts times while it fails with a transient error
+// (IsTransient), pausing base, 2*base, 4*base, ... (capped at two minutes,
+// half of each pause random so that parallel retries spread out) between
+// failures. Any other error, or ctx done, ends it at once with that error
+// unchanged. After the last attempt it returns the last error, saying how
+// many attempts were made.
 func Retry(ctx context.Context, attempts int, base time.Duration, fn func(ctx context.Context) error) error {
 	attempts = max(attempts, 1)
 	for i := 0; ; i++ {
@@ -44,9 +90,7 @@ func Retry(ctx context.Context, attempts int, base time.Duration, fn func(ctx co
 		if err == nil {
 			return nil
 		}
-		var perm *permanentError
-		var missing *NotFoundError
-		if errors.As(err, &perm) || errors.As(err, &missing) || ctx.Err() != nil {
+		if !IsTransient(err) || ctx.Err() != nil {
 			return err
 		}
 		if i == attempts-1 {

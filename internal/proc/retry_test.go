@@ -3,7 +3,12 @@ package proc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,7 +28,7 @@ func fakeClock(t *testing.T, jit float64) *[]time.Duration {
 	return &slept
 }
 
-var errFlaky = errors.New("connection reset by peer")
+var errFlaky = Transient(errors.New("connection reset by peer"))
 
 func TestRetrySucceedsAfterFailures(t *testing.T) {
 	slept := fakeClock(t, 0)
@@ -101,6 +106,42 @@ func TestRetryPermanent(t *testing.T) {
 		t.Error("Permanent changed the message")
 	}
 }
+
+// Only what a retry can fix is retried: a 404, a policy refusal or a
+// validation error fails on the first attempt.
+func TestRetryOnlyTransient(t *testing.T) {
+	fakeClock(t, 0)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int // calls
+	}{
+		{"plain error", errors.New("HTTP 404: not found"), 1},
+		{"marked transient", Transient(errors.New("HTTP 503")), 3},
+		{"says it is not transient", statusErr(404), 1},
+		{"says it is transient", statusErr(429), 3},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, 3},
+		{"wrapped reset", fmt.Errorf("read body: %w", syscall.ECONNRESET), 3},
+		{"body cut short", fmt.Errorf("copy: %w", io.ErrUnexpectedEOF), 3},
+		{"dns", &net.DNSError{Err: "no such host", Name: "example.invalid"}, 3},
+		{"deadline", fmt.Errorf("fetch: %w", context.DeadlineExceeded), 1},
+		{"permanent network error", Permanent(syscall.ECONNRESET), 1},
+	} {
+		calls := 0
+		Retry(context.Background(), 3, time.Millisecond, func(context.Context) error {
+			calls++
+			return tc.err
+		})
+		if calls != tc.want {
+			t.Errorf("%s: %d calls, want %d", tc.name, calls, tc.want)
+		}
+	}
+}
+
+type statusErr int
+
+func (e statusErr) Error() string   { return fmt.Sprintf("HTTP %d", int(e)) }
+func (e statusErr) Transient() bool { return e >= 500 || e == 429 }
 
 func TestRetryStopsOnCancel(t *testing.T) {
 	fakeClock(t, 0)

@@ -25,6 +25,10 @@ type Catalog interface {
 	// Options returns a new, empty value of the format's typed with:
 	// options (a pointer to an options struct), or nil when it takes none.
 	Options(format string) any
+	// CheckSource refuses a model.source that no run could fetch (an
+	// unknown scheme, a malformed URL); its message must not quote the
+	// source's credentials.
+	CheckSource(src string) error
 }
 
 // Validate checks a parsed recipe against the device catalog and the known
@@ -64,6 +68,51 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 		}
 	}
 
+	if r.Model.Source != "" {
+		if err := cat.CheckSource(r.Model.Source); err != nil {
+			add(r.Model.SourcePos, "model.source takes hf://OWNER/REPO[@REVISION], builtin:NAME, https://..., s3::https://..., gcs::https://..., git::https://... or a local folder",
+				"model.source: %v", err)
+		}
+	}
+
+	diags = append(diags, validateTargets(r, cat)...)
+
+	for _, s := range r.Steps {
+		for i, n := range s.Needs {
+			if strings.Contains(n, ":") || n == SourceStep {
+				continue
+			}
+			if _, ok := targetAt[n]; ok {
+				continue
+			}
+			if _, ok := stepAt[n]; ok {
+				continue
+			}
+			pos := s.Pos
+			if i < len(s.NeedsPos) {
+				pos = s.NeedsPos[i]
+			}
+			hint := "needs names a target (under targets:) or a step (under steps:)"
+			if c := suggest.Closest(n, names); c != "" {
+				hint = fmt.Sprintf("did you mean %q?", c)
+			}
+			add(pos, hint, "step %q needs %q, which is neither a target nor a step", s.ID, n)
+		}
+		if s.Uses != "" && kinds != nil && !slices.Contains(kinds, s.Uses) {
+			add(s.UsesPos, closestOrList(s.Uses, kinds, "step kinds"),
+				"step %q uses %q, which is not a step kind", s.ID, s.Uses)
+		}
+	}
+	diags.Sort()
+	return diags
+}
+
+// validateTargets checks each target's device, format, bench and options.
+func validateTargets(r *Recipe, cat Catalog) Diagnostics {
+	var diags Diagnostics
+	add := func(pos Pos, hint, format string, args ...any) {
+		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	}
 	for i := range r.Targets {
 		t := &r.Targets[i]
 		deviceOK := t.Device != "" && cat.HasDevice(t.Device)
@@ -94,34 +143,6 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 			diags = append(diags, DecodeTargetOptions(t, cat.Options(t.Format))...)
 		}
 	}
-
-	for _, s := range r.Steps {
-		for i, n := range s.Needs {
-			if strings.Contains(n, ":") || n == SourceStep {
-				continue
-			}
-			if _, ok := targetAt[n]; ok {
-				continue
-			}
-			if _, ok := stepAt[n]; ok {
-				continue
-			}
-			pos := s.Pos
-			if i < len(s.NeedsPos) {
-				pos = s.NeedsPos[i]
-			}
-			hint := "needs names a target (under targets:) or a step (under steps:)"
-			if c := suggest.Closest(n, names); c != "" {
-				hint = fmt.Sprintf("did you mean %q?", c)
-			}
-			add(pos, hint, "step %q needs %q, which is neither a target nor a step", s.ID, n)
-		}
-		if s.Uses != "" && kinds != nil && !slices.Contains(kinds, s.Uses) {
-			add(s.UsesPos, closestOrList(s.Uses, kinds, "step kinds"),
-				"step %q uses %q, which is not a step kind", s.ID, s.Uses)
-		}
-	}
-	diags.Sort()
 	return diags
 }
 

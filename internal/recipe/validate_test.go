@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -38,6 +39,13 @@ type fakeGGUFOptions struct {
 func (fakeCatalog) Options(format string) any {
 	if strings.HasPrefix(format, "gguf-") {
 		return &fakeGGUFOptions{}
+	}
+	return nil
+}
+
+func (fakeCatalog) CheckSource(src string) error {
+	if strings.HasPrefix(src, "ftp://") {
+		return errors.New("no fetcher for this source")
 	}
 	return nil
 }

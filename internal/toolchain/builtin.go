@@ -74,6 +74,15 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(sum[:8])), m, nil
 }
 
+// CheckBuiltin refuses a builtin: source that names no built-in model.
+func CheckBuiltin(src string) error {
+	name := strings.TrimPrefix(src, "builtin:")
+	if _, ok := builtinModels[name]; !ok {
+		return fmt.Errorf("no built-in model %q: built-in models are builtin:%s", name, strings.Join(BuiltinNames(), ", builtin:"))
+	}
+	return nil
+}
+
 // builtinDir returns the checkpoint folder of an already provisioned model.
 func builtinDir(cacheDir, name string) (string, error) {
 	root, _, err := builtinRoot(cacheDir, name)
