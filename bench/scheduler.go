@@ -61,7 +61,7 @@ func schedRecipeSteps(deps [][]int) string {
 			}
 			b.WriteString("]\n")
 		}
-		b.WriteString("    with: {argv: [true]}\n")
+		b.WriteString("    with: {argv: [\"true\"]}\n")
 	}
 	return b.String()
 }

@@ -2,15 +2,17 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/getter"
+	"github.com/edgepipe/edgepipe/internal/hf"
 	"github.com/edgepipe/edgepipe/internal/proc"
 )
 
@@ -205,15 +207,17 @@ func CheckModelFiles(dir string, files []string, allowPickle, trustRemoteCode bo
 	if trustRemoteCode {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil // not every source has a config (a GGUF-only folder)
-	}
-	var cfg struct {
-		AutoMap map[string]any `json:"auto_map"`
-	}
-	if json.Unmarshal(b, &cfg) == nil && len(cfg.AutoMap) > 0 {
-		return fmt.Errorf("config.json has auto_map: the model needs its own code to load; set model.trust_remote_code: true in the recipe if you trust this source")
+	for _, name := range hf.CodeConfigs() {
+		if !slices.Contains(files, name) {
+			continue // not every source has them (a GGUF-only folder)
+		}
+		b, err := boundedfile.Read(filepath.Join(dir, name), boundedfile.ModelJSONLimit)
+		if err != nil {
+			return fmt.Errorf("%s cannot be checked for model code: %w", name, err)
+		}
+		if hf.DeclaresAutoMap(b) {
+			return fmt.Errorf("%s has auto_map: the model needs its own code to load; set model.trust_remote_code: true in the recipe if you trust this source", name)
+		}
 	}
 	return nil
 }

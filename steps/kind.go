@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
@@ -278,7 +279,7 @@ func ParseResult(b []byte) (*Result, error) {
 
 // ReadResult reads dir/result.json; a missing file is an empty result.
 func ReadResult(dir string) (*Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ResultFile))
+	b, err := boundedfile.Read(filepath.Join(dir, ResultFile), boundedfile.ResultLimit)
 	if os.IsNotExist(err) {
 		return &Result{}, nil
 	}

@@ -29,7 +29,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 )
 
@@ -167,7 +167,7 @@ func (c *Cache) Lookup(key string) (*Entry, bool, error) {
 // missing or unreadable record: either way there is nothing to trust, and
 // Commit will replace it.
 func (c *Cache) readEntry(key string) (*Entry, []byte, error) {
-	data, err := os.ReadFile(c.entryPath(key))
+	data, err := boundedfile.ReadNoFollow(c.entryPath(key), boundedfile.ResultLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -536,7 +536,7 @@ func (c *Cache) ReadFile(e *Entry, rel string, limit int64) ([]byte, error) {
 	if want.Size > limit {
 		return nil, fmt.Errorf("cache entry %s: %s is %d bytes, more than the %d this record may be", shortKey(e.Key), rel, want.Size, limit)
 	}
-	b, err := readRegular(filepath.Join(e.Dir, filepath.FromSlash(rel)), limit)
+	b, err := boundedfile.ReadNoFollow(filepath.Join(e.Dir, filepath.FromSlash(rel)), limit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &CorruptError{Key: e.Key, StepID: e.StepID, Path: rel, Problem: "is missing"}
 	}
@@ -546,31 +546,6 @@ func (c *Cache) ReadFile(e *Entry, rel string, limit int64) ([]byte, error) {
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != want.SHA256 {
 		return nil, &CorruptError{Key: e.Key, StepID: e.StepID, Path: rel, Problem: Mismatch(want.SHA256, got)}
-	}
-	return b, nil
-}
-
-// readRegular reads a regular file (not a link, pipe or device) of at most
-// limit bytes.
-func readRegular(path string, limit int64) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is over %d bytes", path, limit)
 	}
 	return b, nil
 }

@@ -26,7 +26,10 @@ func finish(c *runreport.Recorder, env *Env, junitPath string, asJSON bool, res 
 	var problems []error
 	rep := c.Report(outcomes, res, code, exitMeaning[code])
 	if c.OutDir != "" {
-		if werr := runreport.WriteReports(c.OutDir, rep); werr != nil {
+		var foreign *runreport.ForeignReportError
+		if werr := runreport.WriteReports(c.OutDir, rep); errors.As(werr, &foreign) {
+			fmt.Fprintf(env.Stderr, "edgepipe: warning: %v\n", werr)
+		} else if werr != nil {
 			problems = append(problems, fmt.Errorf("write the run's report in %s: %w", c.OutDir, werr))
 		}
 	}

@@ -248,7 +248,7 @@ func exitCode(env *Env, err error) int {
 	switch {
 	case errors.As(err, &diags):
 		fmt.Fprintln(env.Stderr, diags.Error())
-		fmt.Fprintf(env.Stderr, "edgepipe: the recipe has %d error(s); nothing was run\n", len(diags))
+		fmt.Fprintf(env.Stderr, "edgepipe: the recipe has %d error(s); nothing was run\n", diags.Count())
 		return ExitUsage
 	case errors.As(err, &ee):
 		if ee.Err != nil && ee.Err.Error() != "" {

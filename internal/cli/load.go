@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -101,6 +102,33 @@ func recipeFile(path string) error {
 		return usageErr("%s is a folder: name the recipe file in it (e.g. %s)", path, filepath.Join(path, "demo.yaml"))
 	case !st.Mode().IsRegular():
 		return usageErr("recipe %s is not a regular file: give a YAML file", path)
+	case st.Size() > boundedfile.RecipeLimit:
+		return usageErr("recipe %s is %d bytes, over the %d MiB a recipe may be: check that it is the recipe you meant", path, st.Size(), boundedfile.RecipeLimit>>20)
+	}
+	return nil
+}
+
+// checkOutDir refuses an output folder publishing must not write into,
+// before any step runs: the file system root, a file, or the model's own
+// source folder (each publish would change the model's digest, and a
+// target named like one of its files would replace it).
+func checkOutDir(out string, r *recipe.Recipe) error {
+	if filepath.Dir(out) == out {
+		return usageErr("--out %s is the root of the file system: give a folder of its own, e.g. --out artifacts", out)
+	}
+	if st, err := os.Stat(out); err == nil && !st.IsDir() {
+		return usageErr("--out %s is a file: give a folder (it is created if missing)", out)
+	}
+	if steps.IsLocalSource(r.Model.Source) {
+		src := r.Model.Source
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(r.Dir(), src)
+		}
+		if abs, err := filepath.Abs(src); err == nil {
+			if rel, err := filepath.Rel(abs, out); err == nil && filepath.IsLocal(rel) {
+				return usageErr("--out %s is inside the model's source folder %s: publish somewhere else, e.g. --out artifacts", out, abs)
+			}
+		}
 	}
 	return nil
 }

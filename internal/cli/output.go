@@ -2,22 +2,14 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"text/tabwriter"
-
-	"github.com/edgepipe/edgepipe/internal/engine"
-	"github.com/edgepipe/edgepipe/internal/runreport"
-
-	"github.com/edgepipe/edgepipe/internal/plan"
 
 	"github.com/edgepipe/edgepipe/internal/event"
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
 )
@@ -170,60 +162,6 @@ func (r *reporter) done() {
 		r.bar.Finish()
 		r.bar.Clear()
 	}
-}
-
-// printSummary prints one row per target: format, size, perplexity delta,
-// verdict and where the artifact is.
-func printSummary(env *Env, pl *plan.Plan, res *engine.RunResult, outDir string) {
-	if res == nil {
-		return
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\tVERDICT\tARTIFACT")
-	for _, t := range pl.Recipe.Targets {
-		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
-		if g := res.Gates[t.Name]; g != nil {
-			ppl = fmt.Sprintf("%.3f", g.Converted)
-			delta = fmt.Sprintf("%+.3f", g.Delta)
-			verdict = g.Verdict
-		}
-		if dir, ok := res.Published[t.Name]; ok {
-			where = runreport.RelPath(dir)
-			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
-				size = report.HumanBytes(*m.Metrics.SizeBytes)
-			}
-			if verdict == "-" {
-				verdict = "published (no gate)"
-			}
-		} else {
-			switch {
-			case verdict == manifest.VerdictFail:
-				where = "not published (gate failed)"
-			case contains(res.Skipped, plan.PublishStepID(t.Name)):
-				where = "not published (upstream failed)"
-			default:
-				where = "not published"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
-	}
-	tw.Flush()
-	printBenches(env, pl, res)
-	for _, err := range res.Failed {
-		var se *engine.StepError
-		if errors.As(err, &se) {
-			fmt.Fprintf(env.Stderr, "failed: %s (log: %s)\n", se.Step, se.LogPath)
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // raw prints one line that is not a step's event (the lock's status): to

@@ -3,9 +3,9 @@ package cli
 import (
 	"crypto"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
@@ -30,7 +30,7 @@ func (c *common) signer(env *Env) (*provenance.Signer, error) {
 
 // loadPublicKey reads verify's --key.
 func loadPublicKey(path string) (crypto.PublicKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.LockLimit)
 	if err != nil {
 		return nil, usageErr("--key: %v", err)
 	}

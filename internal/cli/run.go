@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/data"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -80,7 +80,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		res, runErr := eng.Run(ctx)
 		rep.done()
 		if !c.json {
-			printSummary(env, pl, res, out)
+			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res)
 		}
 		// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
 		return finish(ci, env, *junit, c.json, res, runError(res, runErr))
@@ -161,6 +161,9 @@ func (c *common) engine(env *Env, pl *plan.Plan, only []string) (*engine.Engine,
 	}
 	out, err = filepath.Abs(out)
 	if err != nil {
+		return nil, "", "", err
+	}
+	if err := checkOutDir(out, pl.Recipe); err != nil {
 		return nil, "", "", err
 	}
 	jobs, memGB := c.budgets(pl)
@@ -271,7 +274,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if len(pos) != 3 || pos[0] != "run" {
 			return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
 		}
-		b, err := os.ReadFile(pos[1])
+		b, err := boundedfile.Read(pos[1], boundedfile.ManifestLimit)
 		if err != nil {
 			return usageErr("read the plan: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/catalog"
 )
 
@@ -24,7 +25,7 @@ type hfConfig struct {
 }
 
 func readHFConfig(path string) (hfConfig, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.ModelJSONLimit)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return hfConfig{}, fmt.Errorf("no config.json, so the model's shape is unknown")

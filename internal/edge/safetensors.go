@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 )
 
 // maxHeaderBytes is the safetensors format's own limit on a header (100 MB);
@@ -45,7 +47,7 @@ func safetensorsParams(dir string) (params int64, files int, err error) {
 // safetensorsFiles prefers the index's shard list: some repositories ship
 // the same weights twice (consolidated.safetensors beside the shards).
 func safetensorsFiles(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	b, err := boundedfile.Read(filepath.Join(dir, "model.safetensors.index.json"), boundedfile.ModelJSONLimit)
 	if err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`

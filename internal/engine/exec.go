@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -306,7 +307,7 @@ func (e *Engine) external(s *plan.Step) (*steps.Output, bool, error) {
 // change what the gate judges. A corrupt record evicts the entry.
 func (e *Engine) fromEntry(s *plan.Step, ent *cache.Entry) (*steps.Output, error) {
 	res := &steps.Result{}
-	b, err := e.opt.Cache.ReadFile(ent, steps.ResultFile, maxResultBytes)
+	b, err := e.opt.Cache.ReadFile(ent, steps.ResultFile, boundedfile.ResultLimit)
 	switch {
 	case err == nil:
 		if res, err = steps.ParseResult(b); err != nil {
@@ -321,9 +322,6 @@ func (e *Engine) fromEntry(s *plan.Step, ent *cache.Entry) (*steps.Output, error
 	return &steps.Output{StepID: s.ID, Kind: s.Kind, Dir: ent.Dir, Key: ent.Key, Digest: steps.ContentDigest(ent.Tree.Files),
 		Files: ent.Tree.Files, Result: res, CacheHit: true, LogPath: filepath.Join(ent.Dir, steps.LogFile)}, nil
 }
-
-// maxResultBytes bounds a step's result record.
-const maxResultBytes = 16 << 20
 
 // key computes a step's cache key: its kind and kind version, canonical
 // params, the content digests of its inputs and data files, and the

@@ -3,10 +3,12 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 )
 
 // pickleExts are formats that deserialise with Python's pickle, which runs
@@ -16,8 +18,46 @@ var pickleExts = map[string]bool{".bin": true, ".pt": true, ".pth": true, ".ckpt
 func isPickle(p string) bool { return pickleExts[strings.ToLower(path.Ext(p))] }
 
 // codeConfigs are the files whose auto_map makes transformers import code
-// from the repository (or another one).
-var codeConfigs = []string{"config.json", "tokenizer_config.json"}
+// from the repository (or another one): AutoConfig/AutoModel read
+// config.json, AutoTokenizer tokenizer_config.json, AutoProcessor and its
+// kin the processor configs.
+var codeConfigs = []string{"config.json", "tokenizer_config.json", "processor_config.json",
+	"preprocessor_config.json", "image_processor_config.json", "feature_extractor_config.json"}
+
+// CodeConfigs lists the files CheckAutoMap must see before any tool loads
+// a model folder.
+func CodeConfigs() []string { return slices.Clone(codeConfigs) }
+
+// nonFiniteRE finds the NaN and Infinity literals Python's json accepts
+// and Go's does not, outside strings.
+var nonFiniteRE = regexp.MustCompile(`("(?:[^"\\]|\\.)*")|-?\b(?:NaN|Infinity)\b`)
+
+// autoMapRE finds an auto_map key however it is spelled in JSON (with
+// \u escapes), for a file no JSON reader here can parse.
+var autoMapRE = regexp.MustCompile(`(?i)"auto(?:_|\\u005f)map"\s*:`)
+
+// DeclaresAutoMap reports whether a config declares auto_map, which makes
+// transformers import model code, the way Python would read it: any type
+// of value (a string too), NaN and Infinity accepted. A file that still does
+// not parse is searched for the key itself.
+func DeclaresAutoMap(b []byte) bool {
+	var cfg map[string]json.RawMessage
+	err := json.Unmarshal(b, &cfg)
+	if err != nil {
+		lenient := nonFiniteRE.ReplaceAllFunc(b, func(m []byte) []byte {
+			if m[0] == '"' {
+				return m // a string, left as it is
+			}
+			return []byte("null")
+		})
+		err = json.Unmarshal(lenient, &cfg)
+	}
+	if err != nil {
+		return autoMapRE.Match(b)
+	}
+	_, ok := cfg["auto_map"]
+	return ok
+}
 
 // selectFiles applies allow and ignore patterns with huggingface_hub's
 // semantics: fnmatch, where '*' also matches '/', and a pattern ending in '/'
@@ -141,16 +181,11 @@ func refuseCodeFiles(repo Repo, selected []string, trust bool) error {
 
 // refuseAutoMap refuses a config that tells transformers to import code.
 func refuseAutoMap(repo Repo, name, file string) error {
-	b, err := os.ReadFile(file)
+	b, err := boundedfile.Read(file, boundedfile.ModelJSONLimit)
 	if err != nil {
 		return fmt.Errorf("%s: read %s: %w", repo, name, err)
 	}
-	var cfg map[string]json.RawMessage
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		// A config transformers cannot parse cannot make it import code either.
-		return nil
-	}
-	if _, ok := cfg["auto_map"]; ok {
+	if DeclaresAutoMap(b) {
 		return fmt.Errorf("%s: %s declares auto_map, so transformers would import model code from the Hub when loading it: "+
 			"if you trust this repository, set `model.trust_remote_code: true` in the recipe", repo, name)
 	}

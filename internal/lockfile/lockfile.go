@@ -17,11 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
@@ -120,7 +120,7 @@ func Write(path string, l *Lock) error {
 // Read reads the lock at path. A missing file is (nil, nil): the recipe
 // has no lock yet.
 func Read(path string) (*Lock, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.LockLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -204,6 +204,9 @@ func PublishContext(ctx context.Context, staging, final string) error {
 	case !info.IsDir():
 		return fmt.Errorf("publish %s: it exists and is not a folder; move it away and run again", final)
 	}
+	if err := CheckReplaceable(final, m.Recipe.Name, m.Target.Name); err != nil {
+		return err
+	}
 
 	err = swap(staging, final)
 	if err == nil {
@@ -228,6 +231,49 @@ func PublishContext(ctx context.Context, staging, final string) error {
 	}
 	reached("renamed")
 	return syncPublished(parent, final, old)
+}
+
+// ReplaceError is a folder where an artifact would go that is not an
+// earlier publish of the same recipe and target: publishing never
+// deletes what it did not make.
+type ReplaceError struct {
+	Dir, Why string
+}
+
+func (e *ReplaceError) Error() string {
+	return fmt.Sprintf("%s %s, so publishing would replace it: nothing was changed; move it away, or publish elsewhere with --out DIR", e.Dir, e.Why)
+}
+
+// CheckReplaceable allows replacing final only when it does not exist, is
+// empty, or is an edgepipe artifact of this recipe and target. Publish
+// checks it under the folder's lock; a publisher checks it first too, so a
+// refusal comes before the model is copied.
+func CheckReplaceable(final, recipe, target string) error {
+	info, err := os.Lstat(final)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("publish %s: %w", final, err)
+	case !info.IsDir():
+		return &ReplaceError{Dir: final, Why: "exists and is not a folder"}
+	}
+	ents, err := os.ReadDir(final)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", final, err)
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	old, err := Read(final)
+	if err != nil {
+		return &ReplaceError{Dir: final, Why: "exists and is not an edgepipe artifact folder (" + err.Error() + ")"}
+	}
+	if old.Recipe.Name != recipe || old.Target.Name != target {
+		return &ReplaceError{Dir: final, Why: fmt.Sprintf("holds the artifact of recipe %q target %q, not of recipe %q target %q",
+			old.Recipe.Name, old.Target.Name, recipe, target)}
+	}
+	return nil
 }
 
 // syncPublished makes the rename durable and removes the replaced folder.

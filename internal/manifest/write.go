@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/jsonfile"
 )
 
@@ -83,7 +84,7 @@ func WriteContext(ctx context.Context, dir string, m *Manifest) error {
 // listed path that would leave the folder.
 func Read(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, FileName)
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.Read(path, boundedfile.ManifestLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s has no %s: it is not a published edgepipe artifact folder", dir, FileName)
 	}

@@ -40,6 +40,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
@@ -176,7 +177,7 @@ func push(ctx context.Context, dir string, ref registry.Reference, opt Options) 
 		}
 		layers = append(layers, d)
 	}
-	mj, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
+	mj, err := boundedfile.Read(filepath.Join(dir, manifest.FileName), boundedfile.ManifestLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func push(ctx context.Context, dir string, ref registry.Reference, opt Options) 
 		{manifest.ProvenanceFile, ProvenanceArtifactType},
 		{manifest.SignatureFile, BundleArtifactType},
 	} {
-		b, err := os.ReadFile(filepath.Join(dir, side.file))
+		b, err := boundedfile.Read(filepath.Join(dir, side.file), boundedfile.SidecarLimit)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -13,13 +13,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
@@ -139,7 +139,7 @@ type Run struct {
 // dependencies the manifest does not record (data files, tools outside
 // toolchains), which the caller describes with DataFile and Tool.
 func New(dir string, m *manifest.Manifest, run Run, extra []ResourceDescriptor) (*Statement, error) {
-	b, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
+	b, err := boundedfile.Read(filepath.Join(dir, manifest.FileName), boundedfile.ManifestLimit)
 	if err != nil {
 		return nil, fmt.Errorf("provenance: %w", err)
 	}

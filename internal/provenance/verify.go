@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
@@ -73,7 +74,7 @@ func Check(dir string, pub crypto.PublicKey) (*Result, error) {
 	res := &Result{}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 
-	stmt, err := os.ReadFile(filepath.Join(dir, manifest.ProvenanceFile))
+	stmt, err := boundedfile.Read(filepath.Join(dir, manifest.ProvenanceFile), boundedfile.SidecarLimit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if pub != nil {
@@ -83,7 +84,7 @@ func Check(dir string, pub crypto.PublicKey) (*Result, error) {
 		return nil, fmt.Errorf("provenance: %w", err)
 	default:
 		res.HasProvenance = true
-		mb, err := os.ReadFile(filepath.Join(dir, manifest.FileName))
+		mb, err := boundedfile.Read(filepath.Join(dir, manifest.FileName), boundedfile.ManifestLimit)
 		if err != nil {
 			return nil, fmt.Errorf("provenance: %w", err)
 		}
@@ -95,7 +96,7 @@ func Check(dir string, pub crypto.PublicKey) (*Result, error) {
 		res.Subjects = checkStatement(stmt, want, problem)
 	}
 
-	bundle, err := os.ReadFile(filepath.Join(dir, manifest.SignatureFile))
+	bundle, err := boundedfile.Read(filepath.Join(dir, manifest.SignatureFile), boundedfile.SidecarLimit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if pub != nil {

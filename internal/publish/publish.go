@@ -89,7 +89,7 @@ func (p *Publisher) Dir(target string) string { return filepath.Join(p.OutDir, t
 // provenance this publisher would write.
 func (p *Publisher) Current(req *Request) bool {
 	final := p.Dir(req.Target.Name)
-	return alreadyPublished(final, req.StepID, req.Key) && p.provenanceCurrent(final)
+	return alreadyPublished(final, req.Recipe.Name, req.Target.Name, req.StepID, req.Key) && p.provenanceCurrent(final)
 }
 
 // Publish gates a target on its checks and, when they pass, publishes its
@@ -129,6 +129,9 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 
 	p.emit(event.Event{Type: event.Started, Step: req.StepID, Kind: "publish", Target: t.Name})
 	if err := manifest.CleanStale(filepath.Dir(final)); err != nil {
+		return res, err
+	}
+	if err := manifest.CheckReplaceable(final, req.Recipe.Name, t.Name); err != nil {
 		return res, err
 	}
 	staging, err := manifest.Stage(final)
@@ -224,11 +227,11 @@ func (p *Publisher) judge(req *Request) (*GateResult, *GateError) {
 	return gate, nil
 }
 
-// alreadyPublished reports whether final holds the build with this publish
-// key, with every file present at its recorded size.
-func alreadyPublished(final, stepID, key string) bool {
+// alreadyPublished reports whether final holds this recipe's target built
+// with this publish key, with every file present at its recorded size.
+func alreadyPublished(final, recipe, target, stepID, key string) bool {
 	m, err := manifest.Read(final)
-	if err != nil {
+	if err != nil || m.Recipe.Name != recipe || m.Target.Name != target {
 		return false
 	}
 	found := false

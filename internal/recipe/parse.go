@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 )
 
@@ -47,7 +47,7 @@ const extensionPrefix = "x-"
 
 // ParseFile reads and parses the recipe at path; see Parse.
 func ParseFile(path string) (*Recipe, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.Read(path, boundedfile.RecipeLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read recipe: %w", err)
 	}
@@ -84,6 +84,8 @@ func Parse(path string, data []byte) (*Recipe, error) {
 type parser struct {
 	file  string
 	diags Diagnostics
+	// dropped counts the problems found past MaxDiagnostics.
+	dropped int
 	// expanded counts the values built for with: maps, and tooMany and
 	// tooDeep record why one was cut short; see maxExpansion.
 	expanded         int
@@ -102,8 +104,23 @@ func (p *parser) pos(n *yaml.Node) Pos {
 }
 
 func (p *parser) report(n *yaml.Node, hint, format string, args ...any) {
-	p.diags = append(p.diags, Diagnostic{Pos: p.pos(n), Msg: fmt.Sprintf(format, args...), Hint: hint})
+	p.add(Diagnostic{Pos: p.pos(n), Msg: fmt.Sprintf(format, clipArgs(args)...), Hint: hint})
 }
+
+// add keeps a diagnostic, up to MaxDiagnostics: a recipe that merges one
+// anchor of 2,000 bad keys into 2,000 targets has 4,000,000 problems, and
+// listing them helps nobody. The rest are counted.
+func (p *parser) add(d Diagnostic) {
+	if p.full() {
+		p.dropped++
+		return
+	}
+	p.diags = append(p.diags, d)
+}
+
+// full reports whether no more diagnostics are kept, so callers can skip
+// the work of building one (a did-you-mean search).
+func (p *parser) full() bool { return len(p.diags) >= MaxDiagnostics }
 
 // finish sorts the diagnostics and drops repeats, which arise when one
 // anchored mapping is merged into several places.
@@ -123,6 +140,9 @@ func (p *parser) finish() {
 		out = append(out, d)
 	}
 	p.diags = out
+	if p.dropped > 0 {
+		p.diags = append(p.diags, Diagnostic{Pos: Pos{File: p.file}, More: p.dropped})
+	}
 }
 
 // document decodes the single YAML document of a recipe and returns its
@@ -132,7 +152,7 @@ func (p *parser) document(data []byte) *yaml.Node {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.diags = append(p.diags, Diagnostic{Pos: Pos{File: p.file, Line: 1, Col: 1},
+			p.add(Diagnostic{Pos: Pos{File: p.file, Line: 1, Col: 1},
 				Msg:  "the recipe is empty",
 				Hint: "a recipe needs at least edgepipe: 1, name:, model: source: and targets:"})
 			return nil
@@ -191,7 +211,7 @@ func (p *parser) syntaxError(err error, data []byte) {
 			// Every later tab-indented line would be the next error.
 			for i := line - 1; i < len(lines); i++ {
 				if col := tabInIndent(lines[i]); col > 0 {
-					p.diags = append(p.diags, Diagnostic{Pos: Pos{File: p.file, Line: i + 1, Col: col},
+					p.add(Diagnostic{Pos: Pos{File: p.file, Line: i + 1, Col: col},
 						Msg:  "tabs are not allowed in YAML indentation; use spaces",
 						Hint: "replace the tab with spaces (most editors can convert tabs to spaces on save)"})
 				}
@@ -204,7 +224,7 @@ func (p *parser) syntaxError(err error, data []byte) {
 		pos.Col = problemColumn(lines[line-1], msg)
 	}
 	text, hint := explainYAMLProblem(msg)
-	p.diags = append(p.diags, Diagnostic{Pos: pos, Msg: text, Hint: hint})
+	p.add(Diagnostic{Pos: pos, Msg: text, Hint: hint})
 }
 
 // splitLines splits after each line break YAML counts: LF, CRLF, a lone
@@ -454,9 +474,19 @@ func (p *parser) entries(m *yaml.Node, path string) []entry {
 	p.merging[m] = true
 	defer delete(p.merging, m)
 	explicit := map[string]*yaml.Node{}
+	var firstMerge *yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i]
 		if isMergeKey(k) {
+			// Readers disagree on a second << (edgepipe kept the first,
+			// PyYAML keeps the last, go-yaml's decoder refuses it): it is
+			// a duplicate key.
+			if firstMerge != nil {
+				p.report(k, "merge several anchors with one key: <<: [*a, *b] (earlier ones win)",
+					"duplicate merge key << %s (first set on line %d)", where(path), firstMerge.Line)
+			} else {
+				firstMerge = k
+			}
 			continue
 		}
 		name, ok := p.keyName(k, path)
@@ -573,6 +603,10 @@ func (p *parser) object(v *yaml.Node, path string, fields []field) map[string]*y
 			}
 		}
 		if f == nil {
+			if p.full() {
+				p.dropped++
+				continue
+			}
 			p.report(e.key, keyHint(e.name, names), "unknown key %q %s", e.name, where(path))
 			continue
 		}
@@ -723,6 +757,10 @@ func (p *parser) checkName(at *yaml.Node, what, name string) bool {
 		return false
 	}
 	if nameRE.MatchString(name) {
+		if why := reservedName(name, what); why != "" {
+			p.report(at, "choose another name", "%s %q %s", what, name, why)
+			return false
+		}
 		return true
 	}
 	hint := "use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit"
@@ -731,6 +769,30 @@ func (p *parser) checkName(at *yaml.Node, what, name string) bool {
 	}
 	p.report(at, hint, "%s %q is not a valid name: it becomes a folder name, so it may hold only lowercase letters, digits, '.', '_' and '-', and must start with a letter or digit", what, name)
 	return false
+}
+
+// windowsDevices are names Windows reserves in every folder, with any
+// extension: an artifact named nul cannot be copied to a Windows machine.
+var windowsDevices = map[string]bool{"con": true, "prn": true, "aux": true, "nul": true,
+	"com1": true, "com2": true, "com3": true, "com4": true, "com5": true, "com6": true, "com7": true, "com8": true, "com9": true,
+	"lpt1": true, "lpt2": true, "lpt3": true, "lpt4": true, "lpt5": true, "lpt6": true, "lpt7": true, "lpt8": true, "lpt9": true}
+
+// runFiles are what a run writes beside its target folders.
+var runFiles = map[string]bool{"report.html": true, "report.md": true}
+
+// reservedName says why a well-formed name still cannot be a folder name,
+// or "".
+func reservedName(name, what string) string {
+	base, _, _ := strings.Cut(name, ".")
+	switch {
+	case windowsDevices[base]:
+		return fmt.Sprintf("is a device name Windows reserves (%s), so the folder could not be copied there", base)
+	case strings.HasSuffix(name, "."):
+		return "ends with '.', which Windows drops, so it would clash with the name without it"
+	case what == "target name" && runFiles[name]:
+		return "is the name of the report every run writes beside the target folders"
+	}
+	return ""
 }
 
 // sanitizeName proposes a valid name close to an invalid one.
@@ -789,7 +851,7 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 	})
 	missing := func(key, msg, hint string) {
 		if _, ok := got[key]; !ok {
-			p.diags = append(p.diags, Diagnostic{Pos: p.pos(root), Msg: msg, Hint: hint})
+			p.add(Diagnostic{Pos: p.pos(root), Msg: msg, Hint: hint})
 		}
 	}
 	missing("edgepipe", `missing "edgepipe:", the recipe format version`,

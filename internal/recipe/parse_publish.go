@@ -68,7 +68,7 @@ func (p *parser) checkPublishClashes(targets []Target) {
 			}
 			where := d.Where(t.Name)
 			if prev, ok := first[where]; ok {
-				p.diags = append(p.diags, Diagnostic{Pos: pt.Pos,
+				p.add(Diagnostic{Pos: pt.Pos,
 					Msg:  fmt.Sprintf("target %s publishes to %s, which target %s already publishes to: the second push would replace the first", t.Name, where, prev),
 					Hint: "give each target its own tag (oci://HOST/REPO:TAG) or prefix, or leave the tag out to use the target's name"})
 				continue

@@ -308,3 +308,46 @@ func TestParseMergeFanOut(t *testing.T) {
 		t.Errorf("with: %#v", r.Targets[0].With)
 	}
 }
+
+// A small recipe must not turn into millions of errors: one anchor of 300
+// unknown keys merged into 300 targets is 90,000 problems, of which
+// MaxDiagnostics are kept and MaxShown listed, and a huge key is echoed
+// by its start and length.
+func TestDiagnosticsAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("edgepipe: 1\nname: amp\nmodel: {source: builtin:smollm2-135m}\nx-bad: &bad\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "  junk%d: 1\n", i)
+	}
+	b.WriteString("targets:\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "  t%d: {<<: *bad, device: x86-laptop, format: gguf-q8_0}\n", i)
+	}
+	_, err := LoadBytes("amp.yaml", []byte(b.String()), fakeCatalog{}, fakeKinds)
+	var diags Diagnostics
+	if !errors.As(err, &diags) {
+		t.Fatalf("want Diagnostics, got %v", err)
+	}
+	if len(diags) > MaxDiagnostics+1 {
+		t.Errorf("kept %d diagnostics, want at most %d", len(diags), MaxDiagnostics+1)
+	}
+	msg := diags.Error()
+	lines := strings.Split(msg, "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "and ") || !strings.Contains(last, " more problems not listed") {
+		t.Errorf("last line %q, want the count of problems not listed", last)
+	}
+	var n int
+	fmt.Sscanf(last, "and %d more", &n)
+	if want := 300*300 - MaxShown; n != want {
+		t.Errorf("says %d more, want %d", n, want)
+	}
+	if len(msg) > 64<<10 {
+		t.Errorf("the message is %d bytes", len(msg))
+	}
+	big := "edgepipe: 1\nname: big\nmodel: {source: builtin:smollm2-135m}\ntargets:\n  big: {device: " + strings.Repeat("k", 2<<20) + ", format: gguf-q8_0}\n"
+	_, err = LoadBytes("big.yaml", []byte(big), fakeCatalog{}, fakeKinds)
+	if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), `unknown device "kkkkkkkk`) || !strings.Contains(err.Error(), `... (2097152 bytes)"`) {
+		t.Errorf("a 2 MiB device name is not clipped in its error (%d bytes)", len(fmt.Sprint(err)))
+	}
+}

@@ -3,10 +3,10 @@ package recipe
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 )
 
@@ -43,7 +43,7 @@ type Catalog interface {
 func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 	var diags Diagnostics
 	add := func(pos Pos, hint, format string, args ...any) {
-		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, args...), Hint: hint})
+		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, clipArgs(args)...), Hint: hint})
 	}
 
 	// Targets and steps share one name space: needs: [x] must name one thing.
@@ -111,7 +111,7 @@ func Validate(r *Recipe, cat Catalog, kinds []string) Diagnostics {
 func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 	var diags Diagnostics
 	add := func(pos Pos, hint, format string, args ...any) {
-		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, args...), Hint: hint})
+		diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf(format, clipArgs(args)...), Hint: hint})
 	}
 	for i := range r.Targets {
 		t := &r.Targets[i]
@@ -161,7 +161,7 @@ func closestOrList(word string, valid []string, what string) string {
 // Load parses and validates the recipe at path, returning every parse and
 // validation problem together as Diagnostics.
 func Load(path string, cat Catalog, kinds []string) (*Recipe, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.Read(path, boundedfile.RecipeLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read recipe: %w", err)
 	}

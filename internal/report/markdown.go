@@ -11,9 +11,17 @@ import (
 // speed details, the decode ceilings, and each failure's root cause. Text
 // from recipes and tool logs is escaped so it cannot break the tables or
 // inject markup.
+// MarkdownHeading starts every Markdown report, and HTMLTitle is in the
+// head of every HTML one: how a report file edgepipe wrote is told from
+// one it must not replace.
+const (
+	MarkdownHeading = "## edgepipe run: "
+	HTMLTitle       = "<title>edgepipe run: "
+)
+
 func Markdown(r Report) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## edgepipe run: %s\n\n", MDText(r.Recipe))
+	fmt.Fprintf(&b, "%s%s\n\n", MarkdownHeading, MDText(r.Recipe))
 	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", r.Published, len(r.Targets), r.ExitCode, r.ExitText)
 	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
 	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -159,7 +160,7 @@ func RecipeOf(dirs []string, pubs []*manifest.Manifest, override string) (string
 	if path == "" {
 		return "", refused("%s/manifest.json does not record the recipe's path: name the recipe with --recipe FILE", dirs[0])
 	}
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.RecipeLimit)
 	if err != nil {
 		how := "run reproduce from the folder the original run started in, or name the recipe with --recipe FILE"
 		if override != "" {

@@ -1,8 +1,12 @@
 package runreport
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -79,17 +83,58 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 }
 
 // WriteReports writes report.html and report.md into the run's output
-// folder, each replaced whole so a reader never sees half of one.
+// folder, each replaced whole so a reader never sees half of one. A file
+// of that name that edgepipe did not write is left alone: the error is a
+// *ForeignReportError naming it, and the other report is still written.
 func WriteReports(outDir string, r report.Report) error {
 	page, err := report.HTML(r)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteMkdir(filepath.Join(outDir, reportHTML), page, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", reportHTML, err)
+	var foreign []string
+	for _, f := range []struct {
+		name string
+		body []byte
+	}{{reportHTML, page}, {reportMarkdown, report.Markdown(r)}} {
+		path := filepath.Join(outDir, f.name)
+		if !ours(path) {
+			foreign = append(foreign, path)
+			continue
+		}
+		if err := atomicfile.WriteMkdir(path, f.body, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", f.name, err)
+		}
 	}
-	if err := atomicfile.WriteMkdir(filepath.Join(outDir, reportMarkdown), report.Markdown(r), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", reportMarkdown, err)
+	if len(foreign) > 0 {
+		return &ForeignReportError{Paths: foreign}
 	}
 	return nil
+}
+
+// ForeignReportError names report files in the output folder that
+// edgepipe did not write, and so did not replace.
+type ForeignReportError struct{ Paths []string }
+
+func (e *ForeignReportError) Error() string {
+	return fmt.Sprintf("%s: not a report edgepipe wrote, so it was left alone; move it away to get this run's report there", strings.Join(e.Paths, ", "))
+}
+
+// ours reports whether path is absent or a report edgepipe wrote (its
+// first bytes say so).
+func ours(path string) bool {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	return bytes.HasPrefix(head, []byte(report.MarkdownHeading)) || bytes.Contains(head, []byte(report.HTMLTitle))
 }

@@ -10,6 +10,12 @@ func Closest(word string, candidates []string) string {
 	best, bestDist := "", -1
 	w := strings.ToLower(word)
 	for _, c := range candidates {
+		if len(w) > len(c)+4 {
+			// Far longer than the candidate: at least that many edits away,
+			// and not contained in it, so never suggested; skipping keeps a
+			// 2 MB key from costing a quadratic distance.
+			continue
+		}
 		d := distance(w, strings.ToLower(c))
 		if bestDist < 0 || d < bestDist {
 			best, bestDist = c, d

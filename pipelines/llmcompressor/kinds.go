@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -152,7 +153,7 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 // attention output (heads x head_dim, into o_proj) and the MLP width (into
 // down_proj). Multimodal configs keep the language model under text_config.
 func LinearWidths(configPath string) ([]int, error) {
-	b, err := os.ReadFile(configPath)
+	b, err := boundedfile.Read(configPath, boundedfile.ModelJSONLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read the model's config: %w", err)
 	}
@@ -249,7 +250,7 @@ type CompressedLayout struct {
 // weight_scale [out, in/group].
 func CheckCompressedTensors(dir string, group int) (CompressedLayout, error) {
 	var out CompressedLayout
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	b, err := boundedfile.Read(filepath.Join(dir, "config.json"), boundedfile.ModelJSONLimit)
 	if err != nil {
 		return out, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -239,7 +240,7 @@ type mlcCache struct {
 }
 
 func readMLCCache(dir string) (*mlcCache, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MLCTensorCache))
+	b, err := boundedfile.Read(filepath.Join(dir, MLCTensorCache), boundedfile.SidecarLimit)
 	if err != nil {
 		return nil, fmt.Errorf("no %s: %w", MLCTensorCache, err)
 	}
@@ -361,7 +362,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 		Quantization string `json:"quantization"`
 		Context      int    `json:"context_window_size"`
 	}
-	b, err := os.ReadFile(filepath.Join(model.Dir, MLCChatConfig))
+	b, err := boundedfile.Read(filepath.Join(model.Dir, MLCChatConfig), boundedfile.ModelJSONLimit)
 	if err == nil {
 		err = json.Unmarshal(b, &chat)
 	}
@@ -398,7 +399,7 @@ type hfLlamaConfig struct {
 
 func readHFLlamaConfig(dir string) (hfLlamaConfig, error) {
 	var c hfLlamaConfig
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	b, err := boundedfile.Read(filepath.Join(dir, "config.json"), boundedfile.ModelJSONLimit)
 	if err != nil {
 		return c, fmt.Errorf("the checkpoint has no config.json: %w", err)
 	}

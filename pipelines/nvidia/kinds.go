@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -243,7 +244,7 @@ func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
 	rel, _ := filepath.Rel(sc.Out, engines[0])
 	sc.Result.SetFile("model", rel)
 	// Keep the quantization the engine was built from on record.
-	if b, err := os.ReadFile(filepath.Join(ckpt.Dir, "hf_quant_config.json")); err == nil {
+	if b, err := boundedfile.Read(filepath.Join(ckpt.Dir, "hf_quant_config.json"), boundedfile.ModelJSONLimit); err == nil {
 		var q struct {
 			Quantization map[string]any `json:"quantization"`
 		}

@@ -1,0 +1,82 @@
+package runreport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/edgepipe/edgepipe/internal/engine"
+	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/report"
+)
+
+// WriteSummary prints one row per target: format, size, perplexity delta,
+// verdict and where the artifact is.
+func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult) {
+	if res == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\tVERDICT\tARTIFACT")
+	for _, t := range pl.Recipe.Targets {
+		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
+		if g := res.Gates[t.Name]; g != nil {
+			ppl = fmt.Sprintf("%.3f", g.Converted)
+			delta = fmt.Sprintf("%+.3f", g.Delta)
+			verdict = g.Verdict
+		}
+		if dir, ok := res.Published[t.Name]; ok {
+			where = RelPath(dir)
+			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
+				size = report.HumanBytes(*m.Metrics.SizeBytes)
+			}
+			if verdict == "-" {
+				verdict = "published (no gate)"
+			}
+		} else {
+			switch {
+			case verdict == manifest.VerdictFail:
+				where = "not published (gate failed)"
+			case slices.Contains(res.Skipped, plan.PublishStepID(t.Name)):
+				where = "not published (upstream failed)"
+			default:
+				where = "not published"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
+	}
+	tw.Flush()
+	writeBenches(stdout, pl, res)
+	for _, err := range res.Failed {
+		var se *engine.StepError
+		if errors.As(err, &se) {
+			fmt.Fprintf(stderr, "failed: %s (log: %s)\n", se.Step, se.LogPath)
+		}
+	}
+}
+
+// writeBenches adds each benched target's measurement to the run summary:
+// decode speed and its latency percentiles, time to first token, and the
+// decode speed against this host's bandwidth ceiling.
+func writeBenches(w io.Writer, pl *plan.Plan, res *engine.RunResult) {
+	for _, t := range pl.Recipe.Targets {
+		b, standIn := engine.TargetBench(pl, res, t.Name)
+		if b == nil {
+			continue
+		}
+		note := ""
+		if standIn {
+			note = " [stand-in: not a measurement]"
+		}
+		fmt.Fprintf(w, "bench %s (%s, %d threads, %s): decode %.4g tok/s (token p50 %.2f ms, p95 %.2f, p99 %.2f); first token %.1f ms for %d tokens (prompt %.4g tok/s)%s\n",
+			t.Name, b.Backend, b.Threads, b.Host, b.DecodeTokS, b.TokenP50MS, b.TokenP95MS, b.TokenP99MS,
+			b.FirstTokenMS, b.PromptTokens, b.PromptTokS, note)
+		if b.HostBandwidthGBs != nil && b.HostCeilingTokS != nil && b.Efficiency != nil {
+			fmt.Fprintf(w, "  host memory bandwidth %.2f GB/s -> ceiling %.4g tok/s for %s; measured decode is %.0f%% of it\n",
+				*b.HostBandwidthGBs, *b.HostCeilingTokS, report.HumanBytes(b.ModelBytes), 100**b.Efficiency)
+		}
+	}
+}
