@@ -354,7 +354,7 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 	var tools []*tools.Tool
 	toolIDs := map[string]string{}
 	for _, name := range k.Tools(s.Params) {
-		t, err := e.opt.Tools.Resolve(name)
+		t, err := e.opt.Tools.Resolve(ctx, name)
 		if err != nil {
 			return "", nil, fmt.Errorf("step %s: %w", s.ID, err)
 		}
@@ -523,7 +523,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	sc := &steps.Context{
 		StepID: s.ID, Params: s.Params, Out: tmp, LogPath: logPath, Scratch: scratch, Log: log, Result: result,
 		Tool: func(name string) ([]string, error) {
-			t, err := e.opt.Tools.Resolve(name)
+			t, err := e.opt.Tools.Resolve(ctx, name)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"sort"
@@ -29,7 +30,7 @@ func newInvocationID() string {
 // provenanceDeps lists what the target's steps read that the manifest does
 // not record: the data files (evaluation, calibration) with their digests,
 // and tools found outside the pinned toolchains.
-func (e *Engine) provenanceDeps(s *plan.Step) []provenance.ResourceDescriptor {
+func (e *Engine) provenanceDeps(ctx context.Context, s *plan.Step) []provenance.ResourceDescriptor {
 	var deps []provenance.ResourceDescriptor
 	seen := map[string]bool{}
 	add := func(key string, d provenance.ResourceDescriptor) {
@@ -56,7 +57,7 @@ func (e *Engine) provenanceDeps(s *plan.Step) []provenance.ResourceDescriptor {
 			}
 			add("data "+role+" "+ref, provenance.DataFile(role, ref, fd.SHA256))
 		}
-		for _, t := range e.toolsOf(st) {
+		for _, t := range e.toolsOf(ctx, st) {
 			if strings.HasPrefix(t.Origin, "toolchain ") {
 				continue // the manifest's toolchains describe it
 			}
@@ -70,7 +71,7 @@ func (e *Engine) provenanceDeps(s *plan.Step) []provenance.ResourceDescriptor {
 // this engine never looked at (a transitive need under `step run`) has no
 // output; its key would hold the same identities, so resolving them
 // (answered from the resolver's memo) names the same tools.
-func (e *Engine) toolsOf(st *plan.Step) []*tools.Tool {
+func (e *Engine) toolsOf(ctx context.Context, st *plan.Step) []*tools.Tool {
 	if out := e.output(st.ID); out != nil && len(out.Tools) > 0 {
 		return out.Tools
 	}
@@ -80,7 +81,7 @@ func (e *Engine) toolsOf(st *plan.Step) []*tools.Tool {
 	}
 	var tools []*tools.Tool
 	for _, name := range k.Tools(st.Params) {
-		if t, err := e.opt.Tools.Resolve(name); err == nil {
+		if t, err := e.opt.Tools.Resolve(ctx, name); err == nil {
 			tools = append(tools, t)
 		}
 	}

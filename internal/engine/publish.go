@@ -91,7 +91,7 @@ func (e *Engine) publishRequest(ctx context.Context, s *plan.Step) (*publish.Req
 		return nil, fmt.Errorf("step %s publishes target %q, which the recipe does not have", s.ID, s.Target)
 	}
 	req := &publish.Request{StepID: s.ID, Recipe: r, Target: t, Model: ins[0], Checks: ins[1:], Key: key,
-		Source: e.output(plan.SourceStepID), Deps: e.provenanceDeps(s)}
+		Source: e.output(plan.SourceStepID), Deps: e.provenanceDeps(ctx, s)}
 	if fd, err := e.opt.Cache.Memo().File(r.Path); err == nil {
 		req.RecipeSHA256 = fd.SHA256
 	}
@@ -105,7 +105,7 @@ func (e *Engine) publishRequest(ctx context.Context, s *plan.Step) (*publish.Req
 		}
 		if len(out.Tools) == 0 {
 			withTools := *out
-			withTools.Tools = e.toolsOf(st)
+			withTools.Tools = e.toolsOf(ctx, st)
 			out = &withTools
 		}
 		req.Upstream = append(req.Upstream, out)

@@ -72,7 +72,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 
 // ResolveTools resolves every tool the plan's steps run (once each),
 // sorted by name.
-func (e *Engine) ResolveTools() ([]*tools.Tool, error) {
+func (e *Engine) ResolveTools(ctx context.Context) ([]*tools.Tool, error) {
 	seen := map[string]bool{}
 	var out []*tools.Tool
 	for _, s := range e.plan.Steps {
@@ -90,7 +90,7 @@ func (e *Engine) ResolveTools() ([]*tools.Tool, error) {
 				continue
 			}
 			seen[name] = true
-			t, err := e.opt.Tools.Resolve(name)
+			t, err := e.opt.Tools.Resolve(ctx, name)
 			if err != nil {
 				return nil, fmt.Errorf("step %s: %w", s.ID, err)
 			}

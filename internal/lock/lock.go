@@ -42,7 +42,7 @@ func Resolve(ctx context.Context, eng *engine.Engine, pl *plan.Plan, cacheRoot, 
 	if l.Data, err = eng.ResolveData(); err != nil {
 		return nil, err
 	}
-	tools, err := eng.ResolveTools()
+	tools, err := eng.ResolveTools(ctx)
 	if err != nil {
 		return nil, err
 	}

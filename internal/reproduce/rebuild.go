@@ -86,7 +86,7 @@ func Run(ctx context.Context, rb Rebuild) ([]Report, *engine.RunResult, error) {
 		return nil, nil, err
 	}
 	only := closure(pl, targets)
-	if err := sameToolchains(pl, only, rb.Options.Tools, rb.Pubs, rb.Dirs); err != nil {
+	if err := sameToolchains(ctx, pl, only, rb.Options.Tools, rb.Pubs, rb.Dirs); err != nil {
 		return nil, nil, err
 	}
 	opt := rb.Options
@@ -236,7 +236,7 @@ func closure(pl *plan.Plan, targets []string) []string {
 
 // sameToolchains refuses up front, before hours of conversion, when an
 // installed toolchain is not the one the artifact was made with.
-func sameToolchains(pl *plan.Plan, only []string, resolver *tools.Resolver, pubs []*manifest.Manifest, dirs []string) error {
+func sameToolchains(ctx context.Context, pl *plan.Plan, only []string, resolver *tools.Resolver, pubs []*manifest.Manifest, dirs []string) error {
 	now := map[string]string{}
 	for _, id := range only {
 		s, _ := pl.Step(id)
@@ -245,7 +245,7 @@ func sameToolchains(pl *plan.Plan, only []string, resolver *tools.Resolver, pubs
 			continue
 		}
 		for _, name := range k.Tools(s.Params) {
-			t, err := resolver.Resolve(name)
+			t, err := resolver.Resolve(ctx, name)
 			if err != nil {
 				return &RefusedError{Err: fmt.Errorf("step %s: %w", id, err)}
 			}

@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
@@ -62,13 +64,15 @@ type Resolver struct {
 }
 
 // Resolve returns the tool with the given name, resolving it once per run.
-func (tr *Resolver) Resolve(name string) (*Tool, error) {
+// Asking a tool for its version runs it: under ctx, in its own process
+// group, killed with every helper it started when ctx ends.
+func (tr *Resolver) Resolve(ctx context.Context, name string) (*Tool, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if t, ok := tr.cache[name]; ok {
 		return t, nil
 	}
-	t, err := tr.resolve(name)
+	t, err := tr.resolve(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -79,14 +83,14 @@ func (tr *Resolver) Resolve(name string) (*Tool, error) {
 	return t, nil
 }
 
-func (tr *Resolver) resolve(name string) (*Tool, error) {
+func (tr *Resolver) resolve(ctx context.Context, name string) (*Tool, error) {
 	if p, ok := tr.Overrides[name]; ok {
-		return tr.fromFile(name, p, "recipe")
+		return tr.fromFile(ctx, name, p, "recipe")
 	}
 	for _, dir := range tr.Path {
 		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return tr.fromFile(name, p, "tool-path")
+			return tr.fromFile(ctx, name, p, "tool-path")
 		}
 	}
 	if tr.Toolchains == nil {
@@ -105,7 +109,7 @@ func (tr *Resolver) resolve(name string) (*Tool, error) {
 
 // fromFile identifies a tool the user pointed at by the digest of its bytes
 // and asks it for its version.
-func (tr *Resolver) fromFile(name, path, origin string) (*Tool, error) {
+func (tr *Resolver) fromFile(ctx context.Context, name, path, origin string) (*Tool, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -129,7 +133,10 @@ func (tr *Resolver) fromFile(name, path, origin string) (*Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: %w", name, err)
 	}
-	version := toolVersion(argv)
+	version, err := toolVersion(ctx, argv)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", name, err)
+	}
 	return &Tool{Name: name, Argv: argv, Identity: "sha256:" + fd.SHA256, Version: version, Origin: origin,
 		StandIn: strings.Contains(version, "stand-in")}, nil
 }
@@ -141,22 +148,50 @@ func isExecutable(p string) bool {
 
 // toolVersion asks a tool for its version, briefly; tools that have no
 // --version flag answer with usage text, of which the first line is kept.
-func toolVersion(argv []string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], "--version")...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return "unknown"
+// Only ctx ending is an error: a tool that cannot say is "unknown".
+func toolVersion(ctx context.Context, argv []string) (string, error) {
+	out := &cappedBuffer{max: 64 << 10}
+	err := proc.Run(ctx, proc.Cmd{Argv: append(slices.Clone(argv), "--version"), Stdout: out,
+		Timeout: versionTimeout, Grace: time.Second})
+	if ctx.Err() != nil {
+		return "", ctx.Err()
 	}
-	for _, line := range strings.Split(string(out), "\n") {
+	var ee *proc.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.TimedOut) {
+		return "unknown", nil
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
 		line = strings.TrimSpace(line)
 		if line != "" && !strings.HasPrefix(line, "load_backend") {
-			return line
+			return line, nil
 		}
 	}
-	return "unknown"
+	return "unknown", nil
+}
+
+// versionTimeout bounds a --version probe.
+const versionTimeout = 10 * time.Second
+
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
 }
 
 // ForRecipe is the resolver of a run: the recipe's toolchains: overrides
