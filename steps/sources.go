@@ -70,10 +70,22 @@ func fetchHF(ctx context.Context, sc *Context, src string) error {
 }
 
 func fetchGetter(ctx context.Context, sc *Context, src string) error {
-	res, err := getter.Fetch(ctx, src, sc.Out, getter.Options{Pwd: sc.RecipeDir,
+	// The getter stages beside its destination; inside the step's scratch
+	// dir that staging is marked in use, so cache gc cannot remove an
+	// hours-long download from under it.
+	dst := sc.Out
+	if sc.Scratch != "" {
+		dst = filepath.Join(sc.Scratch, "fetched")
+	}
+	res, err := getter.Fetch(ctx, src, dst, getter.Options{Pwd: sc.RecipeDir,
 		Progress: func(file string, done, total int64) { sc.Progress("download "+file, done, total) }})
 	if err != nil {
 		return err
+	}
+	if dst != sc.Out {
+		if err := moveContents(dst, sc.Out); err != nil {
+			return err
+		}
 	}
 	if res.GitCommit != "" {
 		sc.Result.Revision = res.GitCommit
@@ -92,4 +104,18 @@ func linkOrCopy(src, dst string) error {
 	}
 	_, _, err := atomicfile.Copy(dst, src, 0o644)
 	return err
+}
+
+// moveContents renames every entry of from into to (the same file system).
+func moveContents(from, to string) error {
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,9 @@ type Cache struct {
 	root   string
 	memo   *digest.Memo
 	verify atomic.Bool
+	// heldDirs maps the temp and scratch dirs this process is building in
+	// to the open file that holds their lock (holdDir).
+	heldDirs sync.Map
 }
 
 const (
@@ -286,9 +290,32 @@ func (c *Cache) TempDir(key string) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp(filepath.Join(c.root, tmpDir), fmt.Sprintf("%s.%d.", key, os.Getpid()))
+	return c.newDir(key, "")
+}
+
+// ScratchDir returns a new empty working dir for a step building key's
+// output (tools' temporary files, a clone of an input): GC leaves it alone
+// while this process lives. Call release when the step is done; it removes
+// the dir.
+func (c *Cache) ScratchDir(key string) (dir string, release func(), err error) {
+	if err := checkKey(key); err != nil {
+		return "", nil, err
+	}
+	dir, err = c.newDir(key, "s")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { c.releaseDir(dir); os.RemoveAll(dir) }, nil
+}
+
+func (c *Cache) newDir(key, prefix string) (string, error) {
+	dir, err := os.MkdirTemp(filepath.Join(c.root, tmpDir), fmt.Sprintf("%s.%d.%s", key, os.Getpid(), prefix))
 	if err != nil {
 		return "", fmt.Errorf("create temp dir for %s: %w", key, err)
+	}
+	if err := c.holdDir(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	return dir, nil
 }
@@ -296,6 +323,7 @@ func (c *Cache) TempDir(key string) (string, error) {
 // Abort removes a temp dir from TempDir whose step failed.
 func (c *Cache) Abort(tmp string) {
 	if c.isTempDir(tmp, "") {
+		c.releaseDir(tmp)
 		os.RemoveAll(tmp)
 	}
 }
@@ -334,6 +362,7 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 		return nil, fmt.Errorf("commit %s: %s is not a temp dir of this cache for this key; get one from TempDir", key, tmp)
 	}
 	tmp, _ = filepath.Abs(tmp)
+	defer c.releaseDir(tmp)
 	td, err := (*digest.Memo)(nil).Tree(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", key, err)

@@ -737,3 +737,51 @@ func TestMemoLivesInCache(t *testing.T) {
 		t.Fatal("Verify did not rehash the input")
 	}
 }
+
+// A step may build for hours: its temp and scratch dirs are kept by GC
+// while its process holds them, however old they look, and removed once
+// it is gone.
+func TestGCKeepsDirsInUse(t *testing.T) {
+	c := open(t)
+	k := key(t, "long step")
+	tmp, err := c.TempDir(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, release, err := c.ScratchDir(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	longAgo := time.Now().Add(-3 * staleAge)
+	for _, d := range []string{tmp, scratch} {
+		os.WriteFile(filepath.Join(d, "part"), []byte("x"), 0o644)
+		os.Chtimes(d, longAgo, longAgo)
+	}
+	if _, _, err := c.GC(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{tmp, scratch} {
+		if _, err := os.Stat(filepath.Join(d, "part")); err != nil {
+			t.Errorf("GC removed %s while its step was using it", filepath.Base(d))
+		}
+	}
+	release()
+	c.Abort(tmp)
+	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("release kept the scratch dir")
+	}
+
+	// Abandoned (no holder) and old: removed.
+	stale, err := c.TempDir(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.releaseDir(stale)
+	os.Chtimes(stale, longAgo, longAgo)
+	if _, _, err := c.GC(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("GC kept an abandoned old temp dir")
+	}
+}

@@ -127,6 +127,9 @@ func (c *Cache) gcTempDirs(ctx context.Context, _ func(Entry) bool) (int, int64,
 			return removed, freed, err
 		}
 		p := filepath.Join(dir, n.Name())
+		if dirInUse(p) {
+			continue // a step is building in it, however old it looks
+		}
 		key, pid, ok := parseTempName(n.Name())
 		if !ok {
 			// Not ours to judge by owner; only its age says it is abandoned.

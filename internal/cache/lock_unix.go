@@ -91,3 +91,40 @@ func (c *Cache) removeLockFile(key string) {
 func processGone(pid int) bool {
 	return errors.Is(unix.Kill(pid, 0), unix.ESRCH)
 }
+
+// holdDir takes a shared lock on a temp or scratch dir for as long as its
+// builder lives: the kernel drops it when the process dies, so GC can tell
+// a dir in use (however old, whatever its pid) from an abandoned one.
+func (c *Cache) holdDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("lock %s: %w", dir, err)
+	}
+	c.heldDirs.Store(dir, f)
+	return nil
+}
+
+// releaseDir drops holdDir's lock.
+func (c *Cache) releaseDir(dir string) {
+	if f, ok := c.heldDirs.LoadAndDelete(dir); ok {
+		f.(*os.File).Close()
+	}
+}
+
+// dirInUse reports whether some process holds dir (holdDir).
+func dirInUse(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}

@@ -508,11 +508,12 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		return err
 	}
 	defer logf.Close()
-	scratch, err := os.MkdirTemp(filepath.Join(e.opt.Cache.Root(), "tmp"), "scratch-")
+	// A scratch dir GC can tell is in use: a conversion may run for hours.
+	scratch, releaseScratch, err := e.opt.Cache.ScratchDir(key)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(scratch)
+	defer releaseScratch()
 
 	result := &steps.Result{}
 	var log io.Writer = logf
