@@ -123,11 +123,13 @@ func Run(ctx context.Context, c Cmd) error {
 		return &ExitError{Argv: c.Argv, Code: -1, Canceled: true, cause: err}
 	}
 
+	startWatchdog()
+	env, tag := tagEnviron(c.Env)
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        c.Argv,
 		Dir:         c.Dir,
-		Env:         c.Env,
+		Env:         env,
 		SysProcAttr: sysProcAttr(),
 	}
 	var (
@@ -158,6 +160,7 @@ func Run(ctx context.Context, c Cmd) error {
 	// grace period, or helpers it left behind.
 	signalGroup(pgid, unix.SIGKILL)
 	<-exited
+	killRun(tag) // helpers that left the group (setsid)
 	waitErr := reap()
 
 	state := cmd.ProcessState
@@ -249,6 +252,7 @@ func KillAll() {
 		signalGroup(pgid.(int), unix.SIGKILL)
 		return true
 	})
+	killAllTagged()
 }
 
 // signalGroup signals every process in the group; a group that is already

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,4 +27,40 @@ func TestParentDeathKillsTool(t *testing.T) {
 	}
 	runner.Wait()
 	requireGone(t, "tool of a killed runner", tool)
+}
+
+// A helper that left the tool's process group (setsid) dies with the
+// tool all the same: nothing a step started outlives the step.
+func TestSetsidHelperDiesWithTool(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tool, helper, escaped := filepath.Join(dir, "tool.pid"), filepath.Join(dir, "helper.pid"), filepath.Join(dir, "setsid.pid")
+	if err := Run(context.Background(), self("family", tool, helper, escaped, "exit")); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, "helper in the tool's group", waitPid(t, helper))
+	requireGone(t, "setsid helper", waitPid(t, escaped))
+}
+
+// kill -9 of edgepipe leaves nothing running: not the tool (Pdeathsig),
+// not its helpers in its group, not one that called setsid (the watchdog).
+func TestKill9LeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runnerPid := filepath.Join(dir, "runner.pid")
+	tool, helper, escaped := filepath.Join(dir, "tool.pid"), filepath.Join(dir, "helper.pid"), filepath.Join(dir, "setsid.pid")
+	runner := exec.Command(os.Args[0], runnerPid, tool, helper, escaped)
+	runner.Env = append(os.Environ(), childMode+"=runner-family")
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitPid(t, runnerPid)
+	pids := map[string]int{"tool": waitPid(t, tool), "helper in the tool's group": waitPid(t, helper), "setsid helper": waitPid(t, escaped)}
+	if err := runner.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	runner.Wait()
+	for what, pid := range pids {
+		requireGone(t, what+" of a killed edgepipe", pid)
+	}
 }

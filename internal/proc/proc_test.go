@@ -84,6 +84,34 @@ func child(mode string, args []string) int {
 		})
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	case "family": // family PIDFILE HELPER-PIDFILE SETSID-PIDFILE [exit]: a helper in the group and one that left it
+		for i, pidFile := range args[1:3] {
+			h := exec.Command(os.Args[0], pidFile, "ignore-term")
+			h.Env = append(os.Environ(), childMode+"=hold")
+			if i == 1 {
+				h.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
+			if err := h.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 10
+			}
+			for !exists(pidFile) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		announce(args[0])
+		if len(args) > 3 && args[3] == "exit" {
+			return 0
+		}
+		sleepForever()
+	case "runner-family": // runner-family RUNNER-PIDFILE FAMILY ARGS...: run a family through Run
+		announce(args[0])
+		err := Run(context.Background(), Cmd{
+			Argv: append([]string{os.Args[0]}, args[1:]...),
+			Env:  append(os.Environ(), childMode+"=family"),
+		})
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	case "selfkill":
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		sleepForever()

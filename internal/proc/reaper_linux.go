@@ -1,0 +1,177 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A helper a tool starts with setsid leaves the tool's process group, so
+// signalling the group misses it, and when edgepipe is killed with SIGKILL
+// Pdeathsig reaches only the tool itself. What every descendant keeps,
+// unless it clears its environment, is the environment: each Run tags its
+// tool with tagEnv=<this process's prefix><run number>, and what carries a
+// tag is found in /proc and killed when its tool ends, when edgepipe exits,
+// and, if edgepipe is killed, by a watchdog: this same binary, started once,
+// which waits for edgepipe's end on a pipe and then kills every process
+// tagged with its prefix.
+const (
+	tagEnv      = "EDGEPIPE_PROC_TAG"
+	watchdogEnv = "EDGEPIPE_PROC_WATCHDOG"
+)
+
+var (
+	// tagPrefix is unique to this process: pid and start time.
+	tagPrefix = fmt.Sprintf("%d.%d.", os.Getpid(), time.Now().UnixNano())
+	runSeq    atomic.Int64
+	watchOnce sync.Once
+	// tagPrefixRE is what a watchdog accepts: never a prefix that could
+	// match every tag.
+	tagPrefixRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.$`)
+)
+
+func init() {
+	if prefix, ok := os.LookupEnv(watchdogEnv); ok {
+		os.Exit(watchdog(prefix))
+	}
+}
+
+// tagEnviron returns env (nil: ours) with a fresh tag for one Run added,
+// and the tag. Tags accumulate: an edgepipe run by a step of another
+// keeps the outer tag, so the outer run still finds what the inner left.
+func tagEnviron(env []string) ([]string, string) {
+	if env == nil {
+		env = os.Environ()
+	}
+	tag := tagPrefix + strconv.FormatInt(runSeq.Add(1), 10)
+	out := make([]string, 0, len(env)+1)
+	tags := tag
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, tagEnv+"="):
+			if outer := strings.TrimPrefix(kv, tagEnv+"="); outer != "" {
+				tags = outer + " " + tag
+			}
+		case strings.HasPrefix(kv, watchdogEnv+"="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, tagEnv+"="+tags), tag
+}
+
+// startWatchdog starts the watchdog once per process; if it cannot, runs
+// go on without it (a SIGKILL of edgepipe may then leave setsid helpers).
+func startWatchdog() {
+	watchOnce.Do(func() {
+		exe, err := os.Executable()
+		if err != nil {
+			return
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return
+		}
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), watchdogEnv+"="+tagPrefix)
+		cmd.Stdin = r
+		// Its own group: a terminal's Ctrl-C must not take it down first.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			r.Close()
+			w.Close()
+			return
+		}
+		r.Close()
+		// w stays open, unwritten, for this process's life: its end
+		// (exit, crash or SIGKILL) is the watchdog's EOF.
+		watchdogPipe = w
+		go cmd.Wait()
+	})
+}
+
+// watchdogPipe keeps the pipe's write end referenced (an unreferenced
+// *os.File is closed by its finalizer, which would wake the watchdog).
+//
+//lint:ignore U1000 held, never read: see above
+var watchdogPipe *os.File
+
+// watchdog waits for the parent's end, then kills what it left.
+func watchdog(prefix string) int {
+	if !tagPrefixRE.MatchString(prefix) {
+		return 2
+	}
+	io.Copy(io.Discard, os.Stdin)
+	killTagged(prefix, true)
+	return 0
+}
+
+// killTagged kills every process whose environment carries the tag (or,
+// with prefix, any tag starting with it), until none is left (a dying
+// helper may still fork).
+func killTagged(tag string, prefix bool) {
+	self := os.Getpid()
+	for round := 0; round < 50; round++ {
+		found := 0
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == self {
+				continue
+			}
+			if tagged(pid, tag, prefix) {
+				found++
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		if found == 0 {
+			return
+		}
+		time.Sleep(time.Duration(round+1) * 2 * time.Millisecond)
+	}
+}
+
+// tagged reports whether pid's environment carries tag. A zombie has no
+// environment left to read.
+func tagged(pid int, tag string, prefix bool) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	key := []byte(tagEnv + "=")
+	for len(b) > 0 {
+		entry, rest, _ := bytes.Cut(b, []byte{0})
+		b = rest
+		if !bytes.HasPrefix(entry, key) {
+			continue
+		}
+		for _, t := range strings.Fields(string(entry[len(key):])) {
+			if t == tag || prefix && strings.HasPrefix(t, tag) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// killRun kills what one Run's tool left behind outside its group.
+func killRun(tag string) { killTagged(tag, false) }
+
+// killAllTagged kills what every Run of this process left.
+func killAllTagged() { killTagged(tagPrefix, true) }
