@@ -71,6 +71,59 @@ type limits struct {
 	bytes int64
 }
 
+// Model weights barely compress (about 1.1x), tokenizers and configs a
+// few times; a 1 MB gzip that expands to 1 GiB is a bomb. An archive may
+// expand to maxRatio times its size, and always to ratioFloor.
+const (
+	maxRatio   = 20
+	ratioFloor = 256 << 20
+)
+
+// forArchive tightens lim to what an archive of size bytes may expand to.
+func (lim limits) forArchive(size int64) limits {
+	allowed := max(size*maxRatio, ratioFloor)
+	if lim.bytes <= 0 || allowed < lim.bytes {
+		lim.bytes = allowed
+	}
+	return lim
+}
+
+// streamOpeners decompress the single-stream kinds, for counting what they
+// expand to before anything is written.
+var streamOpeners = map[string]func(io.Reader) (io.Reader, error){
+	"gz": gunzip, "bz2": bunzip, "xz": unxz, "zst": unzstd,
+}
+
+// countStream refuses a single compressed stream that expands past the
+// limit, reading it to the end without writing anything.
+func countStream(path, kind string, lim limits) error {
+	open := streamOpeners[kind]
+	if open == nil || lim.bytes <= 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := open(f)
+	if err != nil {
+		return fmt.Errorf("read archive: %w", err)
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(r, lim.bytes+1))
+	if err != nil {
+		return fmt.Errorf("read archive: %w", err)
+	}
+	if n > lim.bytes {
+		return bombError(lim.bytes)
+	}
+	return nil
+}
+
+func bombError(limit int64) error {
+	return fmt.Errorf("the archive unpacks to more than %d bytes: refusing it as a possible decompression bomb (an archive may expand to %dx its size or %d MiB, and at most MaxBytes)", limit, maxRatio, ratioFloor>>20)
+}
+
 // unpack checks the archive, then unpacks it into dir with go-getter's
 // limited decompressor for its kind.
 func unpack(kind, archive, dir, name string, lim limits) error {
@@ -80,7 +133,14 @@ func unpack(kind, archive, dir, name string, lim limits) error {
 	}
 	// Files come out as the archive says, minus group/other write.
 	const umask = 0o022
+	if fi, err := os.Stat(archive); err == nil {
+		lim = lim.forArchive(fi.Size())
+		dec = gogetter.LimitedDecompressors(lim.files, lim.bytes)[kind]
+	}
 	if !isMultiFile(kind) {
+		if err := countStream(archive, kind, lim); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -125,7 +185,7 @@ func checkEntry(name string, count int, total int64, lim limits) error {
 		return fmt.Errorf("the archive has more than %d entries: refusing it as a possible archive bomb (raise MaxFiles if it is genuine)", lim.files)
 	}
 	if lim.bytes > 0 && total > lim.bytes {
-		return fmt.Errorf("the archive unpacks to more than %d bytes: refusing it as a possible decompression bomb (raise MaxBytes if it is genuine)", lim.bytes)
+		return bombError(lim.bytes)
 	}
 	if strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) || filepath.IsAbs(name) || filepath.VolumeName(name) != "" {
 		return fmt.Errorf("archive entry %q has an absolute path: refusing the archive", name)

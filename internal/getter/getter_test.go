@@ -313,6 +313,34 @@ func TestArchiveBombsAreRefused(t *testing.T) {
 	}
 }
 
+// A small archive that expands far past its size is refused by ratio, at
+// once, even under the default absolute cap: a 1 MB gzip of a 300 MiB
+// file never reaches the disk.
+func TestArchiveRatioCap(t *testing.T) {
+	src := t.TempDir()
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	_, _ = io.Copy(zw, io.LimitReader(zeros{}, 300<<20))
+	_ = zw.Close()
+	writeFile(t, filepath.Join(src, "model.bin.gz"), gz.Bytes())
+	writeFile(t, filepath.Join(src, "big.tar.gz"), tarGz(t, entry{name: "zeros.bin", size: 300 << 20}))
+	for _, name := range []string{"./model.bin.gz", "./big.tar.gz"} {
+		_, err := fetchErr(t, name, Options{Pwd: src})
+		if err == nil || !strings.Contains(err.Error(), "possible decompression bomb (an archive may expand to 20x its size") {
+			t.Errorf("%s (%d bytes compressed): %v", name, gz.Len(), err)
+		}
+	}
+	// Under the floor, any ratio is fine.
+	var small bytes.Buffer
+	zw = gzip.NewWriter(&small)
+	_, _ = io.Copy(zw, io.LimitReader(zeros{}, 8<<20))
+	_ = zw.Close()
+	writeFile(t, filepath.Join(src, "ok.bin.gz"), small.Bytes())
+	if _, err := Fetch(context.Background(), "./ok.bin.gz", filepath.Join(t.TempDir(), "out"), Options{Pwd: src}); err != nil {
+		t.Errorf("8 MiB of zeros: %v", err)
+	}
+}
+
 func TestArchiveEscapesAndLinksAreRefused(t *testing.T) {
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
