@@ -58,6 +58,10 @@ type Manifest struct {
 	Budgets *Budgets `json:"budgets,omitempty"`
 	// Toolchains are keyed by toolchain name, as Step.Toolchain names them.
 	Toolchains map[string]Toolchain `json:"toolchains,omitempty"`
+	// Sidecars are the files written beside the manifest after it (it
+	// cannot list their digests): the provenance statement, and its
+	// signature bundle when signed. Verify fails when one is missing.
+	Sidecars []string `json:"sidecars,omitempty"`
 }
 
 // Recipe identifies the recipe file the artifact was built from.

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
@@ -77,7 +78,10 @@ func Check(dir string, pub crypto.PublicKey) (*Result, error) {
 	stmt, err := boundedfile.Read(filepath.Join(dir, manifest.ProvenanceFile), boundedfile.SidecarLimit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if pub != nil {
+		switch {
+		case slices.Contains(m.Sidecars, manifest.ProvenanceFile):
+			problem("%s is missing: the manifest says the folder was published with it", manifest.ProvenanceFile)
+		case pub != nil:
 			problem("%s is missing: the folder has no provenance to check the signature of", manifest.ProvenanceFile)
 		}
 	case err != nil:
@@ -99,7 +103,10 @@ func Check(dir string, pub crypto.PublicKey) (*Result, error) {
 	bundle, err := boundedfile.Read(filepath.Join(dir, manifest.SignatureFile), boundedfile.SidecarLimit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if pub != nil {
+		switch {
+		case slices.Contains(m.Sidecars, manifest.SignatureFile):
+			problem("%s is missing: the manifest says the folder was published signed", manifest.SignatureFile)
+		case pub != nil:
 			problem("%s is missing: the folder is not signed", manifest.SignatureFile)
 		}
 		return res, nil

@@ -159,6 +159,10 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		size += f.Size
 	}
 	m := p.manifestFor(req, gate, size)
+	m.Sidecars = []string{manifest.ProvenanceFile}
+	if p.Signer != nil {
+		m.Sidecars = append(m.Sidecars, manifest.SignatureFile)
+	}
 	if measured != nil {
 		m.Metrics.Bench = measured
 		fillBudgetActuals(m.Budgets, m.Metrics.Bench)
