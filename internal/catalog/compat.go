@@ -36,6 +36,10 @@ func unknownDeviceMessage(id string) string {
 // fixFor suggests a format of the same family when the device runs one
 // (closest to what the recipe asked for), else the device's preferred format.
 func fixFor(d Device, want Format) string {
+	if want.TensorCore != "" && !d.HasTensorCore(want.TensorCore) {
+		return fmt.Sprintf("use %s: %s's GPU has no %s tensor cores (tensor cores: %s), so %s does not run there; %s is Blackwell's (jetson-thor)",
+			d.PreferredFormat, d.ID, strings.ToUpper(want.TensorCore), strings.Join(d.TensorCores, ", "), want.Name, want.Name)
+	}
 	alt := d.PreferredFormat
 	for _, f := range Formats() {
 		if f.Family == want.Family && d.Runs(f.Name) {
@@ -85,6 +89,28 @@ func (Catalog) ValidFormat(name string) bool {
 func (Catalog) CanRun(deviceID, format string) (ok bool, fix string) {
 	return CanRun(deviceID, format)
 }
+
+// KVFix says why a device cannot hold its KV cache in kv for a format, and
+// what to write instead, or "" when it can: an FP8 KV cache in an NVIDIA
+// engine needs FP8 tensor cores, which Ampere (every Orin, the A100) lacks.
+func KVFix(deviceID, format, kv string) string {
+	d, ok := Lookup(deviceID)
+	f, err := ParseFormat(format)
+	if !ok || err != nil || !f.NeedsNVIDIAGPU {
+		return ""
+	}
+	switch {
+	case kv == "fp8" && !d.HasTensorCore("fp8"):
+		return fmt.Sprintf("%s's GPU has no FP8 tensor cores (tensor cores: %s): write kv_dtype: f16, or q8 for an INT8 KV cache (trtllm-int4)", d.ID, strings.Join(d.TensorCores, ", "))
+	case kv == "q4":
+		return fmt.Sprintf("%s engines hold no 4-bit KV cache: write kv_dtype: f16, q8 (trtllm-int4) or fp8 (FP8 tensor cores)", f.Name)
+	case kv == "q8" && f.Name == "nvfp4":
+		return "an NVFP4 engine's KV cache is FP16 or FP8: write kv_dtype: f16 or fp8"
+	}
+	return ""
+}
+
+func (Catalog) KVFix(deviceID, format, kv string) string { return KVFix(deviceID, format, kv) }
 
 func (Catalog) BenchBackend(format string) (string, bool) {
 	f, err := ParseFormat(format)

@@ -37,7 +37,9 @@ func TestCanRun(t *testing.T) {
 		{"snapdragon-8-gen-3", "qnn-w4a16", true, ""},
 		{"jetson-thor", "nvfp4", true, ""},
 		{"apple-a18", "qnn-w8a16", false, "use coreml-int4: no runtime on apple-a18 (Core ML, llama.cpp) loads qnn-w8a16; Core ML loads Core ML INT4 packages (INT4 weights, FP16 activations, runs on the ANE)"},
-		{"jetson-orin-nano-super", "nvfp4", false, "~use gguf-q4_k_m: no runtime on jetson-orin-nano-super"},
+		{"jetson-orin-nano-super", "nvfp4", false, "~use gguf-q4_k_m: jetson-orin-nano-super's GPU has no FP4 tensor cores"},
+		{"jetson-agx-orin", "nvfp4", false, "use trtllm-int4: jetson-agx-orin's GPU has no FP4 tensor cores (tensor cores: fp16, int8), so nvfp4 does not run there; nvfp4 is Blackwell's (jetson-thor)"},
+		{"jetson-thor", "nvfp4", true, ""},
 		{"nvidia-a100", "nvfp4", false, "~use awq-w4a16: "},
 		{"x86-laptop", "mlc-q4f16_1", false, "~use gguf-q4_k_m: "},
 		{"apple-a17", "coreml-int4", false, `~unknown device "apple-a17"; did you mean "apple-a18"?`},
@@ -107,5 +109,26 @@ func TestCatalogAdapter(t *testing.T) {
 	}
 	if ok, fix := c.CanRun("webgpu-m3-max", "gguf-q4_k_m"); ok || !strings.HasPrefix(fix, "use mlc-q4f16_1") {
 		t.Errorf("CanRun = %v, %q", ok, fix)
+	}
+}
+
+// An FP8 KV cache needs FP8 tensor cores: Thor and Hopper have them, no
+// Ampere part does (Orin, A100).
+func TestKVFix(t *testing.T) {
+	for _, tc := range []struct{ device, format, kv, want string }{
+		{"jetson-agx-orin", "trtllm-int4", "fp8", "jetson-agx-orin's GPU has no FP8 tensor cores (tensor cores: fp16, int8): write kv_dtype: f16, or q8"},
+		{"jetson-agx-orin", "trtllm-int4", "q8", ""},
+		{"jetson-agx-orin", "trtllm-int4", "f16", ""},
+		{"jetson-thor", "nvfp4", "fp8", ""},
+		{"jetson-thor", "nvfp4", "q8", "an NVFP4 engine's KV cache is FP16 or FP8"},
+		{"nvidia-h100", "trtllm-int4", "fp8", ""},
+		{"nvidia-a100", "trtllm-int4", "fp8", "nvidia-a100's GPU has no FP8 tensor cores"},
+		{"jetson-agx-orin", "gguf-q4_k_m", "q4", ""}, // llama.cpp's own KV types
+		{"jetson-thor", "trtllm-int4", "q4", "hold no 4-bit KV cache"},
+	} {
+		got := KVFix(tc.device, tc.format, tc.kv)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("KVFix(%s, %s, %s) = %q, want %q", tc.device, tc.format, tc.kv, got, tc.want)
+		}
 	}
 }

@@ -26,6 +26,10 @@ type Device struct {
 	NPUTOPS            float64  `json:"npu_tops" yaml:"npu_tops"`
 	OSReservedGB       float64  `json:"os_reserved_gb" yaml:"os_reserved_gb"`
 	NeedsNVIDIAGPU     bool     `json:"needs_nvidia_gpu" yaml:"needs_nvidia_gpu"`
+	// TensorCores are the element types an NVIDIA GPU's tensor cores
+	// compute in (Ampere: fp16, int8; Hopper adds fp8; Blackwell fp4);
+	// empty for other devices.
+	TensorCores []string `json:"tensor_cores,omitempty" yaml:"tensor_cores"`
 	// PreferredFormat is the format the domain brief's picker chooses for
 	// this device; compatibility fixes suggest it.
 	PreferredFormat string        `json:"preferred_format" yaml:"preferred_format"`
@@ -128,6 +132,12 @@ func allDeviceNames() []string {
 
 // Runs reports whether some runtime on the device loads format.
 func (d Device) Runs(format string) bool { return d.RuntimeFor(format) != "" }
+
+// HasTensorCore reports whether the device's GPU computes in typ; a device
+// that lists no tensor cores is not an NVIDIA GPU and is not asked.
+func (d Device) HasTensorCore(typ string) bool {
+	return len(d.TensorCores) == 0 || slices.Contains(d.TensorCores, typ)
+}
 
 // RuntimeFor names the device's preferred runtime for format, or "" when
 // none loads it.

@@ -25,6 +25,9 @@ type Format struct {
 	NeedsImatrix bool `json:"needs_imatrix,omitempty"`
 	// NeedsNVIDIAGPU: building or validating the artifact needs an NVIDIA GPU.
 	NeedsNVIDIAGPU bool `json:"needs_nvidia_gpu"`
+	// TensorCore is the tensor-core type the format's math needs ("fp4"
+	// for NVFP4), checked against a device's TensorCores.
+	TensorCore string `json:"tensor_core,omitempty"`
 	// RunsHere says whether a Linux host without a GPU can convert and
 	// validate it: "yes", "partly" (converts here, but part of the
 	// validation or the final compile needs other hardware or OS), or "no".

@@ -83,7 +83,7 @@ func TestEveryMemoryFixFits(t *testing.T) {
 		{"jetson-orin-nano-super", "gguf-q8_0", llama3Shape, 8192, "q8", 0},
 		{"snapdragon-8-gen-3", "qnn-w8a16", llama3Shape, 16384, "f16", 0},
 		{"webgpu-android", "mlc-q4f16_1", llama3Shape, 100000, "f16", 0}, // not a power of two
-		{"jetson-agx-orin", "nvfp4", catalog.ModelShape{Layers: 80, KVHeads: 8, HeadDim: 128, Params: 70_553_706_496}, 131072, "fp8", 0},
+		{"jetson-agx-orin", "trtllm-int4", catalog.ModelShape{Layers: 80, KVHeads: 8, HeadDim: 128, Params: 70_553_706_496}, 131072, "f16", 0},
 	} {
 		d, f := mustDevice(t, tc.device), mustFormat(t, tc.format)
 		c, err := CheckMemory(d, tc.shape, f, tc.context, tc.kv, tc.budget)

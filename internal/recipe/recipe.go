@@ -108,9 +108,10 @@ type Target struct {
 	Pos       Pos `json:"-"` // the target's key
 	DevicePos Pos `json:"-"`
 	// WithPos is where each with: key is written ("": the with: key).
-	WithPos   map[string]Pos `json:"-"`
-	FormatPos Pos            `json:"-"`
-	BenchPos  Pos            `json:"-"`
+	WithPos    map[string]Pos `json:"-"`
+	FormatPos  Pos            `json:"-"`
+	KVDtypePos Pos            `json:"-"`
+	BenchPos   Pos            `json:"-"`
 }
 
 // BenchSpec is a target's on-host measurement: per-token decode latency at

@@ -25,6 +25,9 @@ type Catalog interface {
 	// Options returns a new, empty value of the format's typed with:
 	// options (a pointer to an options struct), or nil when it takes none.
 	Options(format string) any
+	// KVFix says why the device cannot hold the format's KV cache in kv,
+	// with the fix, or "".
+	KVFix(deviceID, format, kv string) string
 	// CheckSource refuses a model.source that no run could fetch (an
 	// unknown scheme, a malformed URL); its message must not quote the
 	// source's credentials.
@@ -134,6 +137,12 @@ func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 		if deviceOK && formatOK {
 			if ok, fix := cat.CanRun(t.Device, t.Format); !ok {
 				add(t.FormatPos, fix, "target %q: no runtime on %s loads %s", t.Name, t.Device, t.Format)
+			} else if fix := cat.KVFix(t.Device, t.Format, t.KVDtype); fix != "" {
+				pos := t.KVDtypePos
+				if pos.Line == 0 {
+					pos = t.FormatPos
+				}
+				add(pos, fix, "target %q: %s on %s cannot hold a %s KV cache", t.Name, t.Format, t.Device, t.KVDtype)
 			}
 		}
 		if formatOK {

@@ -43,6 +43,8 @@ func (fakeCatalog) Options(format string) any {
 	return nil
 }
 
+func (fakeCatalog) KVFix(string, string, string) string { return "" }
+
 func (fakeCatalog) CheckSource(src string) error {
 	if strings.HasPrefix(src, "ftp://") {
 		return errors.New("no fetcher for this source")

@@ -17,9 +17,11 @@ import (
 // Every step needs an NVIDIA GPU; NvidiaGPUCheck says so at plan time.
 func expandNvidia(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	n := plan.TargetContext(t)
-	kv := "none"
-	if t.KVDtype == "fp8" {
-		kv = "fp8"
+	// Validation already refused what the device cannot hold (an FP8 KV
+	// cache without FP8 tensor cores, INT8 for NVFP4, any 4-bit KV).
+	kv := map[string]string{"fp8": "fp8", "q8": "int8"}[t.KVDtype]
+	if kv == "" {
+		kv = "none"
 	}
 	qid := "modelopt-quantize:" + f.Name
 	if kv != "none" {

@@ -29,7 +29,7 @@ func Family() plan.Family {
 			Formats: []catalog.Format{
 				{Name: "trtllm-int4", Family: "trtllm", BitsPerWeight: 4.125, BlockSize: 128, NeedsNVIDIAGPU: true, RunsHere: "no",
 					Note: "TensorRT-LLM INT4 engine; engines are built on, and for, the target NVIDIA GPU"},
-				{Name: "nvfp4", Family: "nvfp4", BitsPerWeight: 4.5, BlockSize: 16, NeedsNVIDIAGPU: true, RunsHere: "partly",
+				{Name: "nvfp4", Family: "nvfp4", BitsPerWeight: 4.5, BlockSize: 16, NeedsNVIDIAGPU: true, RunsHere: "partly", TensorCore: "fp4",
 					Note: "FP4 (E2M1) weights with an FP8 scale per 16, FP8 KV cache; nvidia-modelopt quantizes and exports a checkpoint, whether its calibration runs without CUDA is unverified, and running it needs Blackwell FP4 tensor cores"},
 			},
 		},

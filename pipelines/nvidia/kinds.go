@@ -101,7 +101,7 @@ func (modeloptQuantize) Version() int { return 1 }
 // QuantizeParams are a modelopt-quantize step's.
 type QuantizeParams struct {
 	Format  string `json:"format"`
-	KVCache string `json:"kv_cache"` // none or fp8
+	KVCache string `json:"kv_cache"` // none, fp8, or int8 (trtllm-int4)
 	// CalibSize windows of CalibSeqLen tokens calibrate it.
 	CalibSize   int `json:"calib_size"`
 	CalibSeqLen int `json:"calib_seq_len"`
@@ -174,7 +174,7 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	// The quantization the checkpoint declares must be the one asked for.
 	wantAlgo := map[string]string{"nvfp4": "NVFP4", "int4_awq": "W4A16_AWQ"}[f.qformat]
-	wantKV := map[string]string{"fp8": "FP8", "none": ""}[kv]
+	wantKV := map[string]string{"fp8": "FP8", "int8": "INT8", "none": ""}[kv]
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "checkpoint declares the quantization",
 		Passed: res.QuantAlgo == wantAlgo && res.KVCacheAlgo == wantKV,
 		Detail: fmt.Sprintf("quant_algo %q (want %q), kv_cache_quant_algo %q (want %q)", res.QuantAlgo, wantAlgo, res.KVCacheAlgo, wantKV)})

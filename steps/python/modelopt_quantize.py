@@ -1,6 +1,6 @@
 """Quantize a Hugging Face causal LM with NVIDIA ModelOpt and export the checkpoint.
 
-    python modelopt_quantize.py --model DIR --qformat nvfp4|int4_awq [--kv-cache fp8|none]
+    python modelopt_quantize.py --model DIR --qformat nvfp4|int4_awq [--kv-cache fp8|int8|none]
                                 --export hf|trtllm --calib TEXT [--calib-size N] [--seq-len L]
                                 --out OUT
 
@@ -27,7 +27,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--qformat", choices=["nvfp4", "int4_awq"], required=True)
-    ap.add_argument("--kv-cache", choices=["fp8", "none"], default="none")
+    ap.add_argument("--kv-cache", choices=["fp8", "int8", "none"], default="none")
     ap.add_argument("--export", choices=["hf", "trtllm"], required=True)
     ap.add_argument("--calib", required=True)
     ap.add_argument("--calib-size", type=int, default=64)
@@ -49,8 +49,15 @@ def main() -> int:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float16).cuda().eval()
 
     cfg = copy.deepcopy(mtq.NVFP4_DEFAULT_CFG if args.qformat == "nvfp4" else mtq.INT4_AWQ_CFG)
-    if args.kv_cache == "fp8":
-        cfg["quant_cfg"].update(copy.deepcopy(mtq.FP8_KV_CFG["quant_cfg"]))
+    if args.kv_cache != "none":
+        # FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell); INT8 is the
+        # KV cache Ampere (Orin) engines take. Named as TensorRT-LLM's
+        # quantize.py names them; an older ModelOpt without one says so.
+        kv_cfg = getattr(mtq, args.kv_cache.upper() + "_KV_CFG", None)
+        if kv_cfg is None:
+            print(f"modelopt_quantize: this ModelOpt ({modelopt.__version__}) has no {args.kv_cache.upper()}_KV_CFG", file=sys.stderr)
+            return 2
+        cfg["quant_cfg"].update(copy.deepcopy(kv_cfg["quant_cfg"]))
 
     with open(args.calib, encoding="utf-8") as f:
         ids = tokenizer(f.read(), add_special_tokens=False).input_ids

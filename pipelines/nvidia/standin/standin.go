@@ -67,7 +67,7 @@ func modeloptQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	kvAlgo := map[string]string{"fp8": "FP8"}[*kv]
+	kvAlgo := map[string]string{"fp8": "FP8", "int8": "INT8"}[*kv]
 	quant := map[string]any{"quant_algo": algo, "kv_cache_quant_algo": nilIfEmpty(kvAlgo), "group_size": group}
 	bits := 4 + 8/float64(group)
 	if *export == "hf" {
