@@ -1,6 +1,9 @@
 package hf
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // Python's json is the reader that matters (transformers), so auto_map is
 // found however a config hides it from a strict reader.
@@ -21,4 +24,21 @@ func TestDeclaresAutoMap(t *testing.T) {
 			t.Errorf("DeclaresAutoMap(%s) = %v, want %v", cfg, got, want)
 		}
 	}
+}
+
+// FuzzDeclaresAutoMap: any config bytes; whatever Go's JSON reader finds
+// as a top-level auto_map key, DeclaresAutoMap must find too.
+func FuzzDeclaresAutoMap(f *testing.F) {
+	f.Add([]byte(`{"auto_map": "x"}`))
+	f.Add([]byte(`{"a": NaN, "auto_map": {}}`))
+	f.Add([]byte(`{"note": "\"auto_map\": 1"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := DeclaresAutoMap(b)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) == nil {
+			if _, has := m["auto_map"]; has && !got {
+				t.Fatalf("missed the auto_map in %q", b)
+			}
+		}
+	})
 }

@@ -84,8 +84,10 @@ func Parse(path string, data []byte) (*Recipe, error) {
 type parser struct {
 	file  string
 	diags Diagnostics
-	// dropped counts the problems found past MaxDiagnostics.
-	dropped int
+	// dropped counts the problems found past MaxDiagnostics, from
+	// droppedAt on.
+	dropped   int
+	droppedAt Pos
 	// expanded counts the values built for with: maps, and tooMany and
 	// tooDeep record why one was cut short; see maxExpansion.
 	expanded         int
@@ -112,10 +114,19 @@ func (p *parser) report(n *yaml.Node, hint, format string, args ...any) {
 // listing them helps nobody. The rest are counted.
 func (p *parser) add(d Diagnostic) {
 	if p.full() {
-		p.dropped++
+		p.drop(d.Pos)
 		return
 	}
 	p.diags = append(p.diags, d)
+}
+
+// drop counts a problem past the cap; the first one's place is where the
+// "and N more" line points.
+func (p *parser) drop(at Pos) {
+	if p.dropped == 0 {
+		p.droppedAt = at
+	}
+	p.dropped++
 }
 
 // full reports whether no more diagnostics are kept, so callers can skip
@@ -141,7 +152,7 @@ func (p *parser) finish() {
 	}
 	p.diags = out
 	if p.dropped > 0 {
-		p.diags = append(p.diags, Diagnostic{Pos: Pos{File: p.file}, More: p.dropped})
+		p.diags = append(p.diags, Diagnostic{Pos: p.droppedAt, More: p.dropped})
 	}
 }
 
@@ -604,7 +615,7 @@ func (p *parser) object(v *yaml.Node, path string, fields []field) map[string]*y
 		}
 		if f == nil {
 			if p.full() {
-				p.dropped++
+				p.drop(p.pos(e.key))
 				continue
 			}
 			p.report(e.key, keyHint(e.name, names), "unknown key %q %s", e.name, where(path))
