@@ -37,6 +37,18 @@ func (c *Cache) GC(ctx context.Context, keep func(Entry) bool) (removed int, fre
 	return removed, freed, nil
 }
 
+// CleanTemp removes what killed runs left in tmp/ (builds and scratch dirs
+// no process holds, half-written records), as GC does, but touches no
+// entry: a run calls it on start, so debris does not wait for `cache gc`.
+func (c *Cache) CleanTemp(ctx context.Context) (removed int, freed int64, err error) {
+	n, b, err := c.gcTempDirs(ctx, nil)
+	if err != nil {
+		return n, b, err
+	}
+	_, _, err = c.gcTempFiles(ctx, nil)
+	return n, b, err
+}
+
 func (c *Cache) gcEntries(ctx context.Context, keep func(Entry) bool) (int, int64, error) {
 	kept := func(e *Entry) bool { return e != nil && (keep == nil || keep(*e)) }
 	return c.sweep(ctx, entriesDir,

@@ -33,7 +33,7 @@ func cmdLock(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		eng, cacheRoot, _, err := c.engine(env, pl, nil)
+		eng, cacheRoot, _, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		eng, cacheRoot, out, err := c.engine(env, pl, nil)
+		eng, cacheRoot, out, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
 			return err
 		}
@@ -150,10 +150,15 @@ func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
 }
 
 // engine wires a plan to the cache, tools and data.
-func (c *common) engine(env *Env, pl *plan.Plan, only []string) (*engine.Engine, string, string, error) {
+func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []string) (*engine.Engine, string, string, error) {
 	ca, err := c.openCache(env)
 	if err != nil {
 		return nil, "", "", err
+	}
+	// What killed runs left in tmp/ goes now, not at the next `cache gc`;
+	// a dir another run is building in is held, and kept.
+	if _, _, err := ca.CleanTemp(ctx); err != nil && ctx.Err() != nil {
+		return nil, "", "", ctx.Err()
 	}
 	out := c.out
 	if out == "" {
@@ -198,7 +203,7 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		// The source as run would fetch it: pinned by the lock, if any.
 		_, _ = openLock(pos[0], pl, false, false)
-		eng, _, _, err := c.engine(env, pl, nil)
+		eng, _, _, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
 			return err
 		}
@@ -294,7 +299,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if _, ok := pl.Step(pos[2]); !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 		}
-		eng, _, _, err := c.engine(env, pl, []string{pos[2]})
+		eng, _, _, err := c.engine(ctx, env, pl, []string{pos[2]})
 		if err != nil {
 			return err
 		}
