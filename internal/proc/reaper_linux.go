@@ -77,6 +77,13 @@ func tagEnviron(env []string) ([]string, string) {
 // go on without it (a SIGKILL of edgepipe may then leave setsid helpers).
 func startWatchdog() {
 	watchOnce.Do(func() {
+		// /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN; without
+		// it killRun falls back to scanning /proc every time.
+		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err == nil {
+			if unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil {
+				subreaper.Store(true)
+			}
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			return
@@ -170,8 +177,55 @@ func tagged(pid int, tag string, prefix bool) bool {
 	return false
 }
 
-// killRun kills what one Run's tool left behind outside its group.
-func killRun(tag string) { killTagged(tag, false) }
+// killRun kills what one Run's tool left behind outside its group. This
+// process is a child subreaper (set with the watchdog), so a helper that
+// left the group and whose parent has exited is now our child: scanning all
+// of /proc is needed only when a child of ours carries the run's tag, which
+// keeps the common case (nothing escaped) to reading our children's list.
+func killRun(tag string) {
+	if !subreaper.Load() {
+		killTagged(tag, false)
+		return
+	}
+	var escaped []int
+	for _, pid := range children() {
+		if tagged(pid, tag, false) {
+			escaped = append(escaped, pid)
+		}
+	}
+	if len(escaped) == 0 {
+		return
+	}
+	killTagged(tag, false)
+	for _, pid := range escaped {
+		// Reparented to us, so ours to reap once the SIGKILL lands.
+		go unix.Wait4(pid, nil, 0, nil)
+	}
+}
+
+// subreaper records that orphaned descendants reparent to this process.
+var subreaper atomic.Bool
+
+// children lists this process's children, from every thread's list.
+func children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
 
 // killAllTagged kills what every Run of this process left.
 func killAllTagged() { killTagged(tagPrefix, true) }
