@@ -182,6 +182,10 @@ func tagged(pid int, tag string, prefix bool) bool {
 // left the group and whose parent has exited is now our child: scanning all
 // of /proc is needed only when a child of ours carries the run's tag, which
 // keeps the common case (nothing escaped) to reading our children's list.
+//
+// Being a subreaper also makes every orphan of a tool's group ours to reap
+// (a grandchild killed with its group is reparented here as a zombie), so
+// the scan reaps those too.
 func killRun(tag string) {
 	if !subreaper.Load() {
 		killTagged(tag, false)
@@ -189,6 +193,9 @@ func killRun(tag string) {
 	}
 	var escaped []int
 	for _, pid := range children() {
+		if reapOrphan(pid) {
+			continue
+		}
 		if tagged(pid, tag, false) {
 			escaped = append(escaped, pid)
 		}
@@ -199,8 +206,54 @@ func killRun(tag string) {
 	killTagged(tag, false)
 	for _, pid := range escaped {
 		// Reparented to us, so ours to reap once the SIGKILL lands.
-		go unix.Wait4(pid, nil, 0, nil)
+		reap(pid)
 	}
+}
+
+// reapOrphan reaps pid, a child of ours, if it is an orphan reparented to
+// us rather than a process this program started: those are process-group
+// leaders (Run's tools, the watchdog) or share our group (other os/exec
+// children), and os/exec reaps them; an orphan of a tool's group is
+// neither. A setsid helper is a group leader too: Run's tag finds those
+// while they live (a zombie one that exited on its own waits for our exit).
+func reapOrphan(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return false
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil || pgrp == pid || pgrp == unix.Getpgrp() {
+		return false
+	}
+	reap(pid)
+	return true
+}
+
+// reaping holds the orphans a goroutine is waiting for, so a later scan
+// does not start a second wait.
+var reaping sync.Map
+
+func reap(pid int) {
+	if _, dup := reaping.LoadOrStore(pid, struct{}{}); dup {
+		return
+	}
+	go func() {
+		defer reaping.Delete(pid)
+		for {
+			if _, err := unix.Wait4(pid, nil, 0, nil); err != unix.EINTR {
+				return
+			}
+		}
+	}()
 }
 
 // subreaper records that orphaned descendants reparent to this process.

@@ -122,7 +122,29 @@ func DecodeOptions(with map[string]any, at map[string]Pos, what string, opts any
 			diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf("%s.%s %s", what, k, d), Hint: typeHint(f)})
 		}
 	}
+	if c, ok := opts.(OptionsChecker); ok && len(diags) == 0 {
+		for _, p := range c.CheckOptions() {
+			pos, ok := at[p.Key]
+			if !ok {
+				pos = at[""]
+			}
+			diags = append(diags, Diagnostic{Pos: pos, Msg: fmt.Sprintf("%s.%s %s", what, p.Key, p.Msg), Hint: p.Hint})
+		}
+	}
 	return diags
+}
+
+// OptionsChecker is implemented by options whose keys constrain each
+// other (one only means something with a given value of another), which
+// a key's own type and bounds cannot say.
+type OptionsChecker interface {
+	CheckOptions() []OptionProblem
+}
+
+// OptionProblem is one problem CheckOptions found: the key it is about
+// (where the diagnostic points), what is wrong and the fix.
+type OptionProblem struct {
+	Key, Msg, Hint string
 }
 
 func optionHint(key string, valid []string) string {

@@ -172,7 +172,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"empty publish", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, publish: }", 1), true},
 		{"GGUF options", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: {imatrix: true}}", 1), true},
 		{"empty with", strings.Replace(base, "format: gguf-q8_0}", "format: gguf-q8_0, with: }", 1), true},
-		{"ONNX INT4 options", strings.Replace(base, "format: gguf-q8_0}", "format: onnx-int4, with: {block_size: 16, symmetric: false, opset: 17}}", 1), true},
+		{"ONNX INT4 options", strings.Replace(base, "format: gguf-q8_0}", "format: onnx-int4, with: {method: rtn, block_size: 16, symmetric: false, opset: 17}}", 1), true},
 		{"QNN backend", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: snapdragon-8-gen-3, format: qnn-w8a16, with: {backend: ai-hub, samples: 2}}", 1), true},
 		{"AWQ grid", strings.Replace(base, "device: x86-laptop, format: gguf-q8_0}", "device: nvidia-h100, format: awq-w4a16, with: {n_grid: 10, group_size: 64}}", 1), true},
 

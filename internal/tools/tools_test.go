@@ -29,7 +29,11 @@ func alive(t *testing.T, file string) bool {
 	if err != nil {
 		t.Fatalf("the tool did not start its helper: %v", err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		// kill(0, 0) would probe this test's own process group.
+		t.Fatalf("the helper's pid file holds %q, not a pid", b)
+	}
 	return syscall.Kill(pid, 0) == nil
 }
 
@@ -48,7 +52,7 @@ func waitGone(t *testing.T, file string) {
 func TestVersionProbeKillsHelpers(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "helper.pid")
-	writeTool(t, dir, "leaky", `sleep 300 & echo $! > `+pidFile+`
+	writeTool(t, dir, "leaky", `sleep 300 & echo $! > `+pidFile+`.tmp && mv `+pidFile+`.tmp `+pidFile+`
 echo "leaky 1.2.3"
 `)
 	tr := &Resolver{Path: []string{dir}}
@@ -77,7 +81,7 @@ echo "leaky 1.2.3"
 func TestVersionProbeHonoursContext(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "helper.pid")
-	writeTool(t, dir, "stuck", `sleep 300 & echo $! > `+pidFile+`
+	writeTool(t, dir, "stuck", `sleep 300 & echo $! > `+pidFile+`.tmp && mv `+pidFile+`.tmp `+pidFile+`
 wait
 `)
 	tr := &Resolver{Path: []string{dir}}

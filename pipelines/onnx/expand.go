@@ -63,9 +63,9 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 	model := ExportStep(t, true, add)
 	if f.Name == "onnx-int4" {
 		o := t.Options.(*Int4Options)
-		params := &QuantizeParams{BlockSize: plan.Or(o.BlockSize, DefaultONNXBlockSize), Symmetric: plan.Or(o.Symmetric, true),
-			KeepLMHead: plan.Or(o.KeepLMHead, false)}
-		suffix := plan.OptionSuffix(t.Options, "block_size", "symmetric", "keep_lm_head")
+		params := &QuantizeParams{Method: o.method(), BlockSize: plan.Or(o.BlockSize, DefaultONNXBlockSize),
+			Symmetric: o.method() == MethodRTN && plan.Or(o.Symmetric, true), KeepLMHead: plan.Or(o.KeepLMHead, false)}
+		suffix := plan.OptionSuffix(t.Options, "method", "block_size", "symmetric", "keep_lm_head")
 		model = add(&plan.Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}

@@ -9,6 +9,7 @@ package onnx
 import (
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -34,7 +35,7 @@ func Family() plan.Family {
 				{Name: "onnx-fp32", Family: "onnx", BitsPerWeight: 32, RunsHere: "yes", Bench: "onnxruntime",
 					Note: "exported ONNX graph; ONNX Runtime's CPU provider computes perplexity"},
 				{Name: "onnx-int4", Family: "onnx", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "yes", Bench: "onnxruntime",
-					Note: "MatMulNBits INT4 (onnxruntime-genai builder, block 32); embeddings stay at full precision, so small models come out larger than 4.5 bits per weight suggests"},
+					Note: "MatMulNBits INT4 (ONNX Runtime's HQQ weight-only quantizer, block 32, a zero point per block); embeddings stay at full precision, so small models come out larger than 4.5 bits per weight suggests"},
 			},
 		},
 		Options: options,
@@ -57,9 +58,34 @@ type ExportOptions struct {
 // Int4Options are onnx-int4's options.
 type Int4Options struct {
 	ExportOptions `yaml:",inline"`
-	BlockSize     *int  `yaml:"block_size" min:"16" doc:"Weights sharing one MatMulNBits scale (default 32, which divides every width of the built-in model); a power of two of at least 16."`
-	Symmetric     *bool `yaml:"symmetric" doc:"Quantize symmetrically, without zero points (default true)."`
-	KeepLMHead    *bool `yaml:"keep_lm_head" doc:"Leave the output projection (lm_head) in float (default false)."`
+	Method        *string `yaml:"method" enum:"hqq,rtn" doc:"How the 4-bit weights are chosen: hqq (the default: ONNX Runtime's Half-Quadratic Quantization, which fits each block's scale and zero point to minimise the weights' error, data-free) or rtn (round-to-nearest, symmetric unless symmetric: false)."`
+	BlockSize     *int    `yaml:"block_size" min:"16" doc:"Weights sharing one MatMulNBits scale (default 32, which divides every width of the built-in model); a power of two of at least 16."`
+	Symmetric     *bool   `yaml:"symmetric" doc:"With method: rtn, quantize symmetrically, without zero points (default true). HQQ always stores a zero point per block."`
+	KeepLMHead    *bool   `yaml:"keep_lm_head" doc:"Leave the output projection (lm_head) in float (default false)."`
+}
+
+// Quantization methods of onnx-int4.
+const (
+	MethodHQQ = "hqq"
+	MethodRTN = "rtn"
+)
+
+// method is the target's quantization method.
+func (o *Int4Options) method() string {
+	if o.Method == nil {
+		return MethodHQQ
+	}
+	return *o.Method
+}
+
+// CheckOptions refuses symmetric: with HQQ, whose zero points are what
+// it optimises, rather than silently ignoring it.
+func (o *Int4Options) CheckOptions() []recipe.OptionProblem {
+	if o.Symmetric != nil && o.method() == MethodHQQ {
+		return []recipe.OptionProblem{{Key: "symmetric", Msg: "only applies to method: rtn (HQQ always fits a zero point per block)",
+			Hint: "remove symmetric:, or set method: rtn to use round-to-nearest"}}
+	}
+	return nil
 }
 
 func options(format string) any {

@@ -104,13 +104,14 @@ func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (onnxQuantize) Name() string { return "onnx-quantize" }
-func (onnxQuantize) Version() int { return 1 }
+func (onnxQuantize) Version() int { return 2 }
 
 // QuantizeParams are an onnx-quantize step's.
 type QuantizeParams struct {
-	BlockSize  int  `json:"block_size"`
-	Symmetric  bool `json:"symmetric"`
-	KeepLMHead bool `json:"keep_lm_head"`
+	Method     string `json:"method"`
+	BlockSize  int    `json:"block_size"`
+	Symmetric  bool   `json:"symmetric"`
+	KeepLMHead bool   `json:"keep_lm_head"`
 }
 
 func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
@@ -134,8 +135,13 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if bs < 16 || bs&(bs-1) != 0 {
 		return fmt.Errorf("onnx-quantize: block_size %d is not a power of two of at least 16, which MatMulNBits needs: use 16, 32, 64 or 128 (one that divides the model's widths)", bs)
 	}
-	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs)}
-	if !p.Symmetric {
+	method := p.Method
+	if method == "" {
+		method = MethodRTN // a plan written before HQQ became the default
+	}
+	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs),
+		"--method", method}
+	if method == MethodRTN && !p.Symmetric {
 		args = append(args, "--asymmetric")
 	}
 	if p.KeepLMHead {
@@ -162,6 +168,7 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetMetric("block_size", float64(bs))
+	sc.Result.SetFact("method", method)
 	sc.Result.SetMetric("matmulnbits", float64(res.MatMulNBits))
 	sc.Result.SetMetric("matmul_float", float64(res.MatMulFloat))
 	if len(res.KeptFP32) > 0 {

@@ -1,18 +1,26 @@
 """Quantize an ONNX model's MatMul weights to 4 bits with ONNX Runtime's MatMulNBits quantizer.
 
-    python onnx_quantize.py --in DIR/model.onnx --out DIR [--block-size 32] [--asymmetric]
+    python onnx_quantize.py --in DIR/model.onnx --out DIR [--method hqq|rtn] [--block-size 32]
+        [--asymmetric] [--keep-lm-head]
 
-Weight-only, round-to-nearest (onnxruntime.quantization.matmul_nbits_quantizer,
-DefaultWeightOnlyQuantConfig): every MatMul whose B input is a constant becomes a
-com.microsoft MatMulNBits node holding 4-bit weights with one scale (and, asymmetric, one
-zero point) per block of --block-size along K. Activations stay fp32. The block size must be
-a power of two of at least 16 (the MatMulNBits kernels' rule); a K that the block does not
-divide is zero-padded, so pick a block that divides the model's widths (SmolLM2: 576 = 18 x 32).
+Weight-only (onnxruntime.quantization.matmul_nbits_quantizer): every MatMul whose B input is a
+constant becomes a com.microsoft MatMulNBits node holding 4-bit weights with one scale (and a
+zero point) per block of --block-size along K. Activations stay fp32.
+
+--method hqq (the default) is Half-Quadratic Quantization (HQQWeightOnlyQuantConfig): per
+block it alternates between rounding the weights and solving for the scale and a float zero
+point that minimise an outlier-robust (lp, p < 1) error of the dequantized weights, starting
+from min/max. It needs no calibration data. --method rtn is round-to-nearest
+(DefaultWeightOnlyQuantConfig), symmetric unless --asymmetric.
+
+The block size must be a power of two of at least 16 (the MatMulNBits kernels' rule); a K that
+the block does not divide is zero-padded, so pick a block that divides the model's widths
+(SmolLM2: 576 = 18 x 32).
 
 The other files of the export's folder (config, tokenizer) are copied beside the result.
 
-Prints one JSON line: {"model", "block_size", "symmetric", "matmulnbits", "matmul_float",
-"kept_fp32", "padded_k", "bytes"}.
+Prints one JSON line: {"model", "method", "block_size", "symmetric", "matmulnbits",
+"matmul_float", "kept_fp32", "padded_k", "bytes"}.
 """
 
 import argparse
@@ -26,8 +34,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--in", dest="src", required=True, help="fp32 ONNX model")
     ap.add_argument("--out", required=True, help="output directory (created)")
+    ap.add_argument("--method", choices=("hqq", "rtn"), default="hqq")
     ap.add_argument("--block-size", type=int, default=32)
-    ap.add_argument("--asymmetric", action="store_true", help="store a zero point per block")
+    ap.add_argument("--asymmetric", action="store_true", help="rtn: store a zero point per block (hqq always does)")
     ap.add_argument("--keep-lm-head", action="store_true",
                     help="leave the output projection (lm_head) in fp32: small models lose most of their accuracy there")
     args = ap.parse_args()
@@ -40,7 +49,8 @@ def main() -> int:
     import onnx
     from onnx import numpy_helper
     from onnxruntime.quantization import QuantFormat
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig, HQQWeightOnlyQuantConfig,
+                                                                MatMulNBitsQuantizer)
 
     src_dir = os.path.dirname(os.path.abspath(args.src))
     os.makedirs(args.out, exist_ok=True)
@@ -51,9 +61,14 @@ def main() -> int:
                      and inits[n.input[1]].dims[0] % bs})
 
     exclude = [n.name for n in model.graph.node if n.op_type == "MatMul" and "lm_head" in n.name] if args.keep_lm_head else []
-    config = DefaultWeightOnlyQuantConfig(block_size=bs, is_symmetric=not args.asymmetric,
-                                          quant_format=QuantFormat.QOperator, op_types_to_quantize=("MatMul",))
-    quantizer = MatMulNBitsQuantizer(model, block_size=bs, is_symmetric=not args.asymmetric, nodes_to_exclude=exclude, algo_config=config)
+    symmetric = args.method == "rtn" and not args.asymmetric
+    if args.method == "hqq":
+        config = HQQWeightOnlyQuantConfig(block_size=bs, bits=4, quant_format=QuantFormat.QOperator,
+                                          op_types_to_quantize=("MatMul",))
+    else:
+        config = DefaultWeightOnlyQuantConfig(block_size=bs, is_symmetric=symmetric,
+                                              quant_format=QuantFormat.QOperator, op_types_to_quantize=("MatMul",))
+    quantizer = MatMulNBitsQuantizer(model, block_size=bs, is_symmetric=symmetric, nodes_to_exclude=exclude, algo_config=config)
     quantizer.process()
     qmodel = quantizer.model.model
 
@@ -74,7 +89,7 @@ def main() -> int:
               file=sys.stderr)
         return 1
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
-    print(json.dumps({"model": name, "block_size": bs, "symmetric": not args.asymmetric, "matmulnbits": nbits,
+    print(json.dumps({"model": name, "method": args.method, "block_size": bs, "symmetric": symmetric, "matmulnbits": nbits,
                       "matmul_float": left, "kept_fp32": exclude, "padded_k": padded, "bytes": size}))
     return 0
 

@@ -127,11 +127,12 @@ func onnxExport(args []string, stdout, stderr io.Writer) error {
 		"kv_layers": h.KVLayers, "kv_cache": !*noPast})
 }
 
-// onnxQuantize: onnx_quantize.py --in F --out DIR [--block-size B] [--asymmetric]
+// onnxQuantize: onnx_quantize.py --in F --out DIR [--method hqq|rtn] [--block-size B] [--asymmetric]
 func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("onnx_quantize", flag.ContinueOnError)
 	in := fs.String("in", "", "")
 	out := fs.String("out", "", "")
+	method := fs.String("method", "hqq", "")
 	bs := fs.Int("block-size", 32, "")
 	asym := fs.Bool("asymmetric", false, "")
 	keepHead := fs.Bool("keep-lm-head", false, "")
@@ -141,6 +142,11 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	if *bs < 16 || *bs&(*bs-1) != 0 {
 		return fmt.Errorf("--block-size %d is not a power of two of at least 16", *bs)
 	}
+	if *method != "hqq" && *method != "rtn" {
+		return fmt.Errorf("--method %q: want hqq or rtn", *method)
+	}
+	// HQQ always stores a zero point per block.
+	*asym = *asym || *method == "hqq"
 	h, payload, err := ReadONNX(*in)
 	if err != nil {
 		return err
@@ -172,7 +178,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(filepath.Dir(*in), *out); err != nil {
 		return err
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "block_size": *bs, "symmetric": !*asym,
+	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "method": *method, "block_size": *bs, "symmetric": !*asym,
 		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded})
 }
 
