@@ -15,6 +15,7 @@ import (
 // the short tag each adds to the step id (gptq-w4a16+g64+n16).
 var llmcWith = []struct{ key, tag string }{
 	{"group_size", "g"}, {"num_calibration_samples", "n"}, {"max_seq_length", "s"}, {"n_grid", "grid"},
+	{"symmetric", "sym="}, {"observer", "obs="}, {"actorder", "order="},
 }
 
 // expandLLMCompressor: source -> llmc-quantize (GPTQ or AWQ W4A16 on the
@@ -34,9 +35,12 @@ func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, a
 	case *AWQOptions:
 		o = &opts.Options
 		params.NGrid = plan.Or(opts.NGrid, DefaultAWQGrid)
-	case *Options:
-		o = opts
+	case *GPTQOptions:
+		o = &opts.Options
+		params.ActOrder = plan.Or(opts.ActOrder, DefaultActOrder)
 	}
+	params.Symmetric = plan.Or(o.Symmetric, false)
+	params.Observer = plan.Or(o.Observer, DefaultObserver)
 	params.GroupSize = plan.Or(o.GroupSize, 0)
 	params.Samples = plan.Or(o.NumCalibrationSamples, DefaultCalibrationSamples)
 	params.SeqLen = plan.Or(o.MaxSeqLength, DefaultCalibrationSeqLen)

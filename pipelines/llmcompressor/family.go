@@ -38,11 +38,19 @@ func Family() plan.Family {
 	}
 }
 
-// Options are a GPTQ target's with: options.
+// Options are the with: options of every llmcompressor target.
 type Options struct {
-	GroupSize             *int `yaml:"group_size" min:"1" doc:"Input columns sharing one scale (default: the largest of 128, 64 and 32 that divides every linear layer's input width)."`
-	NumCalibrationSamples *int `yaml:"num_calibration_samples" min:"1" doc:"Calibration windows taken from the recipe's calibration text (default 32)."`
-	MaxSeqLength          *int `yaml:"max_seq_length" min:"8" doc:"Tokens per calibration window (default 512)."`
+	GroupSize             *int    `yaml:"group_size" min:"1" doc:"Input columns sharing one scale (default: the largest of 128, 64 and 32 that divides every linear layer's input width)."`
+	NumCalibrationSamples *int    `yaml:"num_calibration_samples" min:"1" doc:"Calibration windows taken from the recipe's calibration text (default 32)."`
+	MaxSeqLength          *int    `yaml:"max_seq_length" min:"8" doc:"Tokens per calibration window (default 512)."`
+	Symmetric             *bool   `yaml:"symmetric" doc:"Symmetric 4-bit weights, without zero points (default false: a zero point per group, the W4A16_ASYM preset; vLLM's kernels take both)."`
+	Observer              *string `yaml:"observer" enum:"minmax,mse" doc:"How each group's range is chosen: minmax (default: the group's min and max) or mse (searches a clipped range that minimises the rounding error)."`
+}
+
+// GPTQOptions are a GPTQ target's with: options.
+type GPTQOptions struct {
+	Options  `yaml:",inline"`
+	ActOrder *string `yaml:"actorder" enum:"static,group,none" doc:"GPTQ's activation ordering: static (default: columns solved in order of activation size, no runtime cost), group (also reorders the groups, stored as g_idx) or none."`
 }
 
 // AWQOptions are an AWQ target's with: options.
@@ -55,5 +63,5 @@ func options(format string) any {
 	if format == "awq-w4a16" {
 		return &AWQOptions{}
 	}
-	return &Options{}
+	return &GPTQOptions{}
 }

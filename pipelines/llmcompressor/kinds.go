@@ -48,7 +48,7 @@ const (
 var groupSizeCandidates = []int{128, 64, 32}
 
 func (llmcQuantize) Name() string { return "llmc-quantize" }
-func (llmcQuantize) Version() int { return 1 }
+func (llmcQuantize) Version() int { return 2 }
 
 // QuantizeParams are an llmc-quantize step's.
 type QuantizeParams struct {
@@ -61,7 +61,19 @@ type QuantizeParams struct {
 	SeqLen    int `json:"max_seq_length"`
 	// NGrid is AWQ's candidate scales per layer (0 for GPTQ).
 	NGrid int `json:"n_grid,omitempty"`
+	// Symmetric drops the zero points (false: one per group).
+	Symmetric bool `json:"symmetric"`
+	// Observer picks each group's range: minmax or mse.
+	Observer string `json:"observer"`
+	// ActOrder is GPTQ's activation ordering: static, group or none ("" for AWQ).
+	ActOrder string `json:"actorder,omitempty"`
 }
+
+// Defaults of the quantizer's method.
+const (
+	DefaultObserver = "minmax"
+	DefaultActOrder = "static"
+)
 
 func (llmcQuantize) NewParams() any     { return &QuantizeParams{} }
 func (llmcQuantize) Tools(any) []string { return []string{ToolLLMCQuantize} }
@@ -106,9 +118,26 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := sc.RunTool(ctx, ToolLLMCQuantize, "--model", src.Dir, "--calibration", text, "--out", sc.Out,
+	observer := p.Observer
+	if observer == "" {
+		observer = DefaultObserver
+	}
+	args := []string{"--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
-		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid)); err != nil {
+		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid),
+		"--observer", observer}
+	if p.Symmetric {
+		args = append(args, "--symmetric")
+	}
+	if scheme == "gptq" {
+		order := p.ActOrder
+		if order == "" {
+			order = DefaultActOrder
+		}
+		args = append(args, "--actorder", order)
+		sc.Result.SetFact("actorder", order)
+	}
+	if err := sc.RunTool(ctx, ToolLLMCQuantize, args...); err != nil {
 		return err
 	}
 	var res struct {
@@ -132,6 +161,8 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetMetric("calibration_seq_len", float64(seqLen))
 	sc.Result.SetMetric("quantized_linears", float64(layout.Packed))
 	sc.Result.SetFact("scheme", scheme)
+	sc.Result.SetFact("weights", map[bool]string{true: "symmetric", false: "asymmetric (a zero point per group)"}[p.Symmetric])
+	sc.Result.SetFact("observer", observer)
 	if asked == 0 {
 		sc.Result.SetFact("group_size", fmt.Sprintf("%d, the largest of %s that divides every linear layer's input width (%s)",
 			group, joinInts(groupSizeCandidates, ", "), joinInts(widths, ", ")))

@@ -2,6 +2,7 @@
 
     python llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq
                             --group-size N [--samples 32] [--seq-len 512] [--n-grid 20] [--threads 1]
+                            [--symmetric] [--observer minmax|mse] [--actorder static|group|none]
 
 Calibration data is built here from the text, with no hub access: the whole text is
 tokenized once (no special tokens), cut into consecutive windows of --seq-len tokens,
@@ -9,11 +10,14 @@ and --samples windows spread evenly over the text are kept, in text order.
 
 Schemes (every Linear but lm_head, 4-bit integer weights, one scale per group of
 --group-size input columns, activations left at 16 bits):
-  gptq  GPTQModifier, symmetric weights (the W4A16 preset's arguments), static
-        activation ordering;
+  gptq  GPTQModifier: each layer's columns are rounded one at a time and the error is
+        spread over the columns not yet rounded, weighted by the calibration inputs'
+        Hessian; --actorder picks the column order (static: by activation size);
   awq   AWQModifier (activation-aware scaling, --n-grid candidate scales per layer)
-        followed by QuantizationModifier,
-        asymmetric weights with zero points (the W4A16_ASYM preset's arguments).
+        followed by QuantizationModifier.
+Weights are asymmetric, with a zero point per group (the W4A16_ASYM preset), unless
+--symmetric (the W4A16 preset). --observer picks each group's range: minmax, or mse
+(a clipped range that minimises the rounding error).
 The group size is not a preset's 128 because a group must divide every layer's input
 width (SmolLM2-135M: 576); the caller passes one that does, and this script refuses
 one that does not before calibrating.
@@ -41,6 +45,9 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=32, help="calibration samples")
     ap.add_argument("--seq-len", type=int, default=512, help="tokens per calibration sample")
     ap.add_argument("--n-grid", type=int, default=20, help="AWQ: scales tried per layer (AWQModifier's n_grid)")
+    ap.add_argument("--symmetric", action="store_true", help="no zero points (default: one per group)")
+    ap.add_argument("--observer", choices=["minmax", "mse"], default="minmax", help="how each group's range is chosen")
+    ap.add_argument("--actorder", choices=["static", "group", "none"], default="static", help="GPTQ's column order")
     # GPTQ walks the columns one at a time with small tensor ops; with more than one
     # thread each op pays OpenMP synchronisation, and on a loaded 2-core machine a
     # 1536x576 layer took 34 s with 2 threads against 1.9 s with 1.
@@ -105,11 +112,12 @@ def main() -> int:
           f"({windows} windows)", file=sys.stderr, flush=True)
 
     weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": args.group_size,
-               "symmetric": args.scheme == "gptq"}
+               "symmetric": args.symmetric, "observer": args.observer}
     groups = {"group_0": {"targets": ["Linear"], "weights": weights}}
     if args.scheme == "gptq":
         from llmcompressor.modifiers.gptq import GPTQModifier
-        recipe = [GPTQModifier(ignore=["lm_head"], config_groups=groups)]
+        recipe = [GPTQModifier(ignore=["lm_head"], config_groups=groups,
+                               actorder=None if args.actorder == "none" else args.actorder)]
     else:
         from llmcompressor.modifiers.quantization import QuantizationModifier
         from llmcompressor.modifiers.transform.awq import AWQModifier
@@ -127,6 +135,8 @@ def main() -> int:
 
     print(json.dumps({
         "scheme": args.scheme, "group_size": args.group_size, "samples": n, "seq_len": args.seq_len,
+        "symmetric": args.symmetric, "observer": args.observer,
+        "actorder": args.actorder if args.scheme == "gptq" else None,
         "n_grid": args.n_grid if args.scheme == "awq" else None,
         "calibration_tokens": len(ids), "quantized_linears": len(linears),
         "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),

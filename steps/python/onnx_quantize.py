@@ -17,7 +17,7 @@ The block size must be a power of two of at least 16 (the MatMulNBits kernels' r
 the block does not divide is zero-padded, so pick a block that divides the model's widths
 (SmolLM2: 576 = 18 x 32).
 
-The other files of the export's folder (config, tokenizer) are copied beside the result.
+The model's config and tokenizer files from the export's folder are copied beside the result.
 
 Prints one JSON line: {"model", "method", "block_size", "symmetric", "matmulnbits",
 "matmul_float", "kept_fp32", "padded_k", "bytes"}.
@@ -76,9 +76,13 @@ def main() -> int:
     out_path = os.path.join(args.out, name)
     external = qmodel.ByteSize() > 1_800_000_000 if hasattr(qmodel, "ByteSize") else False
     quantizer.model.save_model_to_file(out_path, use_external_data_format=external)
+    # The model's own files only: the export's folder is a cache entry, which also
+    # holds edgepipe's step.log and result.json.
     for f in sorted(os.listdir(src_dir)):
         p = os.path.join(src_dir, f)
-        if os.path.isfile(p) and not f.startswith(name) and not f.endswith((".onnx", ".onnx_data", ".onnx.data")):
+        if os.path.isfile(p) and (f.startswith("tokenizer") or f in ("config.json", "generation_config.json",
+                                                                     "special_tokens_map.json", "vocab.json",
+                                                                     "merges.txt", "chat_template.jinja")):
             shutil.copy2(p, os.path.join(args.out, f))
 
     qinits = {i.name for i in qmodel.graph.initializer}

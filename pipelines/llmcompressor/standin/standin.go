@@ -40,12 +40,18 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	samples := fs.Int("samples", 32, "")
 	seqLen := fs.Int("seq-len", 512, "")
 	grid := fs.Int("n-grid", 20, "")
+	symmetric := fs.Bool("symmetric", false, "")
+	observer := fs.String("observer", "minmax", "")
+	actorder := fs.String("actorder", "static", "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *model == "" || *calib == "" || *out == "" || (*scheme != "gptq" && *scheme != "awq") || *group <= 0 {
 		return errors.New("usage: llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq --group-size N")
+	}
+	if *observer != "minmax" && *observer != "mse" || *actorder != "static" && *actorder != "group" && *actorder != "none" {
+		return fmt.Errorf("--observer %q (minmax|mse) or --actorder %q (static|group|none) is not one the script takes", *observer, *actorder)
 	}
 	cfgBytes, err := os.ReadFile(filepath.Join(*model, "config.json"))
 	if err != nil {
@@ -77,12 +83,14 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid))
+	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d %t %s %s", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid,
+		*symmetric, *observer, *actorder))
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	weights := map[string]any{"num_bits": 4, "type": "int", "strategy": "group", "group_size": *group, "symmetric": *scheme == "gptq"}
+	weights := map[string]any{"num_bits": 4, "type": "int", "strategy": "group", "group_size": *group, "symmetric": *symmetric,
+		"observer": *observer}
 	cfg["quantization_config"] = map[string]any{
 		"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
 		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": weights}},
@@ -111,7 +119,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 			stTensor{base + ".weight_packed", "I32", []int{l.out, l.in / 8}},
 			stTensor{base + ".weight_scale", "F32", []int{l.out, l.in / *group}},
 			stTensor{base + ".weight_shape", "I64", []int{2}})
-		if *scheme == "awq" {
+		if !*symmetric {
 			tensors = append(tensors, stTensor{base + ".weight_zero_point", "I32", zeroShape})
 		}
 	}
