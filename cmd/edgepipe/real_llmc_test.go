@@ -143,8 +143,8 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		if cfg.QC.QuantMethod != "compressed-tensors" || cfg.QC.Format != "pack-quantized" || w.NumBits != 4 || w.GroupSize != 64 {
 			t.Errorf("%s: quantization_config %+v", target, cfg.QC)
 		}
-		if want := target == "a100-gptq"; w.Symmetric != want {
-			t.Errorf("%s: symmetric = %v, want %v (GPTQ symmetric, AWQ with zero points)", target, w.Symmetric, want)
+		if want := false; w.Symmetric != want {
+			t.Errorf("%s: symmetric = %v, want %v (both with a zero point per group)", target, w.Symmetric, want)
 		}
 	}
 	// With the built-in model both targets can fail their gate: its weights

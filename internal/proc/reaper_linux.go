@@ -103,6 +103,7 @@ func startWatchdog() {
 			return
 		}
 		r.Close()
+		watchdogPid.Store(int64(cmd.Process.Pid))
 		// w stays open, unwritten, for this process's life: its end
 		// (exit, crash or SIGKILL) is the watchdog's EOF.
 		watchdogPipe = w
@@ -192,8 +193,9 @@ func killRun(tag string) {
 		return
 	}
 	var escaped []int
+	dog := int(watchdogPid.Load())
 	for _, pid := range children() {
-		if reapOrphan(pid) {
+		if pid == dog || reapOrphan(pid) {
 			continue
 		}
 		if tagged(pid, tag, false) {
@@ -258,6 +260,9 @@ func reap(pid int) {
 
 // subreaper records that orphaned descendants reparent to this process.
 var subreaper atomic.Bool
+
+// watchdogPid is the watchdog's pid, a child killRun need not look at.
+var watchdogPid atomic.Int64
 
 // children lists this process's children, from every thread's list.
 func children() []int {

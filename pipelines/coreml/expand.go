@@ -20,23 +20,22 @@ import (
 // tokenization.
 func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	n := plan.TargetContext(t)
-	kv := "stateful"
-	if o := t.Options.(*Options); o.KVCache != nil {
-		kv = *o.KVCache
-	}
-	block := f.BlockSize
+	o := t.Options.(*Options)
+	kv := plan.Or(o.KVCache, "stateful")
+	w := Weights{BlockSize: f.BlockSize, Mode: plan.Or(o.Mode, ModeAffine), QuantizeEmbeddings: plan.Or(o.QuantizeEmbeddings, false)}
 	suffix := fmt.Sprintf("int4@c%d", n)
 	if kv != "stateful" {
 		suffix += "+kv=" + kv
 	}
+	suffix += plan.OptionSuffix(o, "mode", "quantize_embeddings")
 	conv := add(&plan.Step{ID: "coreml-convert:" + suffix, Kind: "coreml-convert", Needs: []string{plan.SourceStepID},
-		Params: &ConvertParams{Context: n, BlockSize: block, KVCache: kv}}, t.Name)
+		Params: &ConvertParams{Context: n, KVCache: kv, Weights: w}}, t.Name)
 	ppl := t.Quality.Perplexity
 	vid := "coreml-validate:" + suffix
 	if ppl.Context != 0 && ppl.Context != 512 || ppl.MaxChunks != 0 {
 		vid += fmt.Sprintf("/eval-c%dn%d", ppl.Context, ppl.MaxChunks)
 	}
 	val := add(&plan.Step{ID: vid, Kind: "coreml-validate", Needs: []string{conv.ID, plan.SourceStepID},
-		Params: &ValidateParams{Eval: plan.EvalOf(ppl), BlockSize: block}, Data: plan.EvalData(r)}, t.Name)
+		Params: &ValidateParams{Eval: plan.EvalOf(ppl), Weights: w}, Data: plan.EvalData(r)}, t.Name)
 	return conv, []string{val.ID}
 }

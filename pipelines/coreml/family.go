@@ -38,5 +38,13 @@ func Family() plan.Family {
 
 // Options are a Core ML target's with: options.
 type Options struct {
-	KVCache *string `yaml:"kv_cache" enum:"stateful,none" doc:"stateful (default): the KV cache lives in Core ML state (iOS 18), none: the model recomputes the whole context every token."`
+	KVCache            *string `yaml:"kv_cache" enum:"stateful,none" doc:"stateful (default): the KV cache lives in Core ML state (iOS 18), none: the model recomputes the whole context every token."`
+	Mode               *string `yaml:"mode" enum:"affine,symmetric" doc:"How each block of 32 weights is stored: affine (default: 4-bit codes 0..15 with an fp16 scale and an fp16 offset fitted to the block's min and max) or symmetric (codes -7..7 and a scale, coremltools' linear_symmetric)."`
+	QuantizeEmbeddings *bool   `yaml:"quantize_embeddings" doc:"Quantize the token embedding and the output projection too (default false: they stay fp16, as llama.cpp keeps its output tensor at higher precision; a tied small model loses most of its accuracy there)."`
 }
+
+// Weight layouts of the converted package.
+const (
+	ModeAffine    = "affine"
+	ModeSymmetric = "symmetric"
+)

@@ -29,14 +29,51 @@ const (
 const CoreMLPackage = "model.mlpackage"
 
 func (coremlConvert) Name() string { return "coreml-convert" }
-func (coremlConvert) Version() int { return 1 }
+func (coremlConvert) Version() int { return 2 }
 
 // ConvertParams are a coreml-convert step's.
 type ConvertParams struct {
 	// Context is the target's context: Core ML models are built for one.
-	Context   int    `json:"context"`
-	BlockSize int    `json:"block_size"`
-	KVCache   string `json:"kv_cache"`
+	Context int    `json:"context"`
+	KVCache string `json:"kv_cache"`
+	Weights
+}
+
+// Weights is how the package stores its weights; the validation step
+// checks the package against the same.
+type Weights struct {
+	BlockSize          int    `json:"block_size"`
+	Mode               string `json:"mode"`
+	QuantizeEmbeddings bool   `json:"quantize_embeddings"`
+}
+
+// args are the weight flags both scripts take.
+func (w Weights) args() ([]string, error) {
+	mode := w.Mode
+	if mode == "" {
+		mode = ModeSymmetric // a plan written before affine became the default
+	}
+	if mode != ModeAffine && mode != ModeSymmetric {
+		return nil, fmt.Errorf("mode must be affine or symmetric, not %q", mode)
+	}
+	args := []string{"--block-size", strconv.Itoa(w.BlockSize), "--mode", mode}
+	if w.QuantizeEmbeddings || w.Mode == "" {
+		args = append(args, "--quantize-embeddings")
+	}
+	return args, nil
+}
+
+// describe says in words what the weights are, for the manifest.
+func (w Weights) describe() string {
+	a, _ := w.args()
+	mode, embed := a[3], "the token embedding and output projection stay fp16"
+	if w.QuantizeEmbeddings || w.Mode == "" {
+		embed = "the token embedding and output projection too"
+	}
+	if mode == ModeAffine {
+		return fmt.Sprintf("int4 per block of %d: uint4 codes, an fp16 scale and an fp16 offset per block (constexpr_blockwise_shift_scale); %s", w.BlockSize, embed)
+	}
+	return fmt.Sprintf("int4 linear_symmetric per block of %d; %s", w.BlockSize, embed)
 }
 
 func (coremlConvert) NewParams() any     { return &ConvertParams{} }
@@ -57,13 +94,17 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if n < 2 {
 		return fmt.Errorf("coreml-convert: the target needs a context (tokens) to build the Core ML model for, got %d", n)
 	}
-	block, kv := p.BlockSize, p.KVCache
+	kv := p.KVCache
 	if kv != "stateful" && kv != "none" {
 		return fmt.Errorf("coreml-convert: kv_cache must be stateful or none, not %q", kv)
 	}
-	args := []string{"--model", src.Dir, "--out", filepath.Join(sc.Out, CoreMLPackage),
-		"--context", strconv.Itoa(n), "--block-size", strconv.Itoa(block), "--kv-cache", kv,
-		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
+	wargs, err := p.Weights.args()
+	if err != nil {
+		return fmt.Errorf("coreml-convert: %w", err)
+	}
+	args := append([]string{"--model", src.Dir, "--out", filepath.Join(sc.Out, CoreMLPackage),
+		"--context", strconv.Itoa(n), "--kv-cache", kv,
+		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}, wargs...)
 	if err := sc.RunTool(ctx, ToolCoreMLConvert, args...); err != nil {
 		return err
 	}
@@ -83,7 +124,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("kv_cache", res.KVCache+" ("+res.KVReason+")")
 	sc.Result.SetFact("compute_precision", "float16")
 	sc.Result.SetFact("minimum_deployment_target", "iOS18")
-	sc.Result.SetFact("weights", fmt.Sprintf("int4 linear_symmetric per_block, block %d", block))
+	sc.Result.SetFact("weights", p.Weights.describe())
 	if res.CoreMLV != "" {
 		sc.Result.SetFact("coremltools", res.CoreMLV+" (torch "+res.TorchV+")")
 	}
@@ -94,12 +135,12 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (coremlValidate) Name() string { return "coreml-validate" }
-func (coremlValidate) Version() int { return 1 }
+func (coremlValidate) Version() int { return 2 }
 
 // ValidateParams are a coreml-validate step's.
 type ValidateParams struct {
 	steps.Eval
-	BlockSize int `json:"block_size"`
+	Weights
 }
 
 func (coremlValidate) NewParams() any     { return &ValidateParams{} }
@@ -146,10 +187,13 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	p := steps.ParamsOf[ValidateParams](sc.Params)
-	args := []string{"--package", filepath.Join(pkg.Dir, pkg.Result.Files["model"]), "--model", src.Dir,
+	wargs, err := p.Weights.args()
+	if err != nil {
+		return fmt.Errorf("coreml-validate: %w", err)
+	}
+	args := append([]string{"--package", filepath.Join(pkg.Dir, pkg.Result.Files["model"]), "--model", src.Dir,
 		"--text", text, "--ctx", strconv.Itoa(p.Chunk),
-		"--block-size", strconv.Itoa(p.BlockSize),
-		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
+		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}, wargs...)
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}

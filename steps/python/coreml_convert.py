@@ -1,6 +1,7 @@
 """Convert a Hugging Face causal LM to a Core ML ML program with INT4 per-block weights.
 
     python coreml_convert.py --model DIR --out OUT.mlpackage --context N [--block-size 32]
+                             [--mode affine|symmetric] [--quantize-embeddings]
 
 Steps (coremltools 9.0):
   * load the checkpoint in float32 with eager attention (the traceable path);
@@ -12,12 +13,21 @@ Steps (coremltools 9.0):
     fixed-shape model instead: input_ids [1, N] and causal_mask [1, 1, N, N] -> logits
     [1, N, vocab], no cache (the result line says which, and why);
   * ct.convert to an ML program, minimum_deployment_target iOS18, FP16 compute;
-  * ct.optimize.coreml.linear_quantize_weights with OpLinearQuantizerConfig(
-    mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=32);
+  * 4-bit weights per block of --block-size along the input axis, through coremltools'
+    linear_quantize_weights graph pass (OpLinearQuantizerConfig, granularity per_block):
+      --mode affine (the default): uint4 codes 0..15, an fp16 scale and an fp16 offset per
+        block fitted to the block's min and max (w = scale * (q - offset)), stored as
+        constexpr_blockwise_shift_scale, whose offset may be fp16 (iOS 18). coremltools'
+        own mode="linear" rounds the offset to an integer code, which shifts every block's
+        grid by up to half a step; the float offset is how llama.cpp's Q4_1 and HQQ
+        store it;
+      --mode symmetric: coremltools' mode="linear_symmetric", codes -7..7 and a scale;
+    the token embedding and the output projection (any weight with a vocabulary-sized
+    axis) stay fp16 unless --quantize-embeddings;
   * save the .mlpackage.
 
 Prints one JSON line: {"kv_cache", "kv_cache_reason", "context", "inputs", "outputs",
-"convert_s", "quantize_s", "coremltools", "torch"}.
+"convert_s", "quantize_s", "mode", "kept_fp16", "coremltools", "torch"}.
 """
 
 import argparse
@@ -151,12 +161,76 @@ def stateful(model, n_ctx):
     )
 
 
+def quantize(mlmodel, mode, block_size, keep_vocab):
+    """Quantizes mlmodel's weights to 4 bits per block; weights with an axis of keep_vocab
+    elements (None: none) stay fp16. Returns the model and the names of the weights kept."""
+    import numpy as np
+    import coremltools.optimize as cto
+    from coremltools.converters.mil.mil import types
+    from coremltools.models import utils as model_utils
+    from coremltools.optimize import _utils as optimize_utils
+    from coremltools.optimize.coreml._quantization_passes import linear_quantize_weights
+
+    kept = []
+
+    class Pass(linear_quantize_weights):
+        def transform_op(self, op):
+            val = op.outputs[0].val
+            if keep_vocab and isinstance(val, np.ndarray) and keep_vocab in val.shape:
+                if val.size >= 2048:
+                    kept.append(op.name)
+                return
+            super().transform_op(op)
+
+        @classmethod
+        def blockwise_compress_by_dtype(cls, original_data, dtype, quant_mode, block_sizes):
+            if mode != "affine":
+                return super().blockwise_compress_by_dtype(original_data, dtype, quant_mode, block_sizes)
+            return affine_float_offset(original_data, block_sizes, np, types, optimize_utils)
+
+    config = cto.coreml.OptimizationConfig(global_config=cto.coreml.OpLinearQuantizerConfig(
+        mode="linear" if mode == "affine" else "linear_symmetric",
+        dtype="uint4" if mode == "affine" else "int4", granularity="per_block", block_size=block_size))
+    return model_utils._apply_graph_pass(mlmodel, Pass(config=config)), kept
+
+
+def affine_float_offset(w, block_sizes, np, types, optimize_utils):
+    """uint4 codes with an fp16 scale and fp16 offset per block: w ~ scale * (q - offset).
+    None (the weight stays float) when a block size does not divide its axis."""
+    shape, scale_shape, reduce = [], [], []
+    for dim, b in zip(w.shape, block_sizes):
+        if b > 0:
+            if dim % b:
+                return None
+            shape += [dim // b, b]
+            scale_shape.append(dim // b)
+            reduce.append(len(shape) - 1)
+        else:
+            shape.append(dim)
+            scale_shape.append(1)
+            reduce.append(len(shape) - 1)
+    blocks = w.astype(np.float32).reshape(shape)
+    lo = blocks.min(axis=tuple(reduce), keepdims=True)
+    hi = blocks.max(axis=tuple(reduce), keepdims=True)
+    scale = ((hi - lo) / 15).astype(np.float16)
+    scale = np.where(scale == 0, np.float16(1), scale)  # a constant block: q = offset
+    s = scale.astype(np.float32)
+    offset = (-lo / s).astype(np.float16)
+    q = np.clip(np.round(blocks / s + offset.astype(np.float32)), 0, 15)
+    np_uint4 = types.nptype_from_builtin(types.uint4)
+    return optimize_utils.QuantParams(data=q.reshape(w.shape).astype(np_uint4), scale=scale.reshape(scale_shape),
+                                      offset=offset.reshape(scale_shape), nbits=np.uint8(4))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
     ap.add_argument("--out", required=True, help="output .mlpackage path")
     ap.add_argument("--context", type=int, required=True, help="context length the package is built for")
     ap.add_argument("--block-size", type=int, default=32, help="weights per INT4 scale")
+    ap.add_argument("--mode", choices=["affine", "symmetric"], default="affine")
+    ap.add_argument("--quantize-embeddings", action="store_true",
+                    help="also quantize weights with a vocabulary-sized axis (embedding, lm_head)")
     ap.add_argument("--kv-cache", choices=["stateful", "none"], default="stateful")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
@@ -168,7 +242,6 @@ def main() -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     import coremltools as ct
-    import coremltools.optimize as cto
 
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     model = load_model(args.model)
@@ -190,11 +263,11 @@ def main() -> int:
     convert_s = time.monotonic() - start
 
     start = time.monotonic()
-    config = cto.coreml.OptimizationConfig(global_config=cto.coreml.OpLinearQuantizerConfig(
-        mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=args.block_size))
-    mlmodel = cto.coreml.linear_quantize_weights(mlmodel, config=config)
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    mlmodel, kept = quantize(mlmodel, args.mode, args.block_size, None if args.quantize_embeddings else vocab)
     quantize_s = time.monotonic() - start
-    mlmodel.short_description = f"{os.path.basename(os.path.normpath(args.model))}: INT4 per-block ({args.block_size}) weights, FP16 compute, context {args.context}"
+    mlmodel.short_description = (f"{os.path.basename(os.path.normpath(args.model))}: INT4 {args.mode} per-block "
+                                 f"({args.block_size}) weights, FP16 compute, context {args.context}")
     mlmodel.save(args.out)
 
     spec = mlmodel.get_spec()
@@ -203,6 +276,7 @@ def main() -> int:
         "inputs": [i.name for i in spec.description.input],
         "outputs": [o.name for o in spec.description.output],
         "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2),
+        "mode": args.mode, "kept_fp16": kept,
         "coremltools": ct.__version__, "torch": torch.__version__.split("+")[0],
     }))
     return 0

@@ -2,15 +2,20 @@
 
     python coreml_validate.py --package M.mlpackage --model HF_DIR --text eval.txt
                               [--ctx 512] [--chunks N] [--block-size 32]
+                              [--mode affine|symmetric] [--quantize-embeddings]
 
 Checks (each one reported with its outcome):
   * structure: the package reloads with skip_model_load=True (no compilation), is an
     ML program for iOS 18 or later, and every quantized weight is a
-    constexpr_blockwise_shift_scale op whose data is int4, with no offset (symmetric),
-    and whose scales cover blocks of --block-size along the input axis; no float weight
-    of 2048 or more elements is left unquantized (biases aside);
-  * the package's INT4 codes agree with per-block symmetric INT4 computed from the
-    checkpoint in PyTorch (scale = max|w| / 7 in fp16, q = round(w / scale), |q| <= 7);
+    constexpr_blockwise_shift_scale op whose scales cover blocks of --block-size along
+    the input axis, with --mode affine uint4 data and an fp16 offset, with --mode
+    symmetric int4 data and no offset; no float weight of 2048 or more elements is left
+    unquantized (biases aside, and the vocabulary-sized ones unless
+    --quantize-embeddings);
+  * the package's codes agree with the same per-block quantization computed from the
+    checkpoint in PyTorch (affine: scale = (max - min) / 15 and offset = -min / scale in
+    fp16, q = round(w / scale + offset) in 0..15; symmetric: scale = max|w| / 7 in fp16,
+    q = round(w / scale), |q| <= 7);
   * perplexity: the package's own INT4 weights (codes x scales, read from the package)
     are loaded into the PyTorch model and scored against the unconverted checkpoint on
     the same tokens and chunks as hf_perplexity.py (ppl_scoring.py, llama-perplexity's
@@ -99,6 +104,8 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=-1)
     ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--mode", choices=["affine", "symmetric"], default="affine")
+    ap.add_argument("--quantize-embeddings", action="store_true")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
 
@@ -127,48 +134,69 @@ def main() -> int:
     model.eval()
     params = {n.replace(".", "_"): (n, p) for n, p in model.named_parameters()}
 
-    quantized, bad, unmapped, big_float = [], [], [], []
+    affine = args.mode == "affine"
+    want_dtype = "uint4" if affine else "int4"
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    quantized, bad, unmapped, big_float, kept = [], [], [], [], []
     for fn in prog.functions.values():
         for op in all_ops(fn):
             if op.op_type == "constexpr_blockwise_shift_scale":
                 data, scale = op.data.val, op.scale.val
+                offset = op.offset.val if op.offset is not None else None
                 dtype = types.builtin_to_string(op.data.dtype)
                 blocks = [d // s for d, s in zip(data.shape, scale.shape) if s != d]
-                if dtype != "int4" or op.offset is not None or blocks != [args.block_size] \
+                offset_ok = (offset is not None and offset.dtype.kind == "f" and offset.shape == scale.shape) \
+                    if affine else offset is None
+                if dtype != want_dtype or not offset_ok or blocks != [args.block_size] \
                         or data.shape[-1] // scale.shape[-1] != args.block_size:
-                    bad.append(f"{op.name}: {dtype}, offset {'yes' if op.offset is not None else 'no'}, "
+                    bad.append(f"{op.name}: {dtype}, offset "
+                               f"{'no' if offset is None else f'{offset.dtype} {tuple(offset.shape)}'}, "
                                f"data {tuple(data.shape)} scale {tuple(scale.shape)}")
+                if vocab and vocab in data.shape and not args.quantize_embeddings:
+                    bad.append(f"{op.name}: a vocabulary-sized weight {tuple(data.shape)} was quantized")
                 target = torch_name(op.name, params)
                 if target is None:
                     unmapped.append(op.name)
-                quantized.append((op.name, target, data, scale))
+                quantized.append((op.name, target, data, scale, offset))
             elif op.op_type == "const":
                 v = op.outputs[0].val
                 feeds_constexpr = any(c.op_type.startswith("constexpr") for c in op.outputs[0].child_ops)
                 if isinstance(v, np.ndarray) and v.size >= 2048 and v.dtype.kind == "f" and "bias" not in op.name \
                         and not feeds_constexpr:
-                    big_float.append(f"{op.name} {tuple(v.shape)}")
-    check("weights are int4, symmetric, per block", bool(quantized) and not bad,
-          f"{len(quantized)} constexpr_blockwise_shift_scale weights, block {args.block_size} along the input axis"
-          + (f"; wrong: {'; '.join(bad[:3])}" if bad else ""))
+                    if vocab and vocab in v.shape and not args.quantize_embeddings:
+                        kept.append(f"{op.name} {tuple(v.shape)} {v.dtype}")
+                    else:
+                        big_float.append(f"{op.name} {tuple(v.shape)}")
+    layout = ("uint4 codes with an fp16 scale and offset" if affine else "int4 codes with an fp16 scale, no offset")
+    check(f"weights are int4, {args.mode}, per block", bool(quantized) and not bad,
+          f"{len(quantized)} constexpr_blockwise_shift_scale weights, {layout}, block {args.block_size} along the "
+          f"input axis" + (f"; wrong: {'; '.join(bad[:3])}" if bad else ""))
     check("no large float weight left", not big_float,
-          "none" if not big_float else f"{len(big_float)} left, e.g. {', '.join(big_float[:3])}")
+          ("none" if not big_float else f"{len(big_float)} left, e.g. {', '.join(big_float[:3])}")
+          + (f"; kept at full precision as asked: {', '.join(kept[:3])}" if kept else ""))
     check("every quantized weight maps to a checkpoint tensor", quantized and not unmapped,
           f"{len(quantized) - len(unmapped)} of {len(quantized)} mapped"
           + (f"; unmapped: {', '.join(unmapped[:3])}" if unmapped else ""))
 
     # The same quantization computed from the checkpoint in PyTorch.
     agree, total = 0, 0
-    for _, target, data, scale in quantized:
+    for _, target, data, scale, _ in quantized:
         if target is None:
             continue
         w = target[1].detach().to(torch.float16).to(torch.float32)
         if tuple(w.shape) != tuple(data.shape):
             continue
         blocks = w.reshape(w.shape[0], -1, args.block_size)
-        s = (blocks.abs().amax(dim=-1, keepdim=True) / 7).to(torch.float16).to(torch.float32)
-        q = torch.where(s > 0, torch.round(blocks / s), torch.zeros_like(blocks)).clamp(-7, 7)
-        agree += int((q.reshape(w.shape).to(torch.int8).numpy() == data).sum())
+        if affine:
+            lo, hi = blocks.amin(dim=-1, keepdim=True), blocks.amax(dim=-1, keepdim=True)
+            s = ((hi - lo) / 15).to(torch.float16)
+            s = torch.where(s == 0, torch.ones_like(s), s).to(torch.float32)
+            o = (-lo / s).to(torch.float16).to(torch.float32)
+            q = torch.round(blocks / s + o).clamp(0, 15)
+        else:
+            s = (blocks.abs().amax(dim=-1, keepdim=True) / 7).to(torch.float16).to(torch.float32)
+            q = torch.where(s > 0, torch.round(blocks / s), torch.zeros_like(blocks)).clamp(-7, 7)
+        agree += int((q.reshape(w.shape).to(torch.int16).numpy() == data.astype(np.int16)).sum())
         total += data.size
     frac = agree / total if total else 0.0
     check("PyTorch per-block INT4 reproduces the package's codes", total > 0 and frac >= 0.999,
@@ -192,10 +220,13 @@ def main() -> int:
     baseline, scored = score(ppl_scoring.torch_forward(model, torch), "baseline ")
     print(f"baseline (unconverted, float32): ppl {baseline:.4f}", file=sys.stderr, flush=True)
     with torch.no_grad():
-        for _, target, data, scale in quantized:
+        for _, target, data, scale, offset in quantized:
             if target is None:
                 continue
-            deq = np.repeat(scale.astype(np.float32), args.block_size, axis=-1) * data.astype(np.float32)
+            codes = data.astype(np.float32)
+            if offset is not None:
+                codes = codes - np.repeat(offset.astype(np.float32), args.block_size, axis=-1)
+            deq = np.repeat(scale.astype(np.float32), args.block_size, axis=-1) * codes
             target[1].copy_(torch.from_numpy(deq).reshape(target[1].shape))
     ppl, _ = score(ppl_scoring.torch_forward(model, torch), "int4 ")
     print(f"package INT4 weights in PyTorch (float32 compute): ppl {ppl:.4f}", file=sys.stderr, flush=True)
@@ -214,8 +245,9 @@ def main() -> int:
         "checks": checks, "ppl": ppl, "baseline_ppl": baseline, "coreml_ppl": coreml_ppl,
         "chunks": n_chunk, "ctx": n_ctx, "scored": scored,
         "compute": "float32 on the CPU (Core ML computes in float16)",
-        "simulated": "the package's INT4 codes and fp16 scales loaded into PyTorch",
-        "quantized_weights": len(quantized), "block_size": args.block_size,
+        "simulated": "the package's INT4 codes, fp16 scales and offsets loaded into PyTorch" if affine else "the package's INT4 codes and fp16 scales loaded into PyTorch",
+        "quantized_weights": len(quantized), "block_size": args.block_size, "mode": args.mode,
+        "kept_fp16": kept,
         "package_bytes": package_bytes(args.package), "ran_coreml": ran, "coreml_reason": reason,
     }))
     return 0

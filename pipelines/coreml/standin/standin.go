@@ -32,18 +32,23 @@ type coremlManifest struct {
 		BlockSize   int    `json:"block_size"`
 		Context     int    `json:"context"`
 		KVCache     string `json:"kv_cache"`
+		Mode        string `json:"mode"`
+		Embeddings  bool   `json:"quantize_embeddings"`
 		Source      string `json:"source_sha256"`
 	} `json:"edgepipe_standin"`
 }
 
 // coremlConvert: coreml_convert.py --model DIR --out OUT.mlpackage --context N
-// [--block-size B] [--kv-cache stateful|none] [--threads T]
+// [--block-size B] [--mode affine|symmetric] [--quantize-embeddings]
+// [--kv-cache stateful|none] [--threads T]
 func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coreml_convert", flag.ContinueOnError)
 	model := fs.String("model", "", "")
 	out := fs.String("out", "", "")
 	ctxLen := fs.Int("context", 0, "")
 	block := fs.Int("block-size", 32, "")
+	mode := fs.String("mode", "affine", "")
+	embed := fs.Bool("quantize-embeddings", false, "")
 	kv := fs.String("kv-cache", "stateful", "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +56,9 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	}
 	if *model == "" || *out == "" || *ctxLen < 2 {
 		return errors.New("usage: coreml_convert.py --model DIR --out OUT.mlpackage --context N")
+	}
+	if *mode != "affine" && *mode != "symmetric" {
+		return fmt.Errorf("--mode %q: want affine or symmetric", *mode)
 	}
 	h := sha256.New()
 	cfg, err := os.ReadFile(filepath.Join(*model, "config.json"))
@@ -83,6 +91,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		"weights": {"author": "com.apple.CoreML", "path": "com.apple.CoreML/weights"},
 	}
 	m.StandIn.WeightDtype, m.StandIn.BlockSize, m.StandIn.Context, m.StandIn.KVCache = "int4", *block, *ctxLen, *kv
+	m.StandIn.Mode, m.StandIn.Embeddings = *mode, *embed
 	m.StandIn.Source = hex.EncodeToString(h.Sum(nil))
 	b, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(*out, "Manifest.json"), append(b, '\n'), 0o644); err != nil {
@@ -92,8 +101,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(filepath.Join(data, "model.mlmodel"), []byte(spec), 0o644); err != nil {
 		return err
 	}
-	// int4 plus an fp16 scale per block: 4 + 16/block bits of every 32.
-	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, (4+16/float64(*block))/32), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, weightBits(*block, *mode, *embed)/32), 0o644); err != nil {
 		return err
 	}
 	res, _ := json.Marshal(map[string]any{"kv_cache": *kv, "kv_cache_reason": "stand-in: nothing was traced",
@@ -103,8 +111,22 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// weightBits is the stand-in's bits per weight: int4 plus an fp16 scale per
+// block (and an fp16 offset, affine); fp16 embeddings, a tenth of a small
+// model's weights, raise it.
+func weightBits(block int, mode string, embed bool) float64 {
+	bits := 4 + 16/float64(max(block, 1))
+	if mode == "affine" {
+		bits += 16 / float64(max(block, 1))
+	}
+	if !embed {
+		bits += 0.1 * (16 - bits)
+	}
+	return bits
+}
+
 // coremlValidate: coreml_validate.py --package P --model DIR --text T [--ctx N]
-// [--chunks K] [--block-size B] [--threads T]
+// [--chunks K] [--block-size B] [--mode M] [--quantize-embeddings] [--threads T]
 func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coreml_validate", flag.ContinueOnError)
 	pkg := fs.String("package", "", "")
@@ -113,6 +135,8 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	nctx := fs.Int("ctx", 512, "")
 	chunks := fs.Int("chunks", -1, "")
 	block := fs.Int("block-size", 32, "")
+	mode := fs.String("mode", "affine", "")
+	embed := fs.Bool("quantize-embeddings", false, "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -132,13 +156,15 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	blockOK := m.StandIn.WeightDtype == "int4" && m.StandIn.BlockSize == *block
+	blockOK := m.StandIn.WeightDtype == "int4" && m.StandIn.BlockSize == *block && m.StandIn.Mode == *mode &&
+		m.StandIn.Embeddings == *embed
 	checks := []map[string]any{
 		{"name": "reloads without compiling", "passed": true, "detail": "stand-in: Manifest.json parsed"},
-		{"name": "weights are int4, symmetric, per block", "passed": blockOK,
-			"detail": fmt.Sprintf("stand-in package says %s, block %d; expected int4, block %d", m.StandIn.WeightDtype, m.StandIn.BlockSize, *block)},
+		{"name": "weights are int4, " + *mode + ", per block", "passed": blockOK,
+			"detail": fmt.Sprintf("stand-in package says %s %s, block %d, embeddings quantized %t; expected int4 %s, block %d, %t",
+				m.StandIn.WeightDtype, m.StandIn.Mode, m.StandIn.BlockSize, m.StandIn.Embeddings, *mode, *block, *embed)},
 	}
-	bits := 4 + 16/float64(max(m.StandIn.BlockSize, 1))
+	bits := weightBits(m.StandIn.BlockSize, m.StandIn.Mode, m.StandIn.Embeddings)
 	res, _ := json.Marshal(map[string]any{"checks": checks, "ppl": base + standin.Drift(bits), "baseline_ppl": base,
 		"coreml_ppl": nil, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2),
 		"compute": "stand-in, nothing computed", "simulated": "stand-in numbers derived from the text",
