@@ -40,7 +40,7 @@ func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, a
 		params.ActOrder = plan.Or(opts.ActOrder, DefaultActOrder)
 	}
 	params.Symmetric = plan.Or(o.Symmetric, false)
-	params.Observer = plan.Or(o.Observer, DefaultObserver)
+	params.Observer = plan.Or(o.Observer, DefaultObserver(scheme))
 	params.GroupSize = plan.Or(o.GroupSize, 0)
 	params.Samples = plan.Or(o.NumCalibrationSamples, DefaultCalibrationSamples)
 	params.SeqLen = plan.Or(o.MaxSeqLength, DefaultCalibrationSeqLen)

@@ -44,7 +44,7 @@ type Options struct {
 	NumCalibrationSamples *int    `yaml:"num_calibration_samples" min:"1" doc:"Calibration windows taken from the recipe's calibration text (default 32)."`
 	MaxSeqLength          *int    `yaml:"max_seq_length" min:"8" doc:"Tokens per calibration window (default 512)."`
 	Symmetric             *bool   `yaml:"symmetric" doc:"Symmetric 4-bit weights, without zero points (default false: a zero point per group, the W4A16_ASYM preset; vLLM's kernels take both)."`
-	Observer              *string `yaml:"observer" enum:"minmax,mse" doc:"How each group's range is chosen: minmax (default: the group's min and max) or mse (searches a clipped range that minimises the rounding error)."`
+	Observer              *string `yaml:"observer" enum:"minmax,mse" doc:"How each group's range is chosen: minmax (the group's min and max; AWQ's default) or mse (searches a clipped range that minimises the rounding error; GPTQ's default)."`
 }
 
 // GPTQOptions are a GPTQ target's with: options.

@@ -69,11 +69,21 @@ type QuantizeParams struct {
 	ActOrder string `json:"actorder,omitempty"`
 }
 
-// Defaults of the quantizer's method.
-const (
-	DefaultObserver = "minmax"
-	DefaultActOrder = "static"
-)
+// DefaultActOrder is GPTQ's column order when a target sets none.
+const DefaultActOrder = "static"
+
+// DefaultObserver is how a scheme picks each group's range when a target
+// sets none. GPTQ searches a clipped range (mse): its error feedback works
+// from the rounding error, and on the built-in model min/max ranges left
+// +2.49 where mse gives +1.75 (group 32, static order). AWQ has already
+// rescaled the channels to protect the salient ones, and there mse did
+// worse (+2.63 against +2.30).
+func DefaultObserver(scheme string) string {
+	if scheme == "gptq" {
+		return "mse"
+	}
+	return "minmax"
+}
 
 func (llmcQuantize) NewParams() any     { return &QuantizeParams{} }
 func (llmcQuantize) Tools(any) []string { return []string{ToolLLMCQuantize} }
@@ -120,7 +130,7 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	observer := p.Observer
 	if observer == "" {
-		observer = DefaultObserver
+		observer = DefaultObserver(scheme)
 	}
 	args := []string{"--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
