@@ -264,22 +264,34 @@ var subreaper atomic.Bool
 // watchdogPid is the watchdog's pid, a child killRun need not look at.
 var watchdogPid atomic.Int64
 
-// children lists this process's children, from every thread's list.
+// children lists the orphans reparented to this process: Linux gives an
+// orphan to the subreaper's first live thread, the group leader (Go never
+// ends its main thread), so only the leader's list is read; children a
+// thread forked itself are os/exec's to wait for. Raw syscalls, since
+// os.Open would register each /proc file with the poller first.
 func children() []int {
-	tasks, err := os.ReadDir("/proc/self/task")
+	path := "/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
+	defer unix.Close(fd)
+	var buf []byte
+	chunk := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, chunk)
+		if err == unix.EINTR {
 			continue
 		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				out = append(out, pid)
-			}
+		if err != nil || n <= 0 {
+			break
+		}
+		buf = append(buf, chunk[:n]...)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(buf)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
 		}
 	}
 	return out
