@@ -49,15 +49,11 @@ type Weights struct {
 
 // args are the weight flags both scripts take.
 func (w Weights) args() ([]string, error) {
-	mode := w.Mode
-	if mode == "" {
-		mode = ModeSymmetric // a plan written before affine became the default
+	if w.Mode != ModeAffine && w.Mode != ModeSymmetric {
+		return nil, fmt.Errorf("mode must be %s or %s, not %q", ModeAffine, ModeSymmetric, w.Mode)
 	}
-	if mode != ModeAffine && mode != ModeSymmetric {
-		return nil, fmt.Errorf("mode must be affine or symmetric, not %q", mode)
-	}
-	args := []string{"--block-size", strconv.Itoa(w.BlockSize), "--mode", mode}
-	if w.QuantizeEmbeddings || w.Mode == "" {
+	args := []string{"--block-size", strconv.Itoa(w.BlockSize), "--mode", w.Mode}
+	if w.QuantizeEmbeddings {
 		args = append(args, "--quantize-embeddings")
 	}
 	return args, nil
@@ -65,12 +61,11 @@ func (w Weights) args() ([]string, error) {
 
 // describe says in words what the weights are, for the manifest.
 func (w Weights) describe() string {
-	a, _ := w.args()
-	mode, embed := a[3], "the token embedding and output projection stay fp16"
-	if w.QuantizeEmbeddings || w.Mode == "" {
+	embed := "the token embedding and output projection stay fp16"
+	if w.QuantizeEmbeddings {
 		embed = "the token embedding and output projection too"
 	}
-	if mode == ModeAffine {
+	if w.Mode == ModeAffine {
 		return fmt.Sprintf("int4 per block of %d: uint4 codes, an fp16 scale and an fp16 offset per block (constexpr_blockwise_shift_scale); %s", w.BlockSize, embed)
 	}
 	return fmt.Sprintf("int4 linear_symmetric per block of %d; %s", w.BlockSize, embed)

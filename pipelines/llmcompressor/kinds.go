@@ -128,9 +128,12 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	observer := p.Observer
-	if observer == "" {
-		observer = DefaultObserver(scheme)
+	observer, order := p.Observer, p.ActOrder
+	if observer != "minmax" && observer != "mse" {
+		return fmt.Errorf("llmc-quantize: observer must be minmax or mse, not %q", observer)
+	}
+	if scheme == "gptq" && order != "static" && order != "group" && order != "none" {
+		return fmt.Errorf("llmc-quantize: actorder must be static, group or none, not %q", order)
 	}
 	args := []string{"--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
@@ -140,10 +143,6 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		args = append(args, "--symmetric")
 	}
 	if scheme == "gptq" {
-		order := p.ActOrder
-		if order == "" {
-			order = DefaultActOrder
-		}
 		args = append(args, "--actorder", order)
 		sc.Result.SetFact("actorder", order)
 	}
@@ -171,7 +170,11 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetMetric("calibration_seq_len", float64(seqLen))
 	sc.Result.SetMetric("quantized_linears", float64(layout.Packed))
 	sc.Result.SetFact("scheme", scheme)
-	sc.Result.SetFact("weights", map[bool]string{true: "symmetric", false: "asymmetric (a zero point per group)"}[p.Symmetric])
+	if p.Symmetric {
+		sc.Result.SetFact("weights", "symmetric")
+	} else {
+		sc.Result.SetFact("weights", "asymmetric (a zero point per group)")
+	}
 	sc.Result.SetFact("observer", observer)
 	if asked == 0 {
 		sc.Result.SetFact("group_size", fmt.Sprintf("%d, the largest of %s that divides every linear layer's input width (%s)",

@@ -136,8 +136,8 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("onnx-quantize: block_size %d is not a power of two of at least 16, which MatMulNBits needs: use 16, 32, 64 or 128 (one that divides the model's widths)", bs)
 	}
 	method := p.Method
-	if method == "" {
-		method = MethodRTN // a plan written before HQQ became the default
+	if method != MethodHQQ && method != MethodRTN {
+		return fmt.Errorf("onnx-quantize: method must be %s or %s, not %q", MethodHQQ, MethodRTN, method)
 	}
 	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs),
 		"--method", method}
