@@ -604,11 +604,11 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		e.emit(event.Event{Type: event.Finished, Step: s.ID, Kind: s.Kind, Seconds: out.Finished.Sub(started).Seconds()})
 		return nil
 	}
-	if _, err := os.Lstat(filepath.Join(tmp, steps.LogFile)); err == nil {
-		return &StepError{Step: s.ID, LogPath: logPath, Err: fmt.Errorf("its tool wrote a file named %s into the step's output, "+
-			"a name edgepipe keeps for the step's log: the tool must not copy it from its input's folder", steps.LogFile)}
-	}
 	if _, _, err := atomicfile.Copy(filepath.Join(tmp, steps.LogFile), logPath, 0o644); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return &StepError{Step: s.ID, LogPath: logPath, Err: fmt.Errorf("its tool wrote a file named %s into the step's output, "+
+				"a name edgepipe keeps for the step's log: the tool must not copy it from its input's folder", steps.LogFile)}
+		}
 		return fmt.Errorf("step %s: keep its log: %w", s.ID, err)
 	}
 	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,

@@ -195,11 +195,12 @@ func killRun(tag string) {
 	var escaped []int
 	dog := int(watchdogPid.Load())
 	for _, pid := range children() {
-		if pid == dog || reapOrphan(pid) {
-			continue
-		}
-		if tagged(pid, tag, false) {
+		switch {
+		case pid == dog:
+		case tagged(pid, tag, false):
 			escaped = append(escaped, pid)
+		default:
+			reapOrphan(pid)
 		}
 	}
 	if len(escaped) == 0 {
@@ -218,26 +219,25 @@ func killRun(tag string) {
 // children), and os/exec reaps them; an orphan of a tool's group is
 // neither. A setsid helper is a group leader too: Run's tag finds those
 // while they live (a zombie one that exited on its own waits for our exit).
-func reapOrphan(pid int) bool {
+func reapOrphan(pid int) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return
 	}
 	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return false
+		return
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 3 {
-		return false
+		return
 	}
 	pgrp, err := strconv.Atoi(f[2])
 	if err != nil || pgrp == pid || pgrp == unix.Getpgrp() {
-		return false
+		return
 	}
 	reap(pid)
-	return true
 }
 
 // reaping holds the orphans a goroutine is waiting for, so a later scan
