@@ -33,12 +33,24 @@ func unknownDeviceMessage(id string) string {
 	return msg + " Run `edgepipe devices` for the list."
 }
 
+// devicesRunning lists the devices some runtime of which loads format.
+func devicesRunning(format string) []string {
+	var ids []string
+	for _, d := range Devices() {
+		if d.Runs(format) {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
 // fixFor suggests a format of the same family when the device runs one
 // (closest to what the recipe asked for), else the device's preferred format.
 func fixFor(d Device, want Format) string {
 	if want.TensorCore != "" && !d.HasTensorCore(want.TensorCore) {
-		return fmt.Sprintf("use %s: %s's GPU has no %s tensor cores (tensor cores: %s), so %s does not run there; %s is Blackwell's (jetson-thor)",
-			d.PreferredFormat, d.ID, strings.ToUpper(want.TensorCore), strings.Join(d.TensorCores, ", "), want.Name, want.Name)
+		return fmt.Sprintf("use %s: %s's GPU has no %s tensor cores (tensor cores: %s), so %s does not run there; devices that run it: %s",
+			d.PreferredFormat, d.ID, strings.ToUpper(want.TensorCore), strings.Join(d.TensorCores, ", "), want.Name,
+			strings.Join(devicesRunning(want.Name), ", "))
 	}
 	alt := d.PreferredFormat
 	for _, f := range Formats() {
