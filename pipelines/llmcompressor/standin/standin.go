@@ -43,12 +43,16 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	symmetric := fs.Bool("symmetric", false, "")
 	observer := fs.String("observer", "minmax", "")
 	actorder := fs.String("actorder", "static", "")
+	rounding := fs.String("rounding", "gptq", "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *model == "" || *calib == "" || *out == "" || (*scheme != "gptq" && *scheme != "awq") || *group <= 0 {
 		return errors.New("usage: llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq --group-size N")
+	}
+	if *rounding != "gptq" && *rounding != "rtn" {
+		return fmt.Errorf("--rounding %q (gptq|rtn) is not one the script takes", *rounding)
 	}
 	if *observer != "minmax" && *observer != "mse" || *actorder != "static" && *actorder != "group" && *actorder != "none" {
 		return fmt.Errorf("--observer %q (minmax|mse) or --actorder %q (static|group|none) is not one the script takes", *observer, *actorder)
