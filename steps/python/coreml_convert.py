@@ -31,7 +31,12 @@ Steps (coremltools 9.0):
       --mode symmetric: coremltools' mode="linear_symmetric", codes -7..7 and a scale;
     the token embedding and the output projection (any weight with a vocabulary-sized
     axis) stay fp16 unless --quantize-embeddings;
-  * save the .mlpackage.
+  * save the .mlpackage, then make it reproducible: coremltools names the package's items
+    by random UUIDs (Manifest.json), serializes the spec's metadata map in hash order and
+    records the conversion date; the items get UUIDs derived from their paths, the spec is
+    re-serialized deterministically without the date, and the script runs with a fixed
+    PYTHONHASHSEED (it re-executes itself with PYTHONHASHSEED=0), so the same checkpoint
+    gives the same bytes. The weights are not touched.
 
 Prints one JSON line: {"kv_cache", "kv_cache_reason", "context", "inputs", "outputs",
 "convert_s", "quantize_s", "mode", "kept_fp16", "sliding_window", "coremltools", "torch"}.
@@ -43,6 +48,37 @@ import os
 import sys
 import time
 import traceback
+
+
+def normalize_package(path):
+    """Make a saved .mlpackage a function of the model alone (see the module doc)."""
+    import uuid
+    from coremltools.proto import Model_pb2
+
+    manifest_path = os.path.join(path, "Manifest.json")
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    renamed = {}
+    for old, item in manifest.get("itemInfoEntries", {}).items():
+        renamed[old] = str(uuid.uuid5(uuid.NAMESPACE_URL, "edgepipe-coreml:" + item["path"])).upper()
+    manifest["itemInfoEntries"] = {renamed[k]: v for k, v in sorted(manifest["itemInfoEntries"].items(),
+                                                                    key=lambda kv: renamed[kv[0]])}
+    if manifest.get("rootModelIdentifier") in renamed:
+        manifest["rootModelIdentifier"] = renamed[manifest["rootModelIdentifier"]]
+    with open(manifest_path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=4, sort_keys=True)
+        f.write("\n")
+
+    root = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]["path"]
+    spec_path = os.path.join(path, "Data", root)
+    spec = Model_pb2.Model()
+    with open(spec_path, "rb") as f:
+        spec.ParseFromString(f.read())
+    meta = spec.description.metadata.userDefined
+    if "com.github.apple.coremltools.conversion_date" in meta:
+        del meta["com.github.apple.coremltools.conversion_date"]
+    with open(spec_path, "wb") as f:
+        f.write(spec.SerializeToString(deterministic=True))
 
 
 def load_model(path):
@@ -274,6 +310,11 @@ def main() -> int:
         print("coreml_convert: --context must be at least 2", file=sys.stderr)
         return 2
 
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # coremltools walks sets while it names and orders ops: fix the hash seed so two
+        # conversions of one checkpoint write the same graph.
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -308,6 +349,7 @@ def main() -> int:
     mlmodel.short_description = (f"{os.path.basename(os.path.normpath(args.model))}: INT4 {args.mode} per-block "
                                  f"({args.block_size}) weights, FP16 compute, context {args.context}")
     mlmodel.save(args.out)
+    normalize_package(args.out)
 
     spec = mlmodel.get_spec()
     print(json.dumps({
