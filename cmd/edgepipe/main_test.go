@@ -28,6 +28,11 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		},
+		// edgepipe-fail is a user step that fails, saying so.
+		"edgepipe-fail": func() {
+			os.Stderr.WriteString("edgepipe-fail: failing on purpose\n")
+			os.Exit(1)
+		},
 	}
 	for name := range standin.Tools {
 		name := name

@@ -43,6 +43,7 @@ func cmdValidate(env *Env, fs *pflag.FlagSet) runFunc {
 func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, true)
+	targets := targetFlag(fs)
 	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
 	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
 	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
@@ -57,6 +58,15 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		lock, err := openLock(pos[0], pl, *locked, *updateLock)
 		if err != nil {
 			return err
+		}
+		if len(*targets) > 0 {
+			if *updateLock {
+				return usageErr("--update-lock resolves the whole recipe: drop --target, or run `edgepipe lock %s`", pos[0])
+			}
+			lock.Partial = true
+			if pl, err = selectTargets(pl, *targets); err != nil {
+				return err
+			}
 		}
 		eng, cacheRoot, out, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
@@ -193,6 +203,7 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
+	targets := targetFlag(fs)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
@@ -203,6 +214,9 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		// The source as run would fetch it: pinned by the lock, if any.
 		_, _ = openLock(pos[0], pl, false, false)
+		if pl, err = selectTargets(pl, *targets); err != nil {
+			return err
+		}
 		eng, _, _, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
 			return err
@@ -213,6 +227,7 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		pj.Targets = *targets
 		if c.json {
 			enc := json.NewEncoder(env.Stdout)
 			enc.SetIndent("", "  ")
@@ -249,12 +264,16 @@ func printPlanNotes(env *Env, pl *plan.Plan) {
 
 func cmdGraph(env *Env, fs *pflag.FlagSet) runFunc {
 	format := fs.String("format", "dot", "dot or mermaid")
+	targets := targetFlag(fs)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("graph takes one recipe file")
 		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
+			return err
+		}
+		if pl, err = selectTargets(pl, *targets); err != nil {
 			return err
 		}
 		switch *format {
@@ -291,11 +310,15 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		// The source as the plan saw it: pinned by the lock, if any.
+		_, _ = openLock(pj.Recipe, pl, false, false)
+		// A plan saved with --target holds those targets' steps only.
+		if pl, err = selectTargets(pl, pj.Targets); err != nil {
+			return err
+		}
 		if err := pj.Check(pl); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		// The source as the plan saw it: pinned by the lock, if any.
-		_, _ = openLock(pj.Recipe, pl, false, false)
 		if _, ok := pl.Step(pos[2]); !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 		}
@@ -310,6 +333,21 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		rep.done()
 		return runError(res, runErr)
 	}
+}
+
+// targetFlag is --target/-t: repeatable, globs allowed.
+func targetFlag(fs *pflag.FlagSet) *[]string {
+	return fs.StringSliceP("target", "t", nil, "only this target and the steps it needs (`NAME`, a glob such as 'laptop-*'; repeat or comma-separate for more)")
+}
+
+// selectTargets narrows the plan to the --target patterns; one that
+// names no target is a usage error with the closest name.
+func selectTargets(pl *plan.Plan, patterns []string) (*plan.Plan, error) {
+	sel, err := plan.Select(pl, patterns)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return sel, nil
 }
 
 // plural is "1 target", "2 targets".

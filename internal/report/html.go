@@ -91,7 +91,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td class="n">{{if .KLDivergence}}{{f4 (deref .KLDivergence)}}{{else}}-{{end}}</td>
 <td class="n">{{if .Top1Agreement}}{{pct (deref .Top1Agreement)}}{{else}}-{{end}}</td>
 <td>{{if .StandIns}}<span class="standin">{{.Tools}}</span>{{else}}real{{end}}</td>
-<td>{{if eq .Outcome "published"}}<code>{{.Artifact}}</code>{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else}}not published{{end}}</td>
+<td>{{if eq .Outcome "published"}}<code>{{.Artifact}}</code>{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
 </tr>
 {{- end}}
 </tbody>

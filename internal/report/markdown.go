@@ -53,6 +53,11 @@ func Markdown(r Report) []byte {
 			verdict, where = "**"+verdict+"**", "not published (gate failed)"
 		case OutcomeBlocked:
 			where = "not published (upstream failed)"
+		case OutcomeNotRun:
+			where = "not published"
+			if t.StoppedBy != "" {
+				where = "not run (stopped after `" + MDCode(t.StoppedBy) + "` failed)"
+			}
 		default:
 			where = "not published"
 		}

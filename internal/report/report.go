@@ -62,6 +62,9 @@ type Target struct {
 	BenchStandIn bool
 	// Error says why the target was not published.
 	Error string
+	// StoppedBy is the failure after which fail-fast stopped the run before
+	// this target (which needs nothing that failed) was built.
+	StoppedBy string
 }
 
 // Perplexity is the gate's measurement.

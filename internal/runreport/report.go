@@ -31,7 +31,7 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 	r := report.Report{Recipe: c.plan.Recipe.Name, ExitCode: code, ExitText: exitText}
 	for _, o := range outcomes {
 		t := report.Target{Name: o.Target, Format: o.Format, Device: o.Device, Outcome: o.Outcome,
-			Verdict: o.Verdict, Artifact: o.Artifact, Pushed: o.Pushed, PushFailed: o.PushFailed, SizeBytes: o.SizeBytes, Error: o.Error}
+			Verdict: o.Verdict, Artifact: o.Artifact, Pushed: o.Pushed, PushFailed: o.PushFailed, SizeBytes: o.SizeBytes, Error: o.Error, StoppedBy: o.StoppedBy}
 		if g := o.Gate; g != nil {
 			t.Perplexity = &report.Perplexity{Baseline: g.Baseline, Converted: g.Converted, Delta: g.Delta,
 				WarnDelta: g.WarnDelta, MaxDelta: g.MaxDelta}

@@ -40,6 +40,8 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 			switch {
 			case verdict == manifest.VerdictFail:
 				where = "not published (gate failed)"
+			case res.Stopped[plan.PublishStepID(t.Name)] != "":
+				where = fmt.Sprintf("not run (stopped after %s failed)", res.Stopped[plan.PublishStepID(t.Name)])
 			case slices.Contains(res.Skipped, plan.PublishStepID(t.Name)):
 				where = "not published (upstream failed)"
 			default:
