@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"io"
 	"os"
 	"runtime/debug"
@@ -92,6 +93,11 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// progress is what the progress reporter needs of the environment.
+func (env *Env) progress() progress.Env {
+	return progress.Env{Stdout: env.Stdout, Stderr: env.Stderr, IsTerminal: env.IsTerminal, Getenv: env.Getenv, Width: env.Width}
+}
+
 func usageErr(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
@@ -100,8 +106,13 @@ func usageErr(format string, args ...any) error {
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
-	// IsTerminal reports whether Stderr is a terminal (progress bars).
-	IsTerminal bool
+	// IsTerminal reports whether Stderr is a terminal (the live status
+	// lines, colour); StdoutIsTerminal the same for Stdout (colour in the
+	// summary table).
+	IsTerminal       bool
+	StdoutIsTerminal bool
+	// Width is the terminal's width in columns (nil: 80).
+	Width func() int
 }
 
 // runFunc runs a command with its flags parsed and its positional

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
+	"github.com/edgepipe/edgepipe/internal/termstatus"
 	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -77,23 +79,32 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 				fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
 			}
 		}
-		rep := newReporter(env, c.json, len(pl.Steps))
-		rep.quiet = c.quiet
+		rep := progress.New(env.progress(), c.json, len(pl.Steps))
+		rep.Quiet = c.quiet
+		rep.Live()
 		ci := runreport.New(pl)
 		ci.OutDir = out
-		eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.Event(ev) })
-		eng.SetOnProgress(rep.progress)
+		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
+		eng.SetOnProgress(rep.Progress)
 		if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
-			rep.done()
+			rep.Done()
 			return err
 		}
 		res, runErr := eng.Run(ctx)
-		rep.done()
+		rep.Done()
+		colour := termstatus.ColourOn(env.StdoutIsTerminal, env.Getenv)
 		if !c.json {
-			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res)
+			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res, colour)
 		}
 		// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
-		return finish(ci, env, *junit, c.json, res, runError(res, runErr))
+		err = finish(ci, env, *junit, c.json, res, runError(res, runErr))
+		if !c.json && res != nil {
+			fmt.Fprintln(env.Stdout, rep.Summary(len(res.Published)))
+			if paths := runreport.ReportPaths(out); len(paths) > 0 {
+				fmt.Fprintf(env.Stdout, "report: %s\n", strings.Join(paths, ", "))
+			}
+		}
+		return err
 	}
 }
 
@@ -326,11 +337,12 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		rep := newReporter(env, c.json, 1)
-		rep.quiet = c.quiet
-		eng.SetOnEvent(rep.event)
+		rep := progress.New(env.progress(), c.json, 1)
+		rep.Quiet = c.quiet
+		rep.Live()
+		eng.SetOnEvent(rep.Event)
 		res, runErr := eng.Run(ctx)
-		rep.done()
+		rep.Done()
 		return runError(res, runErr)
 	}
 }
