@@ -16,6 +16,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
 	"github.com/edgepipe/edgepipe/internal/termstatus"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -49,6 +50,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
 	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
 	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
+	noInstall := fs.Bool("no-install", false, "fail instead of installing the pinned toolchains the steps need (strict CI)")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
@@ -72,6 +74,9 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		eng, cacheRoot, out, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
+			return err
+		}
+		if err := c.ensureToolchains(ctx, env, pl, cacheRoot, pos[0], !*noInstall); err != nil {
 			return err
 		}
 		if !c.json {
@@ -345,6 +350,25 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		rep.Done()
 		return runError(res, runErr)
 	}
+}
+
+// ensureToolchains installs the pinned toolchains the plan's steps need
+// and are missing (or, with install false, refuses: exit 1 before
+// anything runs), saying what and why; then marks them used now, for
+// `toolchain list` and `cache gc`.
+func (c *common) ensureToolchains(ctx context.Context, env *Env, pl *plan.Plan, root, recipePath string, install bool) error {
+	needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
+	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.Stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ExitError{Code: ExitStepFailed, Err: err}
+	}
+	for _, n := range needs {
+		toolchain.MarkUsed(root, n.Name)
+	}
+	return nil
 }
 
 // targetFlag is --target/-t: repeatable, globs allowed.

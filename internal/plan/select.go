@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/suggest"
+	"github.com/edgepipe/edgepipe/steps"
 )
 
 // SelectError is a --target pattern that names no target of the recipe.
@@ -109,6 +110,29 @@ func (p *Plan) TargetNames() []string {
 	out := make([]string, len(p.Recipe.Targets))
 	for i, t := range p.Recipe.Targets {
 		out[i] = t.Name
+	}
+	return out
+}
+
+// Tools lists the tools the plan's steps run, each once, in plan order.
+// Steps this host refuses (NVIDIA kinds without a GPU) run none here.
+func (p *Plan) Tools() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range p.Steps {
+		k, ok := steps.Lookup(s.Kind)
+		if !ok {
+			continue
+		}
+		if hr, ok := k.(steps.HostRequirer); ok && hr.RequireHost(s.Params) != nil {
+			continue
+		}
+		for _, t := range k.Tools(s.Params) {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
 	}
 	return out
 }
