@@ -187,13 +187,6 @@ func toolchainRemove(env *Env, root, verb string, names []string, dryRun bool) e
 	return nil
 }
 
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
-}
-
 // cmdDoctor says, for every tool, whether it is installed, its version and
 // path, and the exact command that installs what is missing. It exits 2
 // when something a recipe could need is missing, so scripts can check.

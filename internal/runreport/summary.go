@@ -2,10 +2,10 @@ package runreport
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 

@@ -247,4 +247,3 @@ func DirSize(dir string) int64 {
 	})
 	return n
 }
-
