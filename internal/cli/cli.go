@@ -7,10 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/buildinfo"
 	"github.com/edgepipe/edgepipe/internal/progress"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	_ "github.com/edgepipe/edgepipe/pipelines" // the built-in format families
@@ -27,43 +27,11 @@ import (
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
-// Version is edgepipe's version: set at build time with -ldflags, else the
-// module version a `go install` recorded, else 0.1.0-dev. It enters
-// manifests, locks and publish keys, so it does not carry the commit;
-// VersionString adds that for people.
-var Version = func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return strings.TrimPrefix(bi.Main.Version, "v")
-	}
-	return "0.1.0-dev"
-}()
+// Version is edgepipe's version (see buildinfo).
+var Version = buildinfo.Version
 
-// VersionString is the version with the VCS revision the binary was built
-// from, when the build recorded one.
-func VersionString() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return Version
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = ", modified"
-			}
-		}
-	}
-	if rev == "" {
-		return Version + " (" + bi.GoVersion + ")"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return fmt.Sprintf("%s (%s%s, %s)", Version, rev, dirty, bi.GoVersion)
-}
+// VersionString is the version with the VCS revision.
+func VersionString() string { return buildinfo.String() }
 
 // Exit codes, documented in the README and --help.
 const (
@@ -150,6 +118,7 @@ func commands() []command {
 		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: noArgs},
 		{use: "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]", summary: "choose device, format and pipeline for a platform, model and budget", define: cmdPick, complete: noArgs},
 		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: noArgs},
+		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: noArgs},
 		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: noArgs},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/cachegc"
+	"github.com/edgepipe/edgepipe/internal/schema"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -108,6 +109,18 @@ func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 			return cachegc.GC(ctx, env.Stdout, ca, *olderThan, *dryRun)
 		}
 		return nil
+	}
+}
+
+// cmdSchema prints the recipe schema (what docs/recipe.schema.json holds).
+func cmdSchema(env *Env, fs *pflag.FlagSet) runFunc {
+	return func(ctx context.Context, _ []string) error {
+		b, err := schema.Generate()
+		if err != nil {
+			return err
+		}
+		_, err = env.Stdout.Write(b)
+		return err
 	}
 }
 
