@@ -15,6 +15,7 @@ var builtinConfigs = map[string]hfConfig{
 	"smollm2-135m": {
 		Layers: intp(30), Heads: intp(9), KVHeads: intp(3), Hidden: intp(576),
 		Intermediate: intp(1536), Vocab: intp(49152), TieEmbeddings: boolp(true),
+		MaxPositions: intp(8192),
 	},
 }
 

@@ -1033,7 +1033,10 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 					t.Format, t.FormatPos = s, p.pos(v)
 				}
 			}},
-			{"context", func(_, v *yaml.Node) { t.Context, _ = p.positiveInt(v, path+".context") }},
+			{"context", func(k, v *yaml.Node) {
+				t.Context, _ = p.positiveInt(v, path+".context")
+				t.ContextPos = p.pos(k)
+			}},
 			{"kv_dtype", func(_, v *yaml.Node) {
 				s, ok := p.str(v, path+".kv_dtype")
 				if !ok {
