@@ -88,7 +88,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		rep.Quiet = c.quiet
 		rep.Live()
 		ci := runreport.New(pl)
-		ci.OutDir = out
+		ci.OutDir, ci.Version = out, Version
 		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
 		eng.SetOnProgress(rep.Progress)
 		if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {

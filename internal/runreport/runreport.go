@@ -34,6 +34,8 @@ type Recorder struct {
 	started time.Time
 	// OutDir, when set, receives report.html and report.md.
 	OutDir string
+	// Version is the edgepipe that ran, for the reports.
+	Version string
 
 	mu    sync.Mutex
 	steps map[string]*stepRecord
