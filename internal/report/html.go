@@ -65,10 +65,11 @@ const pageTemplate = `<!DOCTYPE html>
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em 1.5em; color: #1b1f24; }
 p, h1, h2, figure { max-width: 70em; }
 .wide { overflow-x: auto; }
-td.name, td.name code, td code { white-space: nowrap; }
+td.name, td code, td.n, .id { white-space: nowrap; }
+td.tools { font-size: 0.9em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
-th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.5em; text-align: left; vertical-align: top; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f6f8fa; }
 .fail { color: #b42318; font-weight: 600; } .excellent { color: #1a7f37; } .ok { color: #9a6700; }
@@ -86,31 +87,33 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 {{- end}}
 <div class="wide">
 <table>
-<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th><th>Files</th></tr></thead>
+<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th></tr></thead>
 <tbody>
 {{- range .Targets}}
 <tr>
 <td class="name">{{.Name}}</td><td><code>{{.Format}}</code></td><td class="name">{{.Device}}</td>
 <td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
 {{- if .Perplexity}}
-<td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}} (max {{f2 .Perplexity.MaxDelta}})</td>
+<td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
 {{- else}}
 <td class="n">-</td><td class="n">-</td><td class="n">-</td>
 {{- end}}
 <td>{{if .Verdict}}<span class="{{.Verdict}}">{{.Verdict}}</span>{{else if eq .Outcome "published"}}published (no gate){{else}}-{{end}}</td>
 <td class="n">{{if .KLDivergence}}{{f4 (deref .KLDivergence)}}{{else}}-{{end}}</td>
 <td class="n">{{if .Top1Agreement}}{{agree (deref .Top1Agreement)}}{{else}}-{{end}}</td>
-<td>{{if .StandIns}}<span class="standin">{{.Tools}}</span>{{else}}real{{end}}</td>
-<td>{{if eq .Outcome "published"}}<code>{{.Artifact}}</code>{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
-<td class="name">{{if .Manifest}}<a href="{{.Manifest}}">manifest</a>{{end}}{{range .Logs}}<br/><a href="{{.}}">{{base .}}</a>{{end}}{{if not (or .Manifest .Logs)}}-{{end}}</td>
+<td class="tools">{{if .StandIns}}<span class="standin">stand-in:</span> {{range $i, $s := .StandIns}}{{if $i}}, {{end}}<span class="id">{{$s}}</span>{{end}}{{else}}real{{end}}</td>
+<td>{{if eq .Outcome "published"}}{{if .Manifest}}<a href="{{.Manifest}}"><code>{{.Artifact}}</code></a>{{else}}<code>{{.Artifact}}</code>{{end}}{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
 </tr>
 {{- end}}
 </tbody>
 </table>
 </div>
 {{- range .Targets}}
-{{- if or .Bench .Chart .Error}}
+{{- if or .Bench .Chart .Error .Manifest}}
 <h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}</h2>
+{{- if .Manifest}}
+<p>Files: <a href="{{.Manifest}}">manifest.json</a>{{if .Logs}}; logs: {{range $i, $l := .Logs}}{{if $i}}, {{end}}<a class="id" href="{{$l}}">{{base $l}}</a>{{end}}{{end}}.</p>
+{{- end}}
 {{- if .Error}}
 <p class="fail">{{.Error}}</p>
 {{- end}}

@@ -216,8 +216,8 @@ func TestReportsAgree(t *testing.T) {
 			t.Errorf("%q is not in both reports", want)
 		}
 	}
-	for _, want := range []string{`<td class="n">24.313</td>`, `<a href="laptop-q4km/manifest.json">manifest</a>`,
-		`<a href="laptop-q4km/logs/gguf-quantize_q4_k_m.log">gguf-quantize_q4_k_m.log</a>`} {
+	for _, want := range []string{`<td class="n">24.313</td>`, `<a href="laptop-q4km/manifest.json">manifest.json</a>`,
+		`<a class="id" href="laptop-q4km/logs/gguf-quantize_q4_k_m.log">gguf-quantize_q4_k_m.log</a>`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report.html lacks %s", want)
 		}
