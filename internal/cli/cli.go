@@ -103,9 +103,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
-		{use: "plan [--json] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
+		{use: "plan [--json] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
 		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
-		{use: "graph --format dot|mermaid RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
+		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
 		{use: "step run PLAN.json STEP-ID", summary: "run one step of a saved plan", define: cmdStep, complete: stepArgs},
 		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
 		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},

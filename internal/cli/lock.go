@@ -40,7 +40,7 @@ func cmdLock(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		rep := progress.New(env.progress(), c.json, 1)
 		rep.Quiet = c.quiet
-		rep.Live()
+		rep.Live(c.verbose)
 		eng.SetOnEvent(rep.Event)
 		eng.SetOnProgress(rep.Progress)
 		now, err := lock.Resolve(ctx, eng, pl, cacheRoot, Version, true)

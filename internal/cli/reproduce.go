@@ -70,7 +70,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 			Setup: func(eng *engine.Engine, steps int) {
 				rep = progress.New(env.progress(), c.json, steps)
 				rep.Quiet = c.quiet
-				rep.Live()
+				rep.Live(c.verbose)
 				eng.SetOnEvent(rep.Event)
 				eng.SetOnProgress(rep.Progress)
 			},

@@ -86,7 +86,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		rep := progress.New(env.progress(), c.json, len(pl.Steps))
 		rep.Quiet = c.quiet
-		rep.Live()
+		rep.Live(c.verbose)
 		ci := runreport.New(pl)
 		ci.OutDir, ci.Version = out, Version
 		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
@@ -344,7 +344,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		rep := progress.New(env.progress(), c.json, 1)
 		rep.Quiet = c.quiet
-		rep.Live()
+		rep.Live(c.verbose)
 		eng.SetOnEvent(rep.Event)
 		res, runErr := eng.Run(ctx)
 		rep.Done()

@@ -90,10 +90,10 @@ func New(env Env, asJSON bool, total int) *Reporter {
 	return r
 }
 
-// Live starts the terminal's live region (not with --json, -q, or off a
-// terminal).
-func (r *Reporter) Live() {
-	if r.json || r.Quiet || !r.env.IsTerminal {
+// Live starts the terminal's live region (not with --json, -q, -v, whose
+// tool output would interleave with the redraws, or off a terminal).
+func (r *Reporter) Live(verbose bool) {
+	if r.json || r.Quiet || verbose || !r.env.IsTerminal {
 		return
 	}
 	r.board = termstatus.New(r.env.Stderr, r.total, r.env.Width, nil)

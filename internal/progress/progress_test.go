@@ -35,7 +35,7 @@ func TestReporterTerminal(t *testing.T) {
 		var errb bytes.Buffer
 		r := New(Env{Stdout: &bytes.Buffer{}, Stderr: &errb, IsTerminal: isTerm,
 			Getenv: func(k string) string { return env[k] }}, false, 2)
-		r.Live()
+		r.Live(false)
 		now := time.Now()
 		r.Event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Time: now})
 		r.Event(event.Event{Type: event.Finished, Step: "gguf-convert:f16", Time: now, Seconds: 1})
