@@ -14,6 +14,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/hf"
 	"github.com/edgepipe/edgepipe/internal/proc"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 // fetch brings the model named by the recipe's model.source into a folder
@@ -28,6 +29,9 @@ type FetchParams struct {
 	Source          string `json:"source"`
 	AllowPickle     bool   `json:"allow_pickle"`
 	TrustRemoteCode bool   `json:"trust_remote_code"`
+	// GGUF is set for a local folder whose one GGUF file is the source
+	// (the planner finds it; the file is the step's DataGGUF).
+	GGUF bool `json:"gguf,omitempty"`
 }
 
 func init() { Register(fetch{}) }
@@ -36,11 +40,21 @@ func (fetch) Name() string            { return "fetch" }
 func (fetch) Version() int            { return 1 }
 func (fetch) NewParams() any          { return &FetchParams{} }
 func (fetch) Resources(any) Resources { return Resources{Cores: 1, MemoryMB: 2048, Network: true} }
-func (fetch) Tools(p any) []string    { return Fetchers.tools(ParamsOf[FetchParams](p).Source) }
+func (fetch) Tools(p any) []string {
+	src := ParamsOf[FetchParams](p).Source
+	if IsGGUFSource(src) || ParamsOf[FetchParams](p).GGUF {
+		return []string{toolchain.ToolGGUFToHF}
+	}
+	return Fetchers.tools(src)
+}
 func (fetch) Run(ctx context.Context, sc *Context) error {
 	p := ParamsOf[FetchParams](sc.Params)
 	src := p.Source
-	if err := Fetchers.fetch(ctx, sc, src); err != nil {
+	fetchFn := Fetchers.fetch
+	if IsGGUFSource(src) || p.GGUF {
+		fetchFn = fetchGGUF
+	}
+	if err := fetchFn(ctx, sc, src); err != nil {
 		if !strings.HasPrefix(err.Error(), "fetch ") {
 			err = fmt.Errorf("fetch %s: %w", getter.Redact(src), err)
 		}
@@ -75,7 +89,8 @@ func scrubbedError(src string, err error) error {
 // ExternalDir: a local folder is used in place, never copied.
 func (fetch) ExternalDir(params any, recipeDir string) (string, bool, error) {
 	src := ParamsOf[FetchParams](params).Source
-	if !IsLocalSource(src) {
+	if !IsLocalSource(src) || IsGGUFSource(src) || ParamsOf[FetchParams](params).GGUF {
+		// A GGUF is converted by the step, not used in place.
 		return "", false, nil
 	}
 	dir := src

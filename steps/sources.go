@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/hf"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -34,6 +35,12 @@ func fetchBuiltin(ctx context.Context, sc *Context, src string) error {
 	dir, err := toolchain.BuiltinModel(ctx, sc.CacheDir, src)
 	if err != nil {
 		return err
+	}
+	// A built-in model is a GGUF too: say so, and how it was quantized.
+	if b, err := boundedfile.Read(filepath.Join(filepath.Dir(dir), toolchain.BuiltinInfoFile), boundedfile.ModelJSONLimit); err == nil {
+		if err := recordGGUFInfo(sc.Result, b); err != nil {
+			return err
+		}
 	}
 	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

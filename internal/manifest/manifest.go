@@ -88,6 +88,18 @@ type Source struct {
 	// sources without revisions (builtin:, plain URLs, local folders).
 	ResolvedRevision string `json:"resolved_revision,omitempty"`
 	Files            []File `json:"files,omitempty"`
+	// Quantized is set when the source was already quantized (a GGUF,
+	// dequantized into the checkpoint every family converts): the
+	// artifact inherits that rounding on top of its own.
+	Quantized *SourceQuantization `json:"quantized,omitempty"`
+}
+
+// SourceQuantization is how a quantized source was stored.
+type SourceQuantization struct {
+	Format string `json:"format"`         // "gguf"
+	Type   string `json:"type,omitempty"` // the GGUF's file type, e.g. Q4_K_M
+	// TensorTypes counts the tensors of each storage type ("Q4_K:27 Q6_K:9 ...").
+	TensorTypes string `json:"tensor_types,omitempty"`
 }
 
 // File is one file with its content digest. Path is relative, slash-separated.

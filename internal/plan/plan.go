@@ -85,11 +85,19 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		return s
 	}
 
-	add(&Step{ID: SourceStepID, Kind: "fetch", Params: &steps.FetchParams{
+	source := add(&Step{ID: SourceStepID, Kind: "fetch", Params: &steps.FetchParams{
 		Source:          r.Model.Source,
 		AllowPickle:     r.Model.AllowPickle,
 		TrustRemoteCode: r.Model.TrustRemoteCode,
 	}, Pos: r.Model.SourcePos}, "")
+	if gguf, ok, err := steps.LocalGGUF(r.Model.Source, r.Dir()); err != nil {
+		diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: err.Error()})
+	} else if ok {
+		// A local GGUF is read as a data file, so its content (not its
+		// path) is in the source step's key.
+		source.Data = map[string]string{steps.DataGGUF: gguf}
+		source.Params.(*steps.FetchParams).GGUF = !steps.IsGGUFSource(r.Model.Source)
+	}
 
 	for i := range r.Targets {
 		t := &r.Targets[i]

@@ -273,6 +273,10 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 		}
 		if src.Result != nil {
 			m.Source.ResolvedRevision = src.Result.Revision
+			if f := src.Result.Facts; f[steps.FactSourceFormat] != "" {
+				m.Source.Quantized = &manifest.SourceQuantization{Format: f[steps.FactSourceFormat],
+					Type: f[steps.FactSourceQuantization], TensorTypes: f[steps.FactSourceTensorTypes]}
+			}
 		}
 	}
 	for _, out := range req.Upstream {

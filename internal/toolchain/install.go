@@ -455,6 +455,30 @@ func extractZipFile(archive, member, dst string, mode os.FileMode) error {
 	return fmt.Errorf("%s has no %s", archive, member)
 }
 
+// appendZipMember copies one member of a zip archive to the end of w.
+func appendZipMember(w io.Writer, archive, member string) error {
+	z, err := zip.OpenReader(archive)
+	if err != nil {
+		return fmt.Errorf("%s: %w", archive, err)
+	}
+	defer z.Close()
+	for _, f := range z.File {
+		if f.Name != member {
+			continue
+		}
+		r, err := f.Open()
+		if err != nil {
+			return fmt.Errorf("%s: %w", archive, err)
+		}
+		defer r.Close()
+		if _, err := io.Copy(w, r); err != nil {
+			return fmt.Errorf("%s: %s: %w", archive, member, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s has no %s", archive, member)
+}
+
 func safeJoin(dir, rel string) (string, error) {
 	clean := path.Clean("/" + rel)
 	if clean == "/" || strings.Contains(rel, "\\") || path.IsAbs(rel) || strings.HasPrefix(path.Clean(rel), "..") {

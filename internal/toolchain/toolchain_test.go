@@ -547,7 +547,7 @@ func TestBuiltinKeyIgnoresOtherHelpers(t *testing.T) {
 	script, _ := fs.ReadFile(python.Scripts, ToolGGUFToHF)
 	llama, _ := Lookup(Llama)
 	m := builtinModels["smollm2-135m"]
-	want := sha([]byte(m.pin.SHA256 + "\n" + m.ggufSHA256 + "\n" + sha(script) + "\n" + llama.Digest()))[:16]
+	want := sha([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + sha(script) + "\n" + llama.Digest()))[:16]
 	if filepath.Base(root) != "smollm2-135m-"+want {
 		t.Fatalf("builtin folder %s, want key %s (wheel, GGUF, gguf_to_hf.py, llama lock)", root, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -107,6 +108,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		KVCache   string   `json:"kv_cache"`
 		KVReason  string   `json:"kv_cache_reason"`
 		Inputs    []string `json:"inputs"`
+		Sliding   int      `json:"sliding_window"`
 		ConvertS  float64  `json:"convert_s"`
 		QuantizeS float64  `json:"quantize_s"`
 		CoreMLV   string   `json:"coremltools"`
@@ -118,6 +120,10 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFile("model", CoreMLPackage)
 	sc.Result.SetFact("kv_cache", res.KVCache+" ("+res.KVReason+")")
 	sc.Result.SetFact("compute_precision", "float16")
+	sc.Result.SetFact("inputs", strings.Join(res.Inputs, ", "))
+	if res.Sliding > 0 {
+		sc.Result.SetFact("sliding_window", fmt.Sprintf("%d tokens: the sliding-attention layers read the sliding_mask input, which masks keys %d or more positions behind the query", res.Sliding, res.Sliding))
+	}
 	sc.Result.SetFact("minimum_deployment_target", "iOS18")
 	sc.Result.SetFact("weights", p.Weights.describe())
 	if res.CoreMLV != "" {

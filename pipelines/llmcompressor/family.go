@@ -55,8 +55,9 @@ type GPTQOptions struct {
 
 // AWQOptions are an AWQ target's with: options.
 type AWQOptions struct {
-	Options `yaml:",inline"`
-	NGrid   *int `yaml:"n_grid" min:"1" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own)."`
+	Options  `yaml:",inline"`
+	NGrid    *int    `yaml:"n_grid" min:"1" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own)."`
+	Rounding *string `yaml:"rounding" enum:"gptq,rtn" doc:"How the weights AWQ rescaled are rounded to 4 bits: gptq (default: llmcompressor's GPTQModifier after the AWQ transform, error feedback column by column) or rtn (round to nearest, QuantizationModifier)."`
 }
 
 func options(format string) any {

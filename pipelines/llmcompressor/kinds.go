@@ -65,24 +65,61 @@ type QuantizeParams struct {
 	Symmetric bool `json:"symmetric"`
 	// Observer picks each group's range: minmax or mse.
 	Observer string `json:"observer"`
-	// ActOrder is GPTQ's activation ordering: static, group or none ("" for AWQ).
+	// ActOrder is GPTQ's activation ordering: static, group or none ("" for
+	// AWQ rounded to nearest).
 	ActOrder string `json:"actorder,omitempty"`
+	// Rounding is how AWQ's rescaled weights are rounded: gptq or rtn ("" for GPTQ).
+	Rounding string `json:"rounding,omitempty"`
 }
+
+// DefaultAWQRounding is how an AWQ target's rescaled weights are rounded
+// when it sets none. llmcompressor 0.14 made AWQ a transform of its own
+// (modifiers.transform.awq), to be followed by any quantization modifier;
+// GPTQ's error feedback after it is the strongest the tool offers. Round
+// to nearest after AWQ measured +2.30 on the built-in model (group 32),
+// over the default gate: integer zero points cannot hold the float
+// minimums of its Q4_1-rounded weights, and only error feedback makes up
+// for that (GPTQ alone: +1.75).
+const DefaultAWQRounding = "gptq"
 
 // DefaultActOrder is GPTQ's column order when a target sets none.
 const DefaultActOrder = "static"
 
-// DefaultObserver is how a scheme picks each group's range when a target
-// sets none. GPTQ searches a clipped range (mse): its error feedback works
-// from the rounding error, and on the built-in model min/max ranges left
-// +2.49 where mse gives +1.75 (group 32, static order). AWQ has already
-// rescaled the channels to protect the salient ones, and there mse did
-// worse (+2.63 against +2.30).
-func DefaultObserver(scheme string) string {
-	if scheme == "gptq" {
+// DefaultObserver is how a target's groups get their ranges when it sets
+// none, by how the weights are rounded. GPTQ's rounding (GPTQ itself, or
+// after AWQ) searches a clipped range (mse): its error feedback works from
+// the rounding error, and on the built-in model min/max ranges left +2.49
+// where mse gives +1.75 (group 32, static order). Round to nearest after
+// AWQ, whose scales already protect the salient channels, did worse with
+// mse (+2.63 against +2.30 with min/max).
+func DefaultObserver(scheme, rounding string) string {
+	if scheme == "gptq" || rounding == "gptq" {
 		return "mse"
 	}
 	return "minmax"
+}
+
+// gptqRounding reports whether GPTQ rounds the weights (GPTQ itself, or after AWQ).
+func (p *QuantizeParams) gptqRounding() bool { return p.Scheme == "gptq" || p.Rounding == "gptq" }
+
+// check refuses parameters the script cannot take: the planner writes
+// every value, so a missing one is a plan built wrongly.
+func (p *QuantizeParams) check() error {
+	switch {
+	case p.Scheme != "gptq" && p.Scheme != "awq":
+		return fmt.Errorf("llmc-quantize: scheme must be gptq or awq, not %q", p.Scheme)
+	case p.Samples <= 0 || p.SeqLen < 8:
+		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", p.Samples, p.SeqLen)
+	case p.Scheme == "awq" && p.NGrid < 1:
+		return fmt.Errorf("llmc-quantize: n_grid must be at least 1, not %d", p.NGrid)
+	case p.Observer != "minmax" && p.Observer != "mse":
+		return fmt.Errorf("llmc-quantize: observer must be minmax or mse, not %q", p.Observer)
+	case p.Scheme == "awq" && p.Rounding != "gptq" && p.Rounding != "rtn":
+		return fmt.Errorf("llmc-quantize: rounding must be gptq or rtn, not %q", p.Rounding)
+	case p.gptqRounding() && p.ActOrder != "static" && p.ActOrder != "group" && p.ActOrder != "none":
+		return fmt.Errorf("llmc-quantize: actorder must be static, group or none, not %q", p.ActOrder)
+	}
+	return nil
 }
 
 func (llmcQuantize) NewParams() any     { return &QuantizeParams{} }
@@ -101,50 +138,41 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	p := steps.ParamsOf[QuantizeParams](sc.Params)
-	scheme := p.Scheme
-	if scheme != "gptq" && scheme != "awq" {
-		return fmt.Errorf("llmc-quantize: scheme must be gptq or awq, not %q", scheme)
+	if err := p.check(); err != nil {
+		return err
 	}
+	scheme := p.Scheme
 	widths, err := LinearWidths(filepath.Join(src.Dir, "config.json"))
 	if err != nil {
 		return err
 	}
-	asked := p.GroupSize
-	group, err := ChooseGroupSize(asked, widths)
+	group, err := ChooseGroupSize(p.GroupSize, widths)
 	if err != nil {
 		return err
-	}
-	samples, seqLen, grid := p.Samples, p.SeqLen, p.NGrid
-	if samples <= 0 || seqLen < 8 {
-		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", samples, seqLen)
-	}
-	if scheme == "awq" && grid < 1 {
-		return fmt.Errorf("llmc-quantize: n_grid must be at least 1, not %d", grid)
-	}
-	if scheme != "awq" {
-		grid = DefaultAWQGrid // the script's flag; GPTQ ignores it
 	}
 	text, err := sc.Data(steps.DataCalibration)
 	if err != nil {
 		return err
 	}
-	observer, order := p.Observer, p.ActOrder
-	if observer != "minmax" && observer != "mse" {
-		return fmt.Errorf("llmc-quantize: observer must be minmax or mse, not %q", observer)
+	grid := p.NGrid
+	if scheme != "awq" {
+		grid = DefaultAWQGrid // the script's flag; GPTQ ignores it
 	}
-	if scheme == "gptq" && order != "static" && order != "group" && order != "none" {
-		return fmt.Errorf("llmc-quantize: actorder must be static, group or none, not %q", order)
-	}
+	seqLen := p.SeqLen
 	args := []string{"--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
-		"--samples", strconv.Itoa(samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid),
-		"--observer", observer}
+		"--samples", strconv.Itoa(p.Samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid),
+		"--observer", p.Observer}
 	if p.Symmetric {
 		args = append(args, "--symmetric")
 	}
-	if scheme == "gptq" {
-		args = append(args, "--actorder", order)
-		sc.Result.SetFact("actorder", order)
+	if scheme == "awq" {
+		args = append(args, "--rounding", p.Rounding)
+		sc.Result.SetFact("rounding", p.Rounding)
+	}
+	if p.gptqRounding() {
+		args = append(args, "--actorder", p.ActOrder)
+		sc.Result.SetFact("actorder", p.ActOrder)
 	}
 	if err := sc.RunTool(ctx, ToolLLMCQuantize, args...); err != nil {
 		return err
@@ -175,8 +203,8 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	} else {
 		sc.Result.SetFact("weights", "asymmetric (a zero point per group)")
 	}
-	sc.Result.SetFact("observer", observer)
-	if asked == 0 {
+	sc.Result.SetFact("observer", p.Observer)
+	if p.GroupSize == 0 {
 		sc.Result.SetFact("group_size", fmt.Sprintf("%d, the largest of %s that divides every linear layer's input width (%s)",
 			group, joinInts(groupSizeCandidates, ", "), joinInts(widths, ", ")))
 	} else {

@@ -12,6 +12,13 @@ Steps (coremltools 9.0):
     head_dim]; if tracing or converting that fails, or with --kv-cache none, convert a
     fixed-shape model instead: input_ids [1, N] and causal_mask [1, 1, N, N] -> logits
     [1, N, vocab], no cache (the result line says which, and why);
+  * a model with sliding-window attention layers (Gemma 3: every layer of
+    config.layer_types that is "sliding_attention" sees only the last sliding_window
+    tokens) gets a second mask input of the causal mask's shape, sliding_mask, which the
+    caller builds like causal_mask but also masks keys sliding_window or more positions
+    behind the query; the sliding layers read it, the others causal_mask. Without it the
+    exported graph would let those layers attend to the whole context, which is a
+    different model past the window;
   * ct.convert to an ML program, minimum_deployment_target iOS18, FP16 compute;
   * 4-bit weights per block of --block-size along the input axis, through coremltools'
     linear_quantize_weights graph pass (OpLinearQuantizerConfig, granularity per_block):
@@ -24,10 +31,15 @@ Steps (coremltools 9.0):
       --mode symmetric: coremltools' mode="linear_symmetric", codes -7..7 and a scale;
     the token embedding and the output projection (any weight with a vocabulary-sized
     axis) stay fp16 unless --quantize-embeddings;
-  * save the .mlpackage.
+  * save the .mlpackage, then make it reproducible: coremltools names the package's items
+    by random UUIDs (Manifest.json), serializes the spec's metadata map in hash order and
+    records the conversion date; the items get UUIDs derived from their paths, the spec is
+    re-serialized deterministically without the date, and the script runs with a fixed
+    PYTHONHASHSEED (it re-executes itself with PYTHONHASHSEED=0), so the same checkpoint
+    gives the same bytes. The weights are not touched.
 
 Prints one JSON line: {"kv_cache", "kv_cache_reason", "context", "inputs", "outputs",
-"convert_s", "quantize_s", "mode", "kept_fp16", "coremltools", "torch"}.
+"convert_s", "quantize_s", "mode", "kept_fp16", "sliding_window", "coremltools", "torch"}.
 """
 
 import argparse
@@ -38,6 +50,37 @@ import time
 import traceback
 
 
+def normalize_package(path):
+    """Make a saved .mlpackage a function of the model alone (see the module doc)."""
+    import uuid
+    from coremltools.proto import Model_pb2
+
+    manifest_path = os.path.join(path, "Manifest.json")
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    renamed = {}
+    for old, item in manifest.get("itemInfoEntries", {}).items():
+        renamed[old] = str(uuid.uuid5(uuid.NAMESPACE_URL, "edgepipe-coreml:" + item["path"])).upper()
+    manifest["itemInfoEntries"] = {renamed[k]: v for k, v in sorted(manifest["itemInfoEntries"].items(),
+                                                                    key=lambda kv: renamed[kv[0]])}
+    if manifest.get("rootModelIdentifier") in renamed:
+        manifest["rootModelIdentifier"] = renamed[manifest["rootModelIdentifier"]]
+    with open(manifest_path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=4, sort_keys=True)
+        f.write("\n")
+
+    root = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]["path"]
+    spec_path = os.path.join(path, "Data", root)
+    spec = Model_pb2.Model()
+    with open(spec_path, "rb") as f:
+        spec.ParseFromString(f.read())
+    meta = spec.description.metadata.userDefined
+    if "com.github.apple.coremltools.conversion_date" in meta:
+        del meta["com.github.apple.coremltools.conversion_date"]
+    with open(spec_path, "wb") as f:
+        f.write(spec.SerializeToString(deterministic=True))
+
+
 def load_model(path):
     import torch
     from transformers import AutoModelForCausalLM
@@ -46,6 +89,24 @@ def load_model(path):
     model.eval()
     model.config.use_cache = False
     return model
+
+
+def sliding_window(model, n_ctx):
+    """The window of the model's sliding-attention layers if it has any and the context
+    reaches past it, else None."""
+    cfg = model.config
+    window = getattr(cfg, "sliding_window", None)
+    if not window or "sliding_attention" not in (getattr(cfg, "layer_types", None) or []):
+        return None
+    return int(window) if n_ctx > int(window) else None
+
+
+def masks(causal_mask, sliding_mask):
+    """What the model's attention_mask argument gets: one mask, or the per-layer-type
+    mapping transformers' sliding-window models (Gemma 3) accept instead."""
+    if sliding_mask is None:
+        return causal_mask
+    return {"full_attention": causal_mask, "sliding_attention": sliding_mask}
 
 
 def fixed_shape(model, n_ctx):
@@ -64,17 +125,23 @@ def fixed_shape(model, n_ctx):
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, causal_mask):
-            return self.m(input_ids=input_ids, attention_mask=causal_mask, use_cache=False, return_dict=False)[0]
+        def forward(self, input_ids, causal_mask, sliding_mask=None):
+            return self.m(input_ids=input_ids, attention_mask=masks(causal_mask, sliding_mask),
+                          use_cache=False, return_dict=False)[0]
 
     ids = torch.zeros((1, n_ctx), dtype=torch.int32)
     mask = torch.zeros((1, 1, n_ctx, n_ctx), dtype=torch.float32)
+    example = [ids, mask]
+    inputs = [ct.TensorType(name="input_ids", shape=(1, n_ctx), dtype=np.int32),
+              ct.TensorType(name="causal_mask", shape=(1, 1, n_ctx, n_ctx), dtype=np.float16)]
+    if sliding_window(model, n_ctx):
+        example.append(mask.clone())
+        inputs.append(ct.TensorType(name="sliding_mask", shape=(1, 1, n_ctx, n_ctx), dtype=np.float16))
     with torch.no_grad():
-        traced = torch.jit.trace(Logits(model).eval(), [ids, mask], check_trace=False)
+        traced = torch.jit.trace(Logits(model).eval(), example, check_trace=False)
     return ct.convert(
         traced,
-        inputs=[ct.TensorType(name="input_ids", shape=(1, n_ctx), dtype=np.int32),
-                ct.TensorType(name="causal_mask", shape=(1, 1, n_ctx, n_ctx), dtype=np.float16)],
+        inputs=inputs,
         outputs=[ct.TensorType(name="logits", dtype=np.float16)],
         convert_to="mlprogram",
         minimum_deployment_target=ct.target.iOS18,
@@ -130,27 +197,32 @@ def stateful(model, n_ctx):
             self.register_buffer("key_cache", torch.zeros(shape, dtype=torch.float32))
             self.register_buffer("value_cache", torch.zeros(shape, dtype=torch.float32))
 
-        def forward(self, input_ids, causal_mask):
+        def forward(self, input_ids, causal_mask, sliding_mask=None):
             q = input_ids.shape[-1]
             end = causal_mask.shape[-1]
             cache = SliceUpdateCache(self.key_cache, self.value_cache)
             cache.begin = end - q
             position_ids = torch.arange(end - q, end, dtype=torch.long).unsqueeze(0)
-            out = self.m(input_ids=input_ids, attention_mask=causal_mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True, return_dict=False)
+            out = self.m(input_ids=input_ids, attention_mask=masks(causal_mask, sliding_mask),
+                         position_ids=position_ids, past_key_values=cache, use_cache=True, return_dict=False)
             return out[0]
 
     wrapper = Wrapper(model).eval()
     ids = torch.zeros((1, 2), dtype=torch.int32)
     mask = torch.zeros((1, 1, 2, 5), dtype=torch.float32)
-    with torch.no_grad():
-        traced = torch.jit.trace(wrapper, [ids, mask], check_trace=False)
     q = ct.RangeDim(lower_bound=1, upper_bound=n_ctx, default=1)
     end = ct.RangeDim(lower_bound=1, upper_bound=n_ctx, default=1)
+    example = [ids, mask]
+    inputs = [ct.TensorType(name="input_ids", shape=(1, q), dtype=np.int32),
+              ct.TensorType(name="causal_mask", shape=(1, 1, q, end), dtype=np.float16)]
+    if sliding_window(model, n_ctx):
+        example.append(mask.clone())
+        inputs.append(ct.TensorType(name="sliding_mask", shape=(1, 1, q, end), dtype=np.float16))
+    with torch.no_grad():
+        traced = torch.jit.trace(wrapper, example, check_trace=False)
     return ct.convert(
         traced,
-        inputs=[ct.TensorType(name="input_ids", shape=(1, q), dtype=np.int32),
-                ct.TensorType(name="causal_mask", shape=(1, 1, q, end), dtype=np.float16)],
+        inputs=inputs,
         outputs=[ct.TensorType(name="logits", dtype=np.float16)],
         states=[ct.StateType(wrapped_type=ct.TensorType(shape=shape, dtype=np.float16), name="key_cache"),
                 ct.StateType(wrapped_type=ct.TensorType(shape=shape, dtype=np.float16), name="value_cache")],
@@ -238,6 +310,11 @@ def main() -> int:
         print("coreml_convert: --context must be at least 2", file=sys.stderr)
         return 2
 
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # coremltools walks sets while it names and orders ops: fix the hash seed so two
+        # conversions of one checkpoint write the same graph.
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -266,9 +343,13 @@ def main() -> int:
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     mlmodel, kept = quantize(mlmodel, args.mode, args.block_size, None if args.quantize_embeddings else vocab)
     quantize_s = time.monotonic() - start
+    window = sliding_window(model, args.context)
+    if window:
+        mlmodel.user_defined_metadata["sliding_window"] = str(window)
     mlmodel.short_description = (f"{os.path.basename(os.path.normpath(args.model))}: INT4 {args.mode} per-block "
                                  f"({args.block_size}) weights, FP16 compute, context {args.context}")
     mlmodel.save(args.out)
+    normalize_package(args.out)
 
     spec = mlmodel.get_spec()
     print(json.dumps({
@@ -276,7 +357,7 @@ def main() -> int:
         "inputs": [i.name for i in spec.description.input],
         "outputs": [o.name for o in spec.description.output],
         "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2),
-        "mode": args.mode, "kept_fp16": kept,
+        "mode": args.mode, "kept_fp16": kept, "sliding_window": sliding_window(model, args.context),
         "coremltools": ct.__version__, "torch": torch.__version__.split("+")[0],
     }))
     return 0

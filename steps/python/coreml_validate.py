@@ -80,17 +80,25 @@ def coreml_forward(mlmodel, spec, n_ctx, np):
     names = {i.name: i for i in spec.description.input}
     stateful = len(spec.description.state) > 0
 
+    def feed(ids, width):
+        mask = np.triu(np.full((width, width), -1e4, dtype=np.float16), 1)[None, None]
+        feed = {"input_ids": ids, "causal_mask": mask}
+        if "sliding_mask" in names:
+            # Keys sliding_window or more positions behind the query are masked too.
+            window = int(spec.description.metadata.userDefined.get("sliding_window", width))
+            behind = np.subtract.outer(np.arange(width), np.arange(width)) >= window
+            feed["sliding_mask"] = np.where(behind, np.float16(-1e4), mask[0, 0])[None, None]
+        return feed
+
     def forward(inputs):
         if stateful:
             ids = np.array([inputs], dtype=np.int32)
-            mask = np.triu(np.full((n_ctx, n_ctx), -1e4, dtype=np.float16), 1)[None, None]
-            out = mlmodel.predict({"input_ids": ids, "causal_mask": mask}, state=mlmodel.make_state())
+            out = mlmodel.predict(feed(ids, n_ctx), state=mlmodel.make_state())
         else:
             width = names["input_ids"].type.multiArrayType.shape[-1]
             ids = np.zeros((1, width), dtype=np.int32)
             ids[0, :n_ctx] = inputs
-            mask = np.triu(np.full((width, width), -1e4, dtype=np.float16), 1)[None, None]
-            out = mlmodel.predict({"input_ids": ids, "causal_mask": mask})
+            out = mlmodel.predict(feed(ids, width))
         return np.asarray(out["logits"])[0]
 
     return forward

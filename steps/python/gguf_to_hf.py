@@ -10,8 +10,17 @@ Llama/SentencePiece-style tokenizer (byte fallback, wrong EOS, no digit splittin
 added), which tokenizes differently from llama.cpp and fails convert_hf_to_gguf.py's
 pre-tokenizer check. So for the pre-tokenizers listed in PRE_TOKENIZERS the tokenizer
 is rebuilt here from the GGUF's own vocabulary, merges and flags, the way the original
-Hugging Face tokenizer was defined. Other GGUFs fall back to transformers' converter,
-reported as "tokenizer": "transformers-gguf" in the output line.
+Hugging Face tokenizer was defined.
+
+A SentencePiece ("llama"-type) vocabulary of the architectures in SPM_TOKENIZERS (Gemma)
+is written back as the tokenizer.model it came from: every piece with its score and type,
+BPE with byte fallback, no dummy prefix (the GGUF's add_space_prefix). From that file
+convert_hf_to_gguf.py reads the same pieces, scores and types back (so llama.cpp tokenizes
+as the original GGUF did), and transformers builds its fast tokenizer with its own Gemma
+converter.
+
+Other GGUFs fall back to transformers' converter, reported as "tokenizer":
+"transformers-gguf" in the output line.
 
 Prints one JSON line: {"out", "parameters", "architecture", "tokenizer", "add_bos", "files"}.
 """
@@ -32,6 +41,15 @@ PRE_TOKENIZERS = {
 
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER_DEFINED = 4
+SPM_TYPE_UNKNOWN = 2
+SPM_MODEL_BPE = 2
+
+# general.architecture -> the transformers tokenizer class built from a tokenizer.model.
+SPM_TOKENIZERS = {
+    "gemma": "GemmaTokenizerFast",
+    "gemma2": "GemmaTokenizerFast",
+    "gemma3": "GemmaTokenizerFast",
+}
 
 
 def field(reader, key, default=None):
@@ -97,10 +115,87 @@ def build_tokenizer(gguf_path: Path):
     return hf, add_bos
 
 
+def sentencepiece_proto():
+    """transformers' own copy of SentencePiece's model proto.
+
+    sentencepiece 0.2.x's generated sentencepiece_model_pb2 needs protobuf >= 5, and
+    llama.cpp's requirements pin protobuf < 5; transformers ships the same proto compiled
+    for protobuf 4 and uses it when asked through import_protobuf, which is patched here to
+    return it (transformers would otherwise pick sentencepiece's and fail to import it).
+    """
+    from transformers.utils import sentencepiece_model_pb2_new as pb
+    import transformers.convert_slow_tokenizer as cst
+    cst.import_protobuf = lambda *args, **kwargs: pb
+    return pb
+
+
+def build_spm_tokenizer(gguf_path: Path, out: Path):
+    """A fast tokenizer plus tokenizer.model rebuilt from a "llama"-type GGUF vocabulary,
+    or (None, None) if its architecture is not in SPM_TOKENIZERS."""
+    import gguf
+    import transformers
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    arch = field(reader, "general.architecture")
+    if field(reader, "tokenizer.ggml.model") != "llama" or arch not in SPM_TOKENIZERS:
+        return None, None
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    scores = field(reader, "tokenizer.ggml.scores")
+    types = field(reader, "tokenizer.ggml.token_type")
+    unk = int(field(reader, "tokenizer.ggml.unknown_token_id"))
+
+    pb = sentencepiece_proto()
+    proto = pb.ModelProto()
+    spec = proto.trainer_spec
+    spec.model_type = SPM_MODEL_BPE
+    spec.vocab_size = len(tokens)
+    spec.byte_fallback = True
+    spec.split_digits = True
+    spec.unk_id = unk
+    for key, attr in (("bos", "bos_id"), ("eos", "eos_id"), ("padding", "pad_id")):
+        i = field(reader, f"tokenizer.ggml.{key}_token_id")
+        setattr(spec, attr, -1 if i is None else int(i))
+    norm = proto.normalizer_spec
+    norm.name = "identity"
+    norm.add_dummy_prefix = bool(field(reader, "tokenizer.ggml.add_space_prefix", False))
+    norm.remove_extra_whitespaces = False
+    norm.escape_whitespaces = True
+    for i, (tok, score, typ) in enumerate(zip(tokens, scores, types)):
+        piece = proto.pieces.add()
+        piece.piece = tok
+        piece.score = float(score)
+        # SentencePiece needs exactly one UNKNOWN piece; llama.cpp's Gemma GGUFs
+        # mark <unk> as a control token.
+        piece.type = SPM_TYPE_UNKNOWN if i == unk else int(typ)
+    out.mkdir(parents=True, exist_ok=True)
+    model_file = out / "tokenizer.model"
+    model_file.write_bytes(proto.SerializeToString())
+
+    def tok(key):
+        i = field(reader, key)
+        return None if i is None else tokens[int(i)]
+
+    add_bos = bool(field(reader, "tokenizer.ggml.add_bos_token", False))
+    cls = getattr(transformers, SPM_TOKENIZERS[arch])
+    kwargs = dict(vocab_file=str(model_file), bos_token=tok("tokenizer.ggml.bos_token_id"),
+                  eos_token=tok("tokenizer.ggml.eos_token_id"), unk_token=tokens[unk],
+                  pad_token=tok("tokenizer.ggml.padding_token_id"), add_bos_token=add_bos,
+                  add_eos_token=bool(field(reader, "tokenizer.ggml.add_eos_token", False)))
+    ctx = field(reader, f"{arch}.context_length")
+    if ctx:
+        kwargs["model_max_length"] = int(ctx)
+    hf = cls(**{k: v for k, v in kwargs.items() if v is not None})
+    template = field(reader, "tokenizer.chat_template")
+    if template:
+        hf.chat_template = template
+    return hf, add_bos
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gguf", required=True, help="path to the .gguf file")
     ap.add_argument("--out", required=True, help="directory to write the checkpoint into (created)")
+    ap.add_argument("--info", help="also write the output line's JSON to this file")
     args = ap.parse_args()
 
     # Never reach the Hub: everything comes from the local file.
@@ -121,6 +216,9 @@ def main() -> int:
     tokenizer, add_bos = build_tokenizer(gguf_path)
     kind = "rebuilt-from-gguf"
     if tokenizer is None:
+        tokenizer, add_bos = build_spm_tokenizer(gguf_path, out)
+        kind = "sentencepiece-from-gguf"
+    if tokenizer is None:
         kind = "transformers-gguf"
         tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         add_bos = bool(getattr(tokenizer, "add_bos_token", False))
@@ -136,15 +234,38 @@ def main() -> int:
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
 
-    print(json.dumps({
+    file_type, tensor_types = quantization_of(gguf_path)
+    line = json.dumps({
         "out": str(out),
         "parameters": sum(p.numel() for p in model.parameters()),
         "architecture": (model.config.architectures or [model.config.model_type])[0],
         "tokenizer": kind,
         "add_bos": add_bos,
+        "file_type": file_type,
+        "tensor_types": tensor_types,
         "files": sorted(p.name for p in out.iterdir()),
-    }))
+    })
+    print(line)
+    if args.info:
+        Path(args.info).write_text(line + "\n")
     return 0
+
+
+def quantization_of(gguf_path: Path):
+    """The GGUF's declared file type (llama.cpp's name, e.g. Q4_K_M) and how many tensors
+    of each type it really holds: a mix is the rule, not the exception."""
+    import gguf
+    from collections import Counter
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    ft = field(reader, "general.file_type")
+    name = None
+    if ft is not None:
+        try:
+            name = gguf.LlamaFileType(int(ft)).name.removeprefix("MOSTLY_")
+        except ValueError:
+            name = f"file type {int(ft)}"
+    return name, dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items()))
 
 
 if __name__ == "__main__":

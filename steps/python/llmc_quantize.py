@@ -3,6 +3,7 @@
     python llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq
                             --group-size N [--samples 32] [--seq-len 512] [--n-grid 20] [--threads 1]
                             [--symmetric] [--observer minmax|mse] [--actorder static|group|none]
+                            [--rounding gptq|rtn]
 
 Calibration data is built here from the text, with no hub access: the whole text is
 tokenized once (no special tokens), cut into consecutive windows of --seq-len tokens,
@@ -13,8 +14,10 @@ Schemes (every Linear but lm_head, 4-bit integer weights, one scale per group of
   gptq  GPTQModifier: each layer's columns are rounded one at a time and the error is
         spread over the columns not yet rounded, weighted by the calibration inputs'
         Hessian; --actorder picks the column order (static: by activation size);
-  awq   AWQModifier (activation-aware scaling, --n-grid candidate scales per layer)
-        followed by QuantizationModifier.
+  awq   AWQModifier (activation-aware scaling, --n-grid candidate scales per layer; in
+        llmcompressor 0.14 a transform of its own) followed by the rounding --rounding
+        names: gptq (GPTQModifier, as above, on the rescaled weights) or rtn
+        (QuantizationModifier, round to nearest).
 Weights are asymmetric, with a zero point per group (the W4A16_ASYM preset), unless
 --symmetric (the W4A16 preset). --observer picks each group's range: minmax, or mse
 (a clipped range that minimises the rounding error).
@@ -48,6 +51,7 @@ def main() -> int:
     ap.add_argument("--symmetric", action="store_true", help="no zero points (default: one per group)")
     ap.add_argument("--observer", choices=["minmax", "mse"], default="minmax", help="how each group's range is chosen")
     ap.add_argument("--actorder", choices=["static", "group", "none"], default="static", help="GPTQ's column order")
+    ap.add_argument("--rounding", choices=["gptq", "rtn"], default="gptq", help="AWQ: how the rescaled weights are rounded")
     # GPTQ walks the columns one at a time with small tensor ops; with more than one
     # thread each op pays OpenMP synchronisation, and on a loaded 2-core machine a
     # 1536x576 layer took 34 s with 2 threads against 1.9 s with 1.
@@ -119,9 +123,15 @@ def main() -> int:
         recipe = [GPTQModifier(ignore=["lm_head"], config_groups=groups,
                                actorder=None if args.actorder == "none" else args.actorder)]
     else:
-        from llmcompressor.modifiers.quantization import QuantizationModifier
         from llmcompressor.modifiers.transform.awq import AWQModifier
-        recipe = [AWQModifier(n_grid=args.n_grid), QuantizationModifier(ignore=["lm_head"], config_groups=groups)]
+        if args.rounding == "gptq":
+            from llmcompressor.modifiers.gptq import GPTQModifier
+            rounding = GPTQModifier(ignore=["lm_head"], config_groups=groups,
+                                    actorder=None if args.actorder == "none" else args.actorder)
+        else:
+            from llmcompressor.modifiers.quantization import QuantizationModifier
+            rounding = QuantizationModifier(ignore=["lm_head"], config_groups=groups)
+        recipe = [AWQModifier(n_grid=args.n_grid), rounding]
 
     oneshot(model=model, tokenizer=tokenizer, dataset=dataset, recipe=recipe,
             max_seq_length=args.seq_len, num_calibration_samples=n,
@@ -136,7 +146,8 @@ def main() -> int:
     print(json.dumps({
         "scheme": args.scheme, "group_size": args.group_size, "samples": n, "seq_len": args.seq_len,
         "symmetric": args.symmetric, "observer": args.observer,
-        "actorder": args.actorder if args.scheme == "gptq" else None,
+        "actorder": args.actorder if args.scheme == "gptq" or args.rounding == "gptq" else None,
+        "rounding": args.rounding if args.scheme == "awq" else None,
         "n_grid": args.n_grid if args.scheme == "awq" else None,
         "calibration_tokens": len(ids), "quantized_linears": len(linears),
         "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),

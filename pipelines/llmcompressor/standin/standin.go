@@ -30,6 +30,17 @@ func init() {
 // to stay small), filled with bytes derived from the model, the text and the
 // options. Like the real script it refuses a group size that does not
 // divide every linear layer's input width.
+// checkChoices refuses what the real script's argparse choices refuse.
+func checkChoices(rounding, observer, actorder string) error {
+	if rounding != "gptq" && rounding != "rtn" {
+		return fmt.Errorf("--rounding %q (gptq|rtn) is not one the script takes", rounding)
+	}
+	if observer != "minmax" && observer != "mse" || actorder != "static" && actorder != "group" && actorder != "none" {
+		return fmt.Errorf("--observer %q (minmax|mse) or --actorder %q (static|group|none) is not one the script takes", observer, actorder)
+	}
+	return nil
+}
+
 func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("llmc_quantize", flag.ContinueOnError)
 	model := fs.String("model", "", "")
@@ -43,6 +54,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	symmetric := fs.Bool("symmetric", false, "")
 	observer := fs.String("observer", "minmax", "")
 	actorder := fs.String("actorder", "static", "")
+	rounding := fs.String("rounding", "gptq", "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,8 +62,8 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if *model == "" || *calib == "" || *out == "" || (*scheme != "gptq" && *scheme != "awq") || *group <= 0 {
 		return errors.New("usage: llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq --group-size N")
 	}
-	if *observer != "minmax" && *observer != "mse" || *actorder != "static" && *actorder != "group" && *actorder != "none" {
-		return fmt.Errorf("--observer %q (minmax|mse) or --actorder %q (static|group|none) is not one the script takes", *observer, *actorder)
+	if err := checkChoices(*rounding, *observer, *actorder); err != nil {
+		return err
 	}
 	cfgBytes, err := os.ReadFile(filepath.Join(*model, "config.json"))
 	if err != nil {
@@ -84,7 +96,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d %t %s %s", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid,
-		*symmetric, *observer, *actorder))
+		*symmetric, *observer, *actorder+" "+*rounding))
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
