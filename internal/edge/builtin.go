@@ -23,6 +23,7 @@ var builtinConfigs = map[string]hfConfig{
 	"gemma3-270m": {
 		Layers: intp(18), Heads: intp(4), KVHeads: intp(1), Hidden: intp(640), HeadDim: intp(256),
 		Intermediate: intp(2048), Vocab: intp(262144), TieEmbeddings: boolp(true),
+		MaxPositions: intp(32768),
 	},
 }
 
