@@ -28,6 +28,11 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		},
+		// edgepipe-fail is a user step that fails, saying so.
+		"edgepipe-fail": func() {
+			os.Stderr.WriteString("edgepipe-fail: failing on purpose\n")
+			os.Exit(1)
+		},
 	}
 	for name := range standin.Tools {
 		name := name
@@ -47,6 +52,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("EDGEPIPE_TOOL_PATH", bin)
 			env.Setenv("EDGEPIPE_CACHE", filepath.Join(env.WorkDir, ".cache"))
 			env.Setenv("HOME", env.WorkDir)
+			// A run that would install a toolchain fails at once here
+			// instead of downloading from PyPI: the fast tier has no network.
+			env.Setenv("EDGEPIPE_PYPI_INDEX", "http://127.0.0.1:9/simple")
 			env.Values[registryKey{}] = &registryHolder{}
 			return nil
 		},

@@ -61,6 +61,11 @@ type Entry struct {
 
 	// Dir is the output dir, objects/<key> under the cache root.
 	Dir string `json:"-"`
+	// LastUsed is when a run last found the entry (a cache hit): the
+	// record file's modification time, which Lookup moves forward. Its
+	// bytes stay as Commit wrote them, so the record's check and the
+	// reread Lookup compares are not disturbed by a concurrent hit.
+	LastUsed time.Time `json:"-"`
 }
 
 // Cache is a cache rooted at one directory. Any number of goroutines and
@@ -164,7 +169,20 @@ func (c *Cache) Lookup(key string) (*Entry, bool, error) {
 	if _, again, err := c.readEntry(key); err != nil || string(again) != string(raw) {
 		return nil, false, err
 	}
+	c.touch(e)
 	return e, true, nil
+}
+
+// touch records a hit as the record file's modification time (at most
+// once a minute per entry: a run of many hits writes little).
+func (c *Cache) touch(e *Entry) {
+	now := time.Now()
+	if now.Sub(e.LastUsed) < time.Minute {
+		return
+	}
+	if os.Chtimes(c.entryPath(e.Key), now, now) == nil {
+		e.LastUsed = now
+	}
 }
 
 // readEntry returns the record and its bytes, or nil without error for a
@@ -188,6 +206,10 @@ func (c *Cache) readEntry(key string) (*Entry, []byte, error) {
 		}
 	}
 	e.Dir = c.ObjectDir(key)
+	e.LastUsed = e.Created
+	if fi, err := os.Lstat(c.entryPath(key)); err == nil {
+		e.LastUsed = fi.ModTime() // Commit wrote it, or a hit since touched it
+	}
 	return &e, data, nil
 }
 

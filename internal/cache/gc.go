@@ -37,6 +37,26 @@ func (c *Cache) GC(ctx context.Context, keep func(Entry) bool) (removed int, fre
 	return removed, freed, nil
 }
 
+// GCDryRun is what GC would remove of the entries keep rejects, without
+// removing anything or taking locks: the entries and the bytes of their
+// objects.
+func (c *Cache) GCDryRun(ctx context.Context, keep func(Entry) bool) (doomed []Entry, bytes int64, err error) {
+	ents, err := c.List()
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return doomed, bytes, err
+		}
+		if keep != nil && !keep(e) {
+			doomed = append(doomed, e)
+			bytes += dirSize(e.Dir)
+		}
+	}
+	return doomed, bytes, nil
+}
+
 // CleanTemp removes what killed runs left in tmp/ (builds and scratch dirs
 // no process holds, half-written records), as GC does, but touches no
 // entry: a run calls it on start, so debris does not wait for `cache gc`.

@@ -7,9 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/buildinfo"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	_ "github.com/edgepipe/edgepipe/pipelines" // the built-in format families
@@ -26,43 +27,11 @@ import (
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
-// Version is edgepipe's version: set at build time with -ldflags, else the
-// module version a `go install` recorded, else 0.1.0-dev. It enters
-// manifests, locks and publish keys, so it does not carry the commit;
-// VersionString adds that for people.
-var Version = func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return strings.TrimPrefix(bi.Main.Version, "v")
-	}
-	return "0.1.0-dev"
-}()
+// Version is edgepipe's version (see buildinfo).
+var Version = buildinfo.Version
 
-// VersionString is the version with the VCS revision the binary was built
-// from, when the build recorded one.
-func VersionString() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return Version
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = ", modified"
-			}
-		}
-	}
-	if rev == "" {
-		return Version + " (" + bi.GoVersion + ")"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return fmt.Sprintf("%s (%s%s, %s)", Version, rev, dirty, bi.GoVersion)
-}
+// VersionString is the version with the VCS revision.
+func VersionString() string { return buildinfo.String() }
 
 // Exit codes, documented in the README and --help.
 const (
@@ -92,6 +61,11 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// progress is what the progress reporter needs of the environment.
+func (env *Env) progress() progress.Env {
+	return progress.Env{Stdout: env.Stdout, Stderr: env.Stderr, IsTerminal: env.IsTerminal, Getenv: env.Getenv, Width: env.Width}
+}
+
 func usageErr(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
@@ -100,8 +74,13 @@ func usageErr(format string, args ...any) error {
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
-	// IsTerminal reports whether Stderr is a terminal (progress bars).
-	IsTerminal bool
+	// IsTerminal reports whether Stderr is a terminal (the live status
+	// lines, colour); StdoutIsTerminal the same for Stdout (colour in the
+	// summary table).
+	IsTerminal       bool
+	StdoutIsTerminal bool
+	// Width is the terminal's width in columns (nil: 80).
+	Width func() int
 }
 
 // runFunc runs a command with its flags parsed and its positional
@@ -124,21 +103,22 @@ type command struct {
 func commands() []command {
 	return []command{
 		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
-		{use: "plan [--json] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
+		{use: "plan [--json] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
 		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
-		{use: "graph --format dot|mermaid RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
+		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
 		{use: "step run PLAN.json STEP-ID", summary: "run one step of a saved plan", define: cmdStep, complete: stepArgs},
 		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
 		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},
 		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: dirArgs},
 		{use: "pull [--key PUB.pem] [--insecure] oci://HOST/REPOSITORY:TAG DIR", summary: "download a pushed artifact and verify it", define: cmdPull},
-		{use: "cache ls | cache gc [--older-than DURATION]", summary: "list the cache, or remove incomplete and old entries", define: cmdCache, complete: words("ls", "gc")},
-		{use: "toolchain install [NAME...] | toolchain list", summary: "install the pinned toolchains, or list them", define: cmdToolchain, complete: toolchainArgs},
-		{use: "doctor [--json]", summary: "say which tools are installed, their versions, and how to install the rest", define: cmdDoctor, complete: noArgs},
+		{use: "cache ls | cache gc [--older-than DURATION] [--dry-run]", summary: "list the cache, or remove incomplete entries and what was not used for a while", define: cmdCache, complete: words("ls", "gc")},
+		{use: "toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...", summary: "install the pinned toolchains (all, by name, or what a recipe needs), list them with sizes and last use, remove them", define: cmdToolchain, complete: toolchainArgs},
+		{use: "doctor [--json] [RECIPE]", summary: "say which tools are installed, their versions, and how to install the rest (with RECIPE: only what it needs)", define: cmdDoctor, complete: recipeArg},
 		{use: "devices [--json]", summary: "list the device catalog", define: cmdDevices, complete: noArgs},
 		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: noArgs},
 		{use: "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]", summary: "choose device, format and pipeline for a platform, model and budget", define: cmdPick, complete: noArgs},
 		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: noArgs},
+		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: noArgs},
 		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: noArgs},
 	}
 }

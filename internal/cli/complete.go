@@ -63,6 +63,19 @@ func toolchainArgs(_ *cobra.Command, args []string, _ string) ([]string, cobra.S
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
+// recipeTargets completes --target with the targets of the recipe named
+// on the command line so far.
+func recipeTargets(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	pl, err := loadPlan(args[len(args)-1])
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return pl.TargetNames(), cobra.ShellCompDirectiveNoFileComp
+}
+
 // registerFlagCompletions says how flag values complete, by flag name.
 func registerFlagCompletions(name string, cmd *cobra.Command) {
 	fixed := func(w ...string) cobra.CompletionFunc {
@@ -88,6 +101,7 @@ func registerFlagCompletions(name string, cmd *cobra.Command) {
 		"cache-dir": dirs,
 		"scratch":   dirs,
 		"for":       files("yaml", "yml"),
+		"target":    recipeTargets,
 	} {
 		if name == "graph" && flag == "format" {
 			f = fixed("dot", "mermaid")

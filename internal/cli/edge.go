@@ -380,7 +380,7 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init")})
+		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init"), SchemaLine: edge.SchemaLine(*out)})
 		// The written file must parse and validate: a recipe that does not is
 		// a bug here, not the user's to find.
 		_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"strings"
 	"time"
 
@@ -37,12 +38,13 @@ func cmdLock(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		rep := newReporter(env, c.json, 1)
-		rep.quiet = c.quiet
-		eng.SetOnEvent(rep.event)
-		eng.SetOnProgress(rep.progress)
+		rep := progress.New(env.progress(), c.json, 1)
+		rep.Quiet = c.quiet
+		rep.Live(c.verbose)
+		eng.SetOnEvent(rep.Event)
+		eng.SetOnProgress(rep.Progress)
 		now, err := lock.Resolve(ctx, eng, pl, cacheRoot, Version, true)
-		rep.done()
+		rep.Done()
 		if err != nil {
 			return err
 		}
@@ -115,7 +117,7 @@ func openLock(recipe string, pl *plan.Plan, locked, update bool) (*runLock, erro
 // check resolves the plan's inputs and compares them with the lock, or
 // writes the lock. It runs after the reporter is attached: resolving may
 // fetch the source.
-func (rl *runLock) check(ctx context.Context, env *Env, rep *reporter, eng *engine.Engine, pl *plan.Plan, cacheRoot string) error {
+func (rl *runLock) check(ctx context.Context, env *Env, rep *progress.Reporter, eng *engine.Engine, pl *plan.Plan, cacheRoot string) error {
 	out, err := rl.Check(ctx, eng, pl, cacheRoot, Version)
 	var missing *lock.MissingError
 	var mismatch *lockfile.MismatchError
@@ -128,19 +130,19 @@ func (rl *runLock) check(ctx context.Context, env *Env, rep *reporter, eng *engi
 		return err
 	}
 	rl.report(rep, out.Status, out.Changes, out.Detail)
-	if out.Mismatch != nil && !rep.json {
+	if out.Mismatch != nil && !rep.JSON() {
 		fmt.Fprintf(env.Stderr, "warning: %v\nThis run uses what resolves now and leaves the lock as it is; with --locked it would fail.\n", out.Mismatch)
 	}
 	return nil
 }
 
-func (rl *runLock) report(rep *reporter, status string, changes []lockfile.Change, detail string) {
+func (rl *runLock) report(rep *progress.Reporter, status string, changes []lockfile.Change, detail string) {
 	if rl.Pinned != "" {
 		detail = strings.TrimPrefix(detail+"; source pinned to "+rl.Pinned, "; ")
 	}
-	if rep.json {
+	if rep.JSON() {
 		b, _ := json.Marshal(lockEvent{Event: "lock", Path: rl.Path, Status: status, Changes: changes, Message: detail})
-		rep.raw(string(b))
+		rep.Raw(string(b))
 		return
 	}
 	if detail != "" {
@@ -152,19 +154,19 @@ func (rl *runLock) report(rep *reporter, status string, changes []lockfile.Chang
 			line += "\n  " + c.String()
 		}
 	}
-	rep.raw(line)
+	rep.Raw(line)
 }
 
 // fail ends a run that cannot start because of its lock: the error goes
 // to stderr by Main; --json and the CI job summary get it too.
-func (rl *runLock) fail(env *Env, rep *reporter, err *ExitError, changes []lockfile.Change) error {
-	if rep.json {
+func (rl *runLock) fail(env *Env, rep *progress.Reporter, err *ExitError, changes []lockfile.Change) error {
+	if rep.JSON() {
 		status := "differs"
 		if rl.Have == nil {
 			status = "missing"
 		}
 		b, _ := json.Marshal(lockEvent{Event: "lock", Path: rl.Path, Status: status, Changes: changes})
-		rep.raw(string(b))
+		rep.Raw(string(b))
 	}
 	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" && changes != nil {
 		var b strings.Builder

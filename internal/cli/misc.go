@@ -5,12 +5,13 @@ import (
 	"crypto"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/cachegc"
+	"github.com/edgepipe/edgepipe/internal/schema"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
@@ -70,7 +71,8 @@ func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
-	olderThan := fs.Duration("older-than", 0, "gc: also remove entries not used for this long (e.g. 720h); 0 keeps every complete entry")
+	olderThan := fs.Duration("older-than", 0, "gc: also remove what was not used for this long (e.g. 720h): step entries, toolchains, downloads, built-in models, logs, the uv cache; 0 keeps every complete entry")
+	dryRun := fs.Bool("dry-run", false, "gc: list what would be removed and the space it would free; remove nothing")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 || (pos[0] != "ls" && pos[0] != "gc") {
 			return usageErr("usage: edgepipe cache ls | edgepipe cache gc")
@@ -91,7 +93,7 @@ func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 				return enc.Encode(ents)
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tKIND\tSTEP\tSIZE\tCREATED")
+			fmt.Fprintln(tw, "KEY\tKIND\tSTEP\tSIZE\tCREATED\tLAST USED")
 			var total int64
 			for _, e := range ents {
 				var size int64
@@ -99,21 +101,26 @@ func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 					size += f.Size
 				}
 				total += size
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, report.HumanBytes(size), e.Created.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key[:12], e.Kind, e.StepID, report.HumanBytes(size), e.Created.Local().Format(time.DateTime), e.LastUsed.Local().Format(time.DateTime))
 			}
 			tw.Flush()
 			fmt.Fprintf(env.Stdout, "%d entries, %s in %s\n", len(ents), report.HumanBytes(total), ca.Root())
 		case "gc":
-			cutoff := time.Now().Add(-*olderThan)
-			removed, freed, err := ca.GC(ctx, func(e cache.Entry) bool {
-				return *olderThan == 0 || e.Created.After(cutoff)
-			})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stdout, "removed %d entries, freed %s\n", removed, report.HumanBytes(freed))
+			return cachegc.GC(ctx, env.Stdout, ca, *olderThan, *dryRun)
 		}
 		return nil
+	}
+}
+
+// cmdSchema prints the recipe schema (what docs/recipe.schema.json holds).
+func cmdSchema(env *Env, fs *pflag.FlagSet) runFunc {
+	return func(ctx context.Context, _ []string) error {
+		b, err := schema.Generate()
+		if err != nil {
+			return err
+		}
+		_, err = env.Stdout.Write(b)
+		return err
 	}
 }
 

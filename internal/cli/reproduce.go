@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,25 +64,26 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 		if c.verbose {
 			opt.Verbose = env.Stderr
 		}
-		var rep *reporter
+		var rep *progress.Reporter
 		reports, res, err := reproduce.Run(ctx, reproduce.Rebuild{Dirs: pos, Pubs: pubs, Plan: pl, UserRoot: userRoot,
 			Scratch: scratch, Options: opt, Version: Version,
 			Setup: func(eng *engine.Engine, steps int) {
-				rep = newReporter(env, c.json, steps)
-				rep.quiet = c.quiet
-				eng.SetOnEvent(rep.event)
-				eng.SetOnProgress(rep.progress)
+				rep = progress.New(env.progress(), c.json, steps)
+				rep.Quiet = c.quiet
+				rep.Live(c.verbose)
+				eng.SetOnEvent(rep.Event)
+				eng.SetOnProgress(rep.Progress)
 			},
-			Notes: func(n string) { rep.raw(noteLine(c.json, n)) }})
+			Notes: func(n string) { rep.Raw(noteLine(c.json, n)) }})
 		if rep == nil {
-			rep = newReporter(env, c.json, 0)
+			rep = progress.New(env.progress(), c.json, 0)
 		}
-		rep.done()
+		rep.Done()
 		if err != nil {
 			if res != nil && !engine.IsInterrupted(err) {
 				// The logs the error points at are in the scratch folder.
 				cleanup = func() {}
-				rep.raw(noteLine(c.json, "kept "+scratch+" for the failed step's log"))
+				rep.Raw(noteLine(c.json, "kept "+scratch+" for the failed step's log"))
 				return runError(res, err)
 			}
 			return refusal(err)
@@ -93,7 +95,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 		}
 		if *keep {
-			rep.raw(noteLine(c.json, "kept "+scratch))
+			rep.Raw(noteLine(c.json, "kept "+scratch))
 		}
 		if c.json {
 			b, _ := json.Marshal(reproduceFinished{Time: time.Now(), Event: "reproduce-finished", Recipe: recipe, ExitCode: code, Artifacts: reports})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/progress"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
+	"github.com/edgepipe/edgepipe/internal/termstatus"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -43,9 +46,11 @@ func cmdValidate(env *Env, fs *pflag.FlagSet) runFunc {
 func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, true)
+	targets := targetFlag(fs)
 	junit := fs.String("junit", "", "write each target's quality gate and each failed step as JUnit test cases to `FILE` (CI test reports)")
 	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
 	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
+	noInstall := fs.Bool("no-install", false, "fail instead of installing the pinned toolchains the steps need (strict CI)")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
@@ -58,8 +63,20 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if len(*targets) > 0 {
+			if *updateLock {
+				return usageErr("--update-lock resolves the whole recipe: drop --target, or run `edgepipe lock %s`", pos[0])
+			}
+			lock.Partial = true
+			if pl, err = selectTargets(pl, *targets); err != nil {
+				return err
+			}
+		}
 		eng, cacheRoot, out, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
+			return err
+		}
+		if err := c.ensureToolchains(ctx, env, pl, cacheRoot, pos[0], !*noInstall); err != nil {
 			return err
 		}
 		if !c.json {
@@ -67,23 +84,32 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 				fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)
 			}
 		}
-		rep := newReporter(env, c.json, len(pl.Steps))
-		rep.quiet = c.quiet
+		rep := progress.New(env.progress(), c.json, len(pl.Steps))
+		rep.Quiet = c.quiet
+		rep.Live(c.verbose)
 		ci := runreport.New(pl)
-		ci.OutDir = out
-		eng.SetOnEvent(func(ev event.Event) { rep.event(ev); ci.Event(ev) })
-		eng.SetOnProgress(rep.progress)
+		ci.OutDir, ci.Version = out, Version
+		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
+		eng.SetOnProgress(rep.Progress)
 		if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
-			rep.done()
+			rep.Done()
 			return err
 		}
 		res, runErr := eng.Run(ctx)
-		rep.done()
+		rep.Done()
+		colour := termstatus.ColourOn(env.StdoutIsTerminal, env.Getenv)
 		if !c.json {
-			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res)
+			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res, colour)
 		}
 		// Job summary ($GITHUB_STEP_SUMMARY), --junit and the --json closing line.
-		return finish(ci, env, *junit, c.json, res, runError(res, runErr))
+		err = finish(ci, env, *junit, c.json, res, runError(res, runErr))
+		if !c.json && res != nil {
+			fmt.Fprintln(env.Stdout, rep.Summary(len(res.Published)))
+			if paths := runreport.ReportPaths(out); len(paths) > 0 {
+				fmt.Fprintf(env.Stdout, "report: %s\n", strings.Join(paths, ", "))
+			}
+		}
+		return err
 	}
 }
 
@@ -193,6 +219,7 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
+	targets := targetFlag(fs)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
@@ -203,6 +230,9 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		// The source as run would fetch it: pinned by the lock, if any.
 		_, _ = openLock(pos[0], pl, false, false)
+		if pl, err = selectTargets(pl, *targets); err != nil {
+			return err
+		}
 		eng, _, _, err := c.engine(ctx, env, pl, nil)
 		if err != nil {
 			return err
@@ -213,6 +243,7 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		pj.Targets = *targets
 		if c.json {
 			enc := json.NewEncoder(env.Stdout)
 			enc.SetIndent("", "  ")
@@ -249,12 +280,16 @@ func printPlanNotes(env *Env, pl *plan.Plan) {
 
 func cmdGraph(env *Env, fs *pflag.FlagSet) runFunc {
 	format := fs.String("format", "dot", "dot or mermaid")
+	targets := targetFlag(fs)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("graph takes one recipe file")
 		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
+			return err
+		}
+		if pl, err = selectTargets(pl, *targets); err != nil {
 			return err
 		}
 		switch *format {
@@ -291,11 +326,15 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		// The source as the plan saw it: pinned by the lock, if any.
+		_, _ = openLock(pj.Recipe, pl, false, false)
+		// A plan saved with --target holds those targets' steps only.
+		if pl, err = selectTargets(pl, pj.Targets); err != nil {
+			return err
+		}
 		if err := pj.Check(pl); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		// The source as the plan saw it: pinned by the lock, if any.
-		_, _ = openLock(pj.Recipe, pl, false, false)
 		if _, ok := pl.Step(pos[2]); !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 		}
@@ -303,13 +342,48 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		rep := newReporter(env, c.json, 1)
-		rep.quiet = c.quiet
-		eng.SetOnEvent(rep.event)
+		rep := progress.New(env.progress(), c.json, 1)
+		rep.Quiet = c.quiet
+		rep.Live(c.verbose)
+		eng.SetOnEvent(rep.Event)
 		res, runErr := eng.Run(ctx)
-		rep.done()
+		rep.Done()
 		return runError(res, runErr)
 	}
+}
+
+// ensureToolchains installs the pinned toolchains the plan's steps need
+// and are missing (or, with install false, refuses: exit 1 before
+// anything runs), saying what and why; then marks them used now, for
+// `toolchain list` and `cache gc`.
+func (c *common) ensureToolchains(ctx context.Context, env *Env, pl *plan.Plan, root, recipePath string, install bool) error {
+	needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
+	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.Stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ExitError{Code: ExitStepFailed, Err: err}
+	}
+	for _, n := range needs {
+		toolchain.MarkUsed(root, n.Name)
+	}
+	return nil
+}
+
+// targetFlag is --target/-t: repeatable, globs allowed.
+func targetFlag(fs *pflag.FlagSet) *[]string {
+	return fs.StringSliceP("target", "t", nil, "only this target and the steps it needs (`NAME`, a glob such as 'laptop-*'; repeat or comma-separate for more)")
+}
+
+// selectTargets narrows the plan to the --target patterns; one that
+// names no target is a usage error with the closest name.
+func selectTargets(pl *plan.Plan, patterns []string) (*plan.Plan, error) {
+	sel, err := plan.Select(pl, patterns)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return sel, nil
 }
 
 // plural is "1 target", "2 targets".

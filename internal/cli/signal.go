@@ -30,6 +30,13 @@ func Run(args []string) int {
 		os.Exit(ExitInterrupted)
 	}()
 	env := &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
-		IsTerminal: term.IsTerminal(int(os.Stderr.Fd()))}
+		IsTerminal:       term.IsTerminal(int(os.Stderr.Fd())),
+		StdoutIsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
+		Width: func() int {
+			if w, _, err := term.GetSize(int(os.Stderr.Fd())); err == nil && w > 0 {
+				return w
+			}
+			return 80
+		}}
 	return Main(ctx, args, env)
 }

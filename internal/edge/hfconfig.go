@@ -12,16 +12,18 @@ import (
 // hfConfig is the part of a Hugging Face config.json the pre-flight reads.
 // Pointers tell "absent" from zero.
 type hfConfig struct {
-	Layers        *int      `json:"num_hidden_layers"`
-	Heads         *int      `json:"num_attention_heads"`
-	KVHeads       *int      `json:"num_key_value_heads"`
-	Hidden        *int      `json:"hidden_size"`
-	HeadDim       *int      `json:"head_dim"`
-	Intermediate  *int      `json:"intermediate_size"`
-	Vocab         *int      `json:"vocab_size"`
-	TieEmbeddings *bool     `json:"tie_word_embeddings"`
-	LocalExperts  *int      `json:"num_local_experts"`
-	TextConfig    *hfConfig `json:"text_config"`
+	Layers        *int  `json:"num_hidden_layers"`
+	Heads         *int  `json:"num_attention_heads"`
+	KVHeads       *int  `json:"num_key_value_heads"`
+	Hidden        *int  `json:"hidden_size"`
+	HeadDim       *int  `json:"head_dim"`
+	Intermediate  *int  `json:"intermediate_size"`
+	Vocab         *int  `json:"vocab_size"`
+	TieEmbeddings *bool `json:"tie_word_embeddings"`
+	LocalExperts  *int  `json:"num_local_experts"`
+	// MaxPositions is the longest context the model was trained for.
+	MaxPositions *int      `json:"max_position_embeddings"`
+	TextConfig   *hfConfig `json:"text_config"`
 }
 
 func readHFConfig(path string) (hfConfig, error) {

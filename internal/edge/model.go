@@ -15,8 +15,10 @@ type Model struct {
 	Source string             `json:"source"`
 	Shape  catalog.ModelShape `json:"shape"`
 	// From says where the shape came from, for messages and reports.
-	From  string   `json:"from,omitempty"`
-	Notes []string `json:"notes,omitempty"`
+	From string `json:"from,omitempty"`
+	// MaxContext is the model's max_position_embeddings (0: unknown).
+	MaxContext int      `json:"max_context,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 // HasKVShape reports whether the KV cache can be sized.
@@ -42,6 +44,7 @@ func ResolveModel(source, baseDir string) Model {
 			return m
 		}
 		m.Shape = cfg.shape()
+		m.MaxContext = deref(cfg.MaxPositions)
 		m.Shape.Params = cfg.estimateParams()
 		m.From = "the built-in shape of " + source
 	case strings.HasPrefix(source, "hf://"):
@@ -85,6 +88,7 @@ func (m *Model) readFolder(dir, label string) {
 		m.note("%s: %v", label, err)
 	}
 	m.Shape = cfg.shape()
+	m.MaxContext = deref(cfg.MaxPositions)
 	var from []string
 	if m.HasKVShape() {
 		from = append(from, "config.json")
@@ -109,4 +113,11 @@ func (m *Model) readFolder(dir, label string) {
 		}
 	}
 	m.From = strings.Join(from, " + ")
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

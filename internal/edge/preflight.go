@@ -31,6 +31,15 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 			Device: t.Device, Format: t.Format, Context: t.Context, KVDtype: t.KVDtype,
 			MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS,
 		})
+		if model.MaxContext > 0 && t.Context > model.MaxContext {
+			pos := t.ContextPos
+			if pos.Line == 0 {
+				pos = t.Pos
+			}
+			diags = append(diags, recipe.Diagnostic{Pos: pos,
+				Msg:  fmt.Sprintf("target %q: context %d is beyond what the model supports: %s has max_position_embeddings %d", t.Name, t.Context, r.Model.Source, model.MaxContext),
+				Hint: fmt.Sprintf("use context: %d or less: the model was not trained for longer sequences", model.MaxContext)})
+		}
 		for _, prob := range pred.Problems {
 			diags = append(diags, recipe.Diagnostic{Pos: t.Pos, Msg: fmt.Sprintf("target %q: %s", t.Name, prob.Msg), Hint: prob.Hint})
 		}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,9 +11,32 @@ import (
 	"github.com/edgepipe/edgepipe/steps"
 )
 
-// SchemaComment is the first line of every recipe edgepipe writes: editors
-// with the YAML language server validate and complete the file from it.
+// SchemaComment is the first line of a recipe written into a checkout's
+// recipes/ folder: editors with the YAML language server validate and
+// complete the file from it. SchemaLine gives it for any place.
 const SchemaComment = "# yaml-language-server: $schema=../docs/recipe.schema.json"
+
+// SchemaLine is the modeline for a recipe written at path: the schema of
+// the checkout it is in (the nearest docs/recipe.schema.json above it),
+// relative to the recipe's folder, else the schema's $id URL.
+func SchemaLine(path string) string {
+	ref := recipe.SchemaID
+	if abs, err := filepath.Abs(path); err == nil {
+		dir := filepath.Dir(abs)
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, filepath.FromSlash(recipe.SchemaFile))); err == nil {
+				if rel, err := filepath.Rel(dir, filepath.Join(d, filepath.FromSlash(recipe.SchemaFile))); err == nil {
+					ref = filepath.ToSlash(rel)
+				}
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "# yaml-language-server: $schema=" + ref
+}
 
 // RecipeOptions are what a written recipe needs beyond the pick.
 type RecipeOptions struct {
@@ -22,12 +46,18 @@ type RecipeOptions struct {
 	Source string
 	// Command is the command line that wrote it, for the header.
 	Command string
+	// SchemaLine is the modeline (default SchemaComment).
+	SchemaLine string
 }
 
 // RenderRecipe writes the pick as a recipe in format version 1, one target,
 // with the reasons and warnings as comments so the file explains itself.
 func RenderRecipe(p Pick, o RecipeOptions) []byte {
-	header := []string{strings.TrimPrefix(SchemaComment, "# ")}
+	line := o.SchemaLine
+	if line == "" {
+		line = SchemaComment
+	}
+	header := []string{strings.TrimPrefix(line, "# ")}
 	if o.Command != "" {
 		header = append(header, fmt.Sprintf("Written by `%s`.", o.Command))
 	}

@@ -131,12 +131,15 @@ type RunResult struct {
 	Gates     map[string]*publish.GateResult
 	Failed    []error // root causes only
 	Skipped   []string
+	// Stopped maps each skipped step that needed nothing that failed to
+	// the failure after which fail-fast stopped launching work.
+	Stopped map[string]string
 }
 
 // Run executes the plan. Its error is the first root cause (or the
 // context's error when interrupted); RunResult lists them all.
 func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
-	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{}}
+	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{}, Stopped: map[string]string{}}
 	var nodes []dag.Node
 	var pubMu sync.Mutex
 	only := map[string]bool{}
@@ -204,7 +207,12 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 		if r.Status == dag.Status("skipped") {
 			res.Skipped = append(res.Skipped, id)
 			msg := "skipped (upstream failed)"
-			if r.BlockedBy != "" {
+			switch {
+			case r.Stopped:
+				// Nothing it needs failed: fail-fast stopped the run.
+				res.Stopped[id] = r.BlockedBy
+				msg = fmt.Sprintf("not run (stopped after %s failed)", r.BlockedBy)
+			case r.BlockedBy != "":
 				msg = fmt.Sprintf("skipped (upstream %s failed)", r.BlockedBy)
 			}
 			e.emit(event.Event{Type: event.Skipped, Step: id, Message: msg})

@@ -78,6 +78,10 @@ type State struct {
 	Have *lockfile.Lock
 	// Pinned is the commit the source was pinned to, if any.
 	Pinned string
+	// Partial: the run selected some targets (--target), so what resolves
+	// now covers only their steps. The lock is compared on those entries
+	// and never written from a partial resolution.
+	Partial bool
 }
 
 // ErrContradiction is --locked together with --update-lock.
@@ -158,6 +162,9 @@ func (st *State) Check(ctx context.Context, eng *engine.Engine, pl *plan.Plan, c
 		// written only from a complete resolution.
 		return Outcome{Status: "unchecked", Detail: err.Error()}, nil
 	}
+	if st.Partial && st.Have == nil {
+		return Outcome{Status: "unchecked", Detail: "a run with --target does not write the lock; `edgepipe lock` resolves the whole recipe"}, nil
+	}
 	if st.Have == nil || st.Update {
 		out := Outcome{Status: "written"}
 		if st.Have != nil {
@@ -181,7 +188,12 @@ func (st *State) Check(ctx context.Context, eng *engine.Engine, pl *plan.Plan, c
 		// Every native digest would differ: say so once, not six times.
 		return Outcome{Status: "unchecked", Detail: fmt.Sprintf("it was made on %s, this is %s (a lock holds one platform's tool builds)", st.Have.Platform, now.Platform)}, nil
 	}
-	changes := lockfile.Diff(st.Have, now)
+	have := st.Have
+	if st.Partial {
+		// Only the locked entries this selection uses are compared.
+		have = lockfile.Subset(have, now)
+	}
+	changes := lockfile.Diff(have, now)
 	if len(changes) == 0 {
 		return Outcome{Status: "matches"}, nil
 	}

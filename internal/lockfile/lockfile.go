@@ -253,3 +253,27 @@ func (e *MismatchError) Error() string {
 	fmt.Fprintf(&b, "If the change is intended, accept it with `edgepipe run --update-lock %s` (or `edgepipe lock %s`) and commit the new lock.", e.Recipe, e.Recipe)
 	return b.String()
 }
+
+// Subset is a copy of locked with only the data files, toolchains and
+// tools that now also has: what a run of some of a recipe's targets can
+// check against the whole recipe's lock.
+func Subset(locked, now *Lock) *Lock {
+	out := *locked
+	out.Data = subsetMap(locked.Data, now.Data)
+	out.Toolchains = subsetMap(locked.Toolchains, now.Toolchains)
+	out.Tools = subsetMap(locked.Tools, now.Tools)
+	return &out
+}
+
+func subsetMap[V any](locked, now map[string]V) map[string]V {
+	if locked == nil {
+		return nil
+	}
+	out := map[string]V{}
+	for k, v := range locked {
+		if _, ok := now[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}

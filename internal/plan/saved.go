@@ -15,8 +15,11 @@ import (
 
 // Saved is a plan as JSON.
 type Saved struct {
-	Recipe string      `json:"recipe"`
-	Steps  []SavedStep `json:"steps"`
+	Recipe string `json:"recipe"`
+	// Targets are the --target patterns the plan was saved with: Steps
+	// hold only those targets' steps.
+	Targets []string    `json:"targets,omitempty"`
+	Steps   []SavedStep `json:"steps"`
 }
 
 // SavedStep is one step of a saved plan.

@@ -20,6 +20,14 @@ import (
 // FormatVersion is the recipe format version this parser reads.
 const FormatVersion = 1
 
+// SchemaID is the recipe schema's $id: where docs/recipe.schema.json of
+// the main branch is served. A recipe written outside a checkout points
+// its editor modeline here.
+const SchemaID = "https://raw.githubusercontent.com/edgepipe/edgepipe/main/docs/recipe.schema.json"
+
+// SchemaFile is the schema's path in a checkout.
+const SchemaFile = "docs/recipe.schema.json"
+
 // Data references used when a recipe has no data section.
 const (
 	DefaultCalibration = "builtin:calibration"
@@ -1025,7 +1033,10 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 					t.Format, t.FormatPos = s, p.pos(v)
 				}
 			}},
-			{"context", func(_, v *yaml.Node) { t.Context, _ = p.positiveInt(v, path+".context") }},
+			{"context", func(k, v *yaml.Node) {
+				t.Context, _ = p.positiveInt(v, path+".context")
+				t.ContextPos = p.pos(k)
+			}},
 			{"kv_dtype", func(_, v *yaml.Node) {
 				s, ok := p.str(v, path+".kv_dtype")
 				if !ok {

@@ -88,7 +88,7 @@ func TestDesignExample(t *testing.T) {
 		Quality:     Quality{Perplexity: gate},
 		Targets: []Target{
 			{Name: "laptop-q4km", Device: "apple-m3-max", Format: "gguf-q4_k_m", Context: 8192, KVDtype: "f16",
-				Quality: Quality{Perplexity: gate}, Pos: at(22, 3), DevicePos: at(23, 13), FormatPos: at(24, 13)},
+				Quality: Quality{Perplexity: gate}, Pos: at(22, 3), DevicePos: at(23, 13), FormatPos: at(24, 13), ContextPos: at(25, 5)},
 			{Name: "laptop-q8", Device: "generic-x86-laptop", Format: "gguf-q8_0", KVDtype: "f16",
 				Quality: Quality{Perplexity: PerplexityGate{Context: 512, WarnDelta: 0.5, MaxDelta: 0.5}},
 				Pos:     at(26, 3), DevicePos: at(27, 13), FormatPos: at(28, 13)},

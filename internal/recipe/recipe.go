@@ -111,6 +111,7 @@ type Target struct {
 	WithPos    map[string]Pos `json:"-"`
 	FormatPos  Pos            `json:"-"`
 	KVDtypePos Pos            `json:"-"`
+	ContextPos Pos            `json:"-"` // the context: key, when written
 	BenchPos   Pos            `json:"-"`
 }
 

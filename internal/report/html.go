@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"path"
 )
 
 // HTML renders report.html: one self-contained page, styles and charts
@@ -47,9 +48,11 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"ppl":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"toks":  tokS,
 	"pct":   percent,
+	"agree": Agreement,
 	"deref": func(p *float64) float64 { return *p },
 	"line":  printable,
 	"minus": func(a, b float64) float64 { return a - b },
+	"base":  path.Base,
 }).Parse(pageTemplate))
 
 const pageTemplate = `<!DOCTYPE html>
@@ -59,10 +62,14 @@ const pageTemplate = `<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1"/>
 <title>edgepipe run: {{.Recipe}}</title>
 <style>
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #1b1f24; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em 1.5em; color: #1b1f24; }
+p, h1, h2, figure { max-width: 70em; }
+.wide { overflow-x: auto; }
+td.name, td code, td.n, .id { white-space: nowrap; }
+td.tools { font-size: 0.9em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
-th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.5em; text-align: left; vertical-align: top; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f6f8fa; }
 .fail { color: #b42318; font-weight: 600; } .excellent { color: #1a7f37; } .ok { color: #9a6700; }
@@ -75,30 +82,38 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <body>
 <h1>edgepipe run: {{.Recipe}}</h1>
 <p>{{.Published}} of {{len .Targets}} targets published; exit code {{.ExitCode}} ({{.ExitText}}).</p>
+{{- if .RunLine}}
+<p class="note">{{.RunLine}}.</p>
+{{- end}}
+<div class="wide">
 <table>
-<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th></tr></thead>
+<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th></tr></thead>
 <tbody>
 {{- range .Targets}}
 <tr>
-<td>{{.Name}}</td><td><code>{{.Format}}</code></td><td>{{.Device}}</td>
+<td class="name">{{.Name}}</td><td><code>{{.Format}}</code></td><td class="name">{{.Device}}</td>
 <td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
 {{- if .Perplexity}}
-<td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}} (max {{f2 .Perplexity.MaxDelta}})</td>
+<td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
 {{- else}}
-<td class="n">-</td><td class="n">-</td>
+<td class="n">-</td><td class="n">-</td><td class="n">-</td>
 {{- end}}
 <td>{{if .Verdict}}<span class="{{.Verdict}}">{{.Verdict}}</span>{{else if eq .Outcome "published"}}published (no gate){{else}}-{{end}}</td>
 <td class="n">{{if .KLDivergence}}{{f4 (deref .KLDivergence)}}{{else}}-{{end}}</td>
-<td class="n">{{if .Top1Agreement}}{{pct (deref .Top1Agreement)}}{{else}}-{{end}}</td>
-<td>{{if .StandIns}}<span class="standin">{{.Tools}}</span>{{else}}real{{end}}</td>
-<td>{{if eq .Outcome "published"}}<code>{{.Artifact}}</code>{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else}}not published{{end}}</td>
+<td class="n">{{if .Top1Agreement}}{{agree (deref .Top1Agreement)}}{{else}}-{{end}}</td>
+<td class="tools">{{if .StandIns}}<span class="standin">stand-in:</span> {{range $i, $s := .StandIns}}{{if $i}}, {{end}}<span class="id">{{$s}}</span>{{end}}{{else}}real{{end}}</td>
+<td>{{if eq .Outcome "published"}}{{if .Manifest}}<a href="{{.Manifest}}"><code>{{.Artifact}}</code></a>{{else}}<code>{{.Artifact}}</code>{{end}}{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
 </tr>
 {{- end}}
 </tbody>
 </table>
+</div>
 {{- range .Targets}}
-{{- if or .Bench .Chart .Error}}
+{{- if or .Bench .Chart .Error .Manifest}}
 <h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}</h2>
+{{- if .Manifest}}
+<p>Files: <a href="{{.Manifest}}">manifest.json</a>{{if .Logs}}; logs: {{range $i, $l := .Logs}}{{if $i}}, {{end}}<a class="id" href="{{$l}}">{{base $l}}</a>{{end}}{{end}}.</p>
+{{- end}}
 {{- if .Error}}
 <p class="fail">{{.Error}}</p>
 {{- end}}

@@ -23,6 +23,9 @@ func Markdown(r Report) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s%s\n\n", MarkdownHeading, MDText(r.Recipe))
 	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", r.Published, len(r.Targets), r.ExitCode, r.ExitText)
+	if line := r.RunLine(); line != "" {
+		fmt.Fprintf(&b, "%s.\n\n", MDText(line))
+	}
 	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
 	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
 	for _, t := range r.Targets {
@@ -53,6 +56,11 @@ func Markdown(r Report) []byte {
 			verdict, where = "**"+verdict+"**", "not published (gate failed)"
 		case OutcomeBlocked:
 			where = "not published (upstream failed)"
+		case OutcomeNotRun:
+			where = "not published"
+			if t.StoppedBy != "" {
+				where = "not run (stopped after `" + MDCode(t.StoppedBy) + "` failed)"
+			}
 		default:
 			where = "not published"
 		}
@@ -109,7 +117,7 @@ func quality(b *strings.Builder, r Report) {
 			kl = fmt.Sprintf("%.4f", *t.KLDivergence)
 		}
 		if t.Top1Agreement != nil {
-			top1 = fmt.Sprintf("%.1f%%", 100**t.Top1Agreement)
+			top1 = Agreement(*t.Top1Agreement)
 		}
 		if bn := t.Bench; bn != nil {
 			dec = tokS(bn.DecodeTokS)

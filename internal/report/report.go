@@ -13,6 +13,8 @@ package report
 import (
 	"fmt"
 	"math"
+	"strings"
+	"time"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
@@ -20,7 +22,14 @@ import (
 
 // Report is one run.
 type Report struct {
-	Recipe    string
+	Recipe string
+	// Date is when the run started; Version the edgepipe that ran it.
+	Date    time.Time
+	Version string
+	// Source is the recipe's model source (credentials removed), Revision
+	// the commit it resolved to ("" for sources without one).
+	Source    string
+	Revision  string
 	ExitCode  int
 	ExitText  string // what the exit code means
 	Published int
@@ -62,6 +71,13 @@ type Target struct {
 	BenchStandIn bool
 	// Error says why the target was not published.
 	Error string
+	// Manifest and Logs are links, relative to the report's folder, to the
+	// published folder's manifest.json and the step logs in it.
+	Manifest string
+	Logs     []string
+	// StoppedBy is the failure after which fail-fast stopped the run before
+	// this target (which needs nothing that failed) was built.
+	StoppedBy string
 }
 
 // Perplexity is the gate's measurement.
@@ -169,3 +185,27 @@ func tokS(v float64) string {
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+
+// Agreement is how both reports write top-1 agreement: a percentage with
+// one decimal (99.4%), so the two never disagree on the same number.
+func Agreement(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// RunLine is the run's date, edgepipe version and source with its
+// revision, as both reports head it.
+func (r Report) RunLine() string {
+	var parts []string
+	if !r.Date.IsZero() {
+		parts = append(parts, "run "+r.Date.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if r.Version != "" {
+		parts = append(parts, "edgepipe "+r.Version)
+	}
+	if r.Source != "" {
+		src := "source " + r.Source
+		if r.Revision != "" {
+			src += " at " + r.Revision
+		}
+		parts = append(parts, src)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/manifest"
@@ -23,9 +24,12 @@ func f(v float64) *float64 { return &v }
 func sample() Report {
 	return Report{
 		Recipe: "demo", ExitCode: 3, ExitText: "a quality gate failed", Published: 1,
+		Date: time.Date(2026, 12, 2, 7, 30, 0, 0, time.UTC), Version: "0.1.0-dev", Source: "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main",
+		Revision: "12fd25f77366fa6b3b4b768ec3050bf629380bac",
 		Targets: []Target{
 			{
 				Name: "laptop-q4km", Format: "gguf-q4_k_m", Device: "x86-laptop", Outcome: OutcomePublished,
+				Manifest: "laptop-q4km/manifest.json", Logs: []string{"laptop-q4km/logs/gguf-quantize_q4_k_m.log"},
 				Verdict: "ok", Artifact: "artifacts/demo/laptop-q4km", SizeBytes: 105_472_000,
 				Perplexity:   &Perplexity{Baseline: 24.3127, Converted: 25.334, Delta: 1.0213, WarnDelta: 0.5, MaxDelta: 2},
 				KLDivergence: f(0.0465), Top1Agreement: f(0.873),
@@ -103,6 +107,12 @@ func TestHTMLIsWellFormedWithInlineSVG(t *testing.T) {
 				t.Errorf("report.html has a <%s>: it must be self-contained and inert", e.Name.Local)
 			}
 			for _, a := range e.Attr {
+				// A link to a file beside the report (a manifest, a log) is
+				// followed only when clicked, and stays inside the folder.
+				if e.Name.Local == "a" && a.Name.Local == "href" && !strings.Contains(a.Value, ":") &&
+					!strings.HasPrefix(a.Value, "/") && !strings.Contains(a.Value, "..") {
+					continue
+				}
 				if a.Name.Local == "href" || a.Name.Local == "src" {
 					t.Errorf("<%s %s=%q>: report.html must fetch nothing", e.Name.Local, a.Name.Local, a.Value)
 				}
@@ -188,5 +198,28 @@ func TestMarkdownCellsCannotBreakTheTable(t *testing.T) {
 	}
 	if got := MDCode("x`|y"); got != `x'\|y` {
 		t.Errorf("mdCode: %q", got)
+	}
+}
+
+// Both reports carry the run's date, version, source and revision, the
+// baseline, links to the manifest and logs, and round top-1 agreement
+// the same way.
+func TestReportsAgree(t *testing.T) {
+	md := string(Markdown(sample()))
+	page, err := HTML(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "run 2026-12-02 07:30 UTC; edgepipe 0.1.0-dev; source hf://HuggingFaceTB/SmolLM2-135M-Instruct@main at 12fd25f77366fa6b3b4b768ec3050bf629380bac"
+	for _, want := range []string{line, "87.3%"} {
+		if !strings.Contains(md, want) || !strings.Contains(string(page), want) {
+			t.Errorf("%q is not in both reports", want)
+		}
+	}
+	for _, want := range []string{`<td class="n">24.313</td>`, `<a href="laptop-q4km/manifest.json">manifest.json</a>`,
+		`<a class="id" href="laptop-q4km/logs/gguf-quantize_q4_k_m.log">gguf-quantize_q4_k_m.log</a>`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %s", want)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/getter"
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"io"
 	"io/fs"
 	"os"
@@ -28,10 +30,16 @@ const (
 // each target's outcome, its gate, and, from its manifest (or the run's
 // outputs when nothing was published), its bench and stand-in steps.
 func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, exitText string) report.Report {
-	r := report.Report{Recipe: c.plan.Recipe.Name, ExitCode: code, ExitText: exitText}
+	r := report.Report{Recipe: c.plan.Recipe.Name, ExitCode: code, ExitText: exitText,
+		Date: c.started, Version: c.Version, Source: getter.Redact(c.plan.Recipe.Model.Source)}
+	if res != nil {
+		if src := res.Outputs[plan.SourceStepID]; src != nil && src.Result != nil {
+			r.Revision = src.Result.Revision
+		}
+	}
 	for _, o := range outcomes {
 		t := report.Target{Name: o.Target, Format: o.Format, Device: o.Device, Outcome: o.Outcome,
-			Verdict: o.Verdict, Artifact: o.Artifact, Pushed: o.Pushed, PushFailed: o.PushFailed, SizeBytes: o.SizeBytes, Error: o.Error}
+			Verdict: o.Verdict, Artifact: o.Artifact, Pushed: o.Pushed, PushFailed: o.PushFailed, SizeBytes: o.SizeBytes, Error: o.Error, StoppedBy: o.StoppedBy}
 		if g := o.Gate; g != nil {
 			t.Perplexity = &report.Perplexity{Baseline: g.Baseline, Converted: g.Converted, Delta: g.Delta,
 				WarnDelta: g.WarnDelta, MaxDelta: g.MaxDelta}
@@ -44,6 +52,10 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 			m, _ = manifest.Read(res.Published[o.Target])
 		}
 		if m != nil {
+			t.Manifest, t.Logs = links(c.OutDir, res.Published[o.Target], m)
+			if r.Revision == "" {
+				r.Revision = m.Source.ResolvedRevision
+			}
 			t.KLDivergence, t.Top1Agreement, t.Bench = m.Metrics.KLDivergence, m.Metrics.Top1Agreement, m.Metrics.Bench
 			for _, st := range m.Steps {
 				if st.StandIn {
@@ -80,6 +92,23 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 		}
 	}
 	return r
+}
+
+// links are a published folder's manifest and step logs, relative to the
+// reports' folder (slash-separated: they are URLs in report.html).
+func links(outDir, dir string, m *manifest.Manifest) (string, []string) {
+	rel, err := filepath.Rel(outDir, dir)
+	if err != nil || outDir == "" {
+		return "", nil
+	}
+	rel = filepath.ToSlash(rel)
+	var logs []string
+	for _, f := range m.Files {
+		if strings.HasPrefix(f.Path, "logs/") {
+			logs = append(logs, rel+"/"+f.Path)
+		}
+	}
+	return rel + "/" + manifest.FileName, logs
 }
 
 // WriteReports writes report.html and report.md into the run's output

@@ -34,6 +34,8 @@ type Recorder struct {
 	started time.Time
 	// OutDir, when set, receives report.html and report.md.
 	OutDir string
+	// Version is the edgepipe that ran, for the reports.
+	Version string
 
 	mu    sync.Mutex
 	steps map[string]*stepRecord
@@ -124,6 +126,9 @@ type Outcome struct {
 	// Error is the gate's sentence, or which upstream steps failed.
 	Error       string   `json:"error,omitempty"`
 	FailedSteps []string `json:"failed_steps,omitempty"`
+	// StoppedBy is the failure after which fail-fast stopped the run
+	// before this target, which needs nothing that failed, was built.
+	StoppedBy string `json:"stopped_by,omitempty"`
 	// Pushed lists where the artifact was pushed (oci://...@DIGEST, S3
 	// prefixes); PushFailed the remotes whose push failed.
 	Pushed     []string `json:"pushed,omitempty"`
@@ -159,6 +164,9 @@ func (c *Recorder) Outcomes(res *engine.RunResult) []Outcome {
 			if o.Verdict == "" {
 				o.Verdict = manifest.VerdictFail
 			}
+		} else if by := res.Stopped[plan.PublishStepID(t.Name)]; by != "" {
+			o.StoppedBy = by
+			o.Error = fmt.Sprintf("not run (stopped after %s failed)", by)
 		} else if up := c.upstream(plan.PublishStepID(t.Name), isFailed); len(up) > 0 {
 			o.Outcome, o.FailedSteps = OutcomeBlocked, up
 			o.Error = fmt.Sprintf("not built: step %s failed", strings.Join(up, ", "))

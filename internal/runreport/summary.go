@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 
@@ -11,16 +13,31 @@ import (
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/report"
+	"github.com/edgepipe/edgepipe/internal/termstatus"
 )
 
+// ReportPaths are the report.html and report.md a run left in outDir,
+// relative to the working folder where possible.
+func ReportPaths(outDir string) []string {
+	var out []string
+	for _, name := range []string{reportHTML, reportMarkdown} {
+		p := filepath.Join(outDir, name)
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, RelPath(p))
+		}
+	}
+	return out
+}
+
 // WriteSummary prints one row per target: format, size, perplexity delta,
-// verdict and where the artifact is.
-func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult) {
+// verdict and where the artifact is; colour paints the verdicts (for a
+// terminal).
+func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult, colour bool) {
 	if res == nil {
 		return
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\tVERDICT\tARTIFACT")
+	fmt.Fprintf(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\t%s\tARTIFACT\n", termstatus.Paint(colour, termstatus.Plain, "VERDICT"))
 	for _, t := range pl.Recipe.Targets {
 		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
 		if g := res.Gates[t.Name]; g != nil {
@@ -40,12 +57,17 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 			switch {
 			case verdict == manifest.VerdictFail:
 				where = "not published (gate failed)"
+			case res.Stopped[plan.PublishStepID(t.Name)] != "":
+				where = fmt.Sprintf("not run (stopped after %s failed)", res.Stopped[plan.PublishStepID(t.Name)])
 			case slices.Contains(res.Skipped, plan.PublishStepID(t.Name)):
 				where = "not published (upstream failed)"
 			default:
 				where = "not published"
 			}
 		}
+		// Every cell of the column is painted (the default colour for
+		// "-"), so the escapes add the same width to each and it aligns.
+		verdict = termstatus.Paint(colour, termstatus.VerdictColour(verdict), verdict)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
 	}
 	tw.Flush()

@@ -40,6 +40,7 @@ const RegenerateCommand = "go run ./internal/schema/cmd/genschema > docs/recipe.
 // field order is the order keywords appear in the output.
 type Schema struct {
 	Schema            string             `json:"$schema,omitempty"`
+	ID                string             `json:"$id,omitempty"`
 	Ref               string             `json:"$ref,omitempty"`
 	Title             string             `json:"title,omitempty"`
 	Description       string             `json:"description,omitempty"`
@@ -115,6 +116,7 @@ func Build() (*Schema, error) {
 		t.AllOf = optionSchemas()
 	}
 	root.Schema = Draft
+	root.ID = recipe.SchemaID
 	root.Title = "edgepipe recipe, format version 1"
 	// Top-level x- keys are ignored by the parser: a place for anchors.
 	root.PatternProperties = map[string]*Schema{

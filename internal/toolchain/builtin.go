@@ -159,6 +159,9 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 		return "", err
 	}
 	if dir, err := builtinDir(cacheDir, name); err == nil {
+		// Its folder's modification time is its last use, for cache gc.
+		now := time.Now()
+		_ = os.Chtimes(root, now, now)
 		return dir, nil
 	}
 	llama, err := Resolve(cacheDir, Llama)

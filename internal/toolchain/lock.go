@@ -41,3 +41,20 @@ func lockFile(ctx context.Context, path string, progress io.Writer) (unlock func
 		}
 	}
 }
+
+// tryLockFile takes the install lock at path without waiting: an install
+// in progress makes removal an error to retry later.
+func tryLockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("another edgepipe is installing it; try again when it is done")
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

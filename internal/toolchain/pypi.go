@@ -48,6 +48,9 @@ func fetchPin(ctx context.Context, cacheDir string, p Pin, progress io.Writer) (
 	dst := filepath.Join(dir, p.Filename)
 	if got, err := fileSHA256(dst); err == nil {
 		if got == p.SHA256 {
+			// Reused: its modification time is its last use, for cache gc.
+			now := time.Now()
+			_ = os.Chtimes(dst, now, now)
 			return dst, nil
 		}
 		// Not what the pin says: replaced below.

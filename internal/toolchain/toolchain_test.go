@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -549,5 +550,36 @@ func TestBuiltinKeyIgnoresOtherHelpers(t *testing.T) {
 	want := sha([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + sha(script) + "\n" + llama.Digest()))[:16]
 	if filepath.Base(root) != "smollm2-135m-"+want {
 		t.Fatalf("builtin folder %s, want key %s (wheel, GGUF, gguf_to_hf.py, llama lock)", root, want)
+	}
+}
+
+// A recipe's tools name the toolchains to install, with the ones those
+// need first; tools found elsewhere need nothing.
+func TestNeededInInstallOrder(t *testing.T) {
+	dir := t.TempDir()
+	got := Needed(dir, []string{ToolQuantize, ToolHFPPL, "no-such-tool"}, nil)
+	var names []string
+	for _, n := range got {
+		names = append(names, n.Name)
+		if n.Installed {
+			t.Errorf("%s installed in an empty cache", n.Name)
+		}
+	}
+	if strings.Join(names, " ") != "uv llama llamacpp" {
+		t.Fatalf("needed %v, want uv llama llamacpp", names)
+	}
+	if got[0].Why() != "needed to install llama" || got[2].Why() != "runs llama-quantize" {
+		t.Errorf("why: %q, %q", got[0].Why(), got[2].Why())
+	}
+	if n := Needed(dir, []string{ToolQuantize}, func(string) bool { return true }); len(n) != 0 {
+		t.Errorf("a local tool still needs %v", n)
+	}
+	if n := NeededNames(dir, LlamaCpp); len(n) != 3 {
+		t.Errorf("installing llamacpp installs %v", n)
+	}
+	err := Ensure(context.Background(), dir, got, false, "edgepipe toolchain install --for r.yaml", io.Discard)
+	var ni *NotInstalledError
+	if !errors.As(err, &ni) || len(ni.Missing) != 3 || !strings.Contains(err.Error(), "--for r.yaml") {
+		t.Errorf("Ensure without install: %v", err)
 	}
 }

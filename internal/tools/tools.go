@@ -223,3 +223,17 @@ func ForRecipe(r *recipe.Recipe, toolPath string, installed Toolchains) *Resolve
 	}
 	return tr
 }
+
+// Local reports whether a tool is found without the toolchains: a recipe
+// override or a --tool-path folder has it.
+func (tr *Resolver) Local(name string) bool {
+	if _, ok := tr.Overrides[name]; ok {
+		return true
+	}
+	for _, dir := range tr.Path {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
+}
