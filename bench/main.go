@@ -38,6 +38,7 @@ type benchmark struct {
 var benchmarks = []benchmark{
 	noopRerunBench,
 	schedulerBench,
+	elasticBench,
 	hashBench,
 	demoOverheadBench,
 	demoRerunBench,
@@ -45,6 +46,9 @@ var benchmarks = []benchmark{
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == burnArg {
+		os.Exit(burnMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code := mainErr(ctx, os.Args[1:], os.Stdout, os.Stderr)

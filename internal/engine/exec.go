@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/runstats"
 
 	"github.com/edgepipe/edgepipe/internal/tools"
 
@@ -80,6 +82,10 @@ type Engine struct {
 
 	fitsOnce sync.Once
 	fits     []edge.TargetFit
+
+	statsOnce  sync.Once
+	statsStore *runstats.Store
+	modelSize  atomic.Int64 // model.source's bytes, once fetched
 }
 
 // NewEngine prepares a plan for running.
@@ -148,10 +154,17 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 		if len(only) > 0 && !only[s.ID] {
 			continue
 		}
-		cores, mem := 1, int64(0)
+		cores, minCores := 1, 0
+		var rsrc steps.Resources
 		if k, ok := steps.Lookup(s.Kind); ok {
-			r := k.Resources(s.Params)
-			cores, mem = r.Cores, r.MemoryMB
+			rsrc = k.Resources(s.Params)
+			cores, minCores = rsrc.Cores, rsrc.MinCores
+		}
+		// Weighed when ready: by then the source is fetched and its size
+		// known.
+		memory := func() int64 {
+			mb, _ := e.predictMemory(s.Kind, rsrc, e.modelBytes(ctx, false))
+			return mb
 		}
 		var needs []string
 		for _, n := range s.Needs {
@@ -159,7 +172,8 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 				needs = append(needs, n)
 			}
 		}
-		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MemoryMB: mem,
+		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MinCores: minCores, Memory: memory,
+			Estimate: e.stats().Duration(statsKey(e.plan, s.ID)),
 			Run: func(ctx context.Context) error {
 				if s.Kind == "publish" {
 					pr, err := e.publish(ctx, s)
@@ -213,6 +227,9 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	if err := e.opt.Cache.Memo().Save(); err != nil {
 		res.Failed = append(res.Failed, fmt.Errorf("save the digest memo: %w", err))
 	}
+	// Only steers later runs' scheduling: a failure to save is no failure
+	// of this run.
+	_ = e.stats().Save()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -515,7 +532,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	}
 	defer releaseScratch()
 
-	result := &steps.Result{}
+	threads := max(dag.Grant(ctx), 1)
+	var peakRSS atomic.Int64
+	result := &steps.Result{Threads: threads}
 	var log io.Writer = logf
 	if e.opt.Verbose != nil {
 		log = io.MultiWriter(logf, e.opt.Verbose)
@@ -541,6 +560,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		},
 		RecipeDir: e.plan.Recipe.Dir(),
 		CacheDir:  e.opt.Cache.Root(),
+		Threads:   threads,
 		Progress: func(label string, done, total int64) {
 			if e.opt.OnProgress != nil {
 				e.opt.OnProgress(s.ID, label, done, total)
@@ -552,7 +572,13 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		if sc.ExecDir != "" {
 			dir = sc.ExecDir
 		}
-		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir})
+		if env == nil {
+			env = os.Environ()
+		}
+		// Last wins: the grant overrides a thread count inherited from the
+		// user's shell, which would oversubscribe the other steps' cores.
+		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env)...)
+		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
 	}
 	for _, in := range ins {
 		sc.Inputs = append(sc.Inputs, steps.Input{StepID: in.StepID, Kind: in.Kind, Dir: in.Dir, Result: in.Result})
@@ -572,7 +598,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 				if err := emptyDir(tmp); err != nil {
 					return proc.Permanent(err)
 				}
-				sc.Result = &steps.Result{}
+				sc.Result = &steps.Result{Threads: threads}
 				result = sc.Result
 			}
 			return kind.Run(ctx, sc)
@@ -581,6 +607,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		runErr = kind.Run(ctx, sc)
 	}
 	if runErr == nil {
+		e.stats().Observe(statsKey(e.plan, s.ID), runstats.Step{Kind: s.Kind, DurationNS: int64(time.Since(started)),
+			PeakRSS: peakRSS.Load(), ModelBytes: e.modelBytes(ctx, false)})
+		result.PeakRSS = peakRSS.Load()
 		for _, t := range tools {
 			result.SetVersion(t.Name, t.Version)
 			if t.StandIn {
