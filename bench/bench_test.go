@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -540,4 +541,28 @@ func atoi(t *testing.T, s string) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// demo-overhead breaks edgepipe's -j 1 time into the parts of its own work
+// (the overhead event) next to the tools'; here on the stand-ins.
+func TestDemoOverheadBreaksDownOwnShare(t *testing.T) {
+	e := testEnv(t)
+	dir := t.TempDir()
+	if err := writeTinyProject(dir, "tiny", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := measureOverhead(context.Background(), e, filepath.Join(dir, "recipe.yaml"), e.standinEnv(filepath.Join(dir, "cache")), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keys(res)
+	for _, key := range []string{"j1_tools_s", "j1_hash_outputs_s", "j1_publish_s", "j1_keys_s", "j1_own_s"} {
+		v, err := strconv.ParseFloat(k[key], 64)
+		if err != nil || v < 0 {
+			t.Errorf("%s=%q, want a duration (line: %s)", key, k[key], res.line())
+		}
+	}
+	if v, _ := strconv.ParseFloat(k["j1_tools_s"], 64); v <= 0 {
+		t.Errorf("no time in the tools: %s", res.line())
+	}
 }

@@ -92,7 +92,7 @@ func (r *reporter) event(ev event.Event) {
 		fmt.Fprintln(r.env.Stdout, string(b))
 		return
 	}
-	if r.quiet && ev.Type != event.Failed && ev.Type != event.PushFailed {
+	if ev.Type == event.Overhead || (r.quiet && ev.Type != event.Failed && ev.Type != event.PushFailed) {
 		return
 	}
 	line := r.line(ev)

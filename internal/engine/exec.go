@@ -86,6 +86,9 @@ type Engine struct {
 	statsOnce  sync.Once
 	statsStore *runstats.Store
 	modelSize  atomic.Int64 // model.source's bytes, once fetched
+
+	phaseMu   sync.Mutex
+	phaseSums map[string]time.Duration
 }
 
 // NewEngine prepares a plan for running.
@@ -176,7 +179,9 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 			Estimate: e.stats().Duration(statsKey(e.plan, s.ID)),
 			Run: func(ctx context.Context) error {
 				if s.Kind == "publish" {
+					done := e.phase(PhasePublish)
 					pr, err := e.publish(ctx, s)
+					done()
 					if pr != nil {
 						pubMu.Lock()
 						if pr.Gate != nil {
@@ -230,6 +235,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	// Only steers later runs' scheduling: a failure to save is no failure
 	// of this run.
 	_ = e.stats().Save()
+	e.emit(event.Event{Type: event.Overhead, Phases: e.phases()})
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -419,7 +425,10 @@ func (e *Engine) runStep(ctx context.Context, s *plan.Step) error {
 }
 
 func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
-	if _, ok, err := e.external(s); ok || err != nil {
+	doneExternal := e.phase(PhaseSourceDigest)
+	_, ok, err := e.external(s)
+	doneExternal()
+	if ok || err != nil {
 		if err == nil {
 			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
 		} else {
@@ -449,13 +458,18 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 	var tools []*tools.Tool
 	for attempt := 0; ; attempt++ {
 		var err error
+		done := e.phase(PhaseKeys)
 		key, tools, err = e.key(ctx, s)
+		done()
 		if err != nil {
 			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 			return err
 		}
 		if _, uncached := kind.(steps.Uncached); !uncached {
-			if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
+			done := e.phase(PhaseLookup)
+			out, hit, err := e.lookup(s, key, tools)
+			done()
+			if err != nil || hit {
 				if hit {
 					e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
 					e.record(out)
@@ -466,7 +480,9 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 		// The step runs: the cached outputs it reads must be the bytes
 		// their steps wrote. One that is not is rebuilt, which may change
 		// this step's key.
+		done = e.phase(PhaseVerifyInputs)
 		rebuilt, err := e.verifyInputs(ctx, s)
+		done()
 		if err != nil {
 			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 			return err
@@ -578,6 +594,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		// Last wins: the grant overrides a thread count inherited from the
 		// user's shell, which would oversubscribe the other steps' cores.
 		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env)...)
+		defer e.phase(PhaseTools)()
 		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
 	}
 	for _, in := range ins {
@@ -610,6 +627,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		e.stats().Observe(statsKey(e.plan, s.ID), runstats.Step{Kind: s.Kind, DurationNS: int64(time.Since(started)),
 			PeakRSS: peakRSS.Load(), ModelBytes: e.modelBytes(ctx, false)})
 		result.PeakRSS = peakRSS.Load()
+		if probe := result.Metrics[steps.MetricBandwidthProbeSeconds]; probe > 0 {
+			e.addPhase(PhaseBandwidthProbe, time.Duration(probe*float64(time.Second)))
+		}
 		for _, t := range tools {
 			result.SetVersion(t.Name, t.Version)
 			if t.StandIn {
@@ -640,6 +660,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		}
 		return fmt.Errorf("step %s: keep its log: %w", s.ID, err)
 	}
+	doneCommit := e.phase(PhaseCommit)
 	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,
 		Duration: time.Since(started), Tools: toolVersions(tools)})
 	if err != nil {
@@ -647,6 +668,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	}
 	committed = true
 	out, err := e.fromEntry(s, ent)
+	doneCommit()
 	if err != nil {
 		return err
 	}
