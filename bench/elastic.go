@@ -18,7 +18,7 @@ var elasticBench = benchmark{
 	about: func(e *env) string {
 		return "a DAG of user steps that really burn CPU with the threads they are granted (EDGEPIPE_THREADS): one long " +
 			"single-threaded step beside chains of 1-thread and 1..2-thread steps whose CPU sums to less than the long one, at -j 2; " +
-			"ratio = wall / critical path (the long step's burn run alone, same run), with the durations the previous run recorded; "+
+			"ratio = wall / critical path (the long step's burn run alone, same run), with the durations the previous run recorded; " +
 			"first_run_ratio without them; rigid_ratio is the same DAG with every step " +
 			"weighing its maximum (the scheduling before elastic grants); goal ratio <= 1.15"
 	},

@@ -39,6 +39,7 @@ var benchmarks = []benchmark{
 	noopRerunBench,
 	schedulerBench,
 	elasticBench,
+	scaleBench,
 	hashBench,
 	demoOverheadBench,
 	demoRerunBench,
