@@ -106,7 +106,9 @@ func (bench) Resources(p any) Resources {
 	// Every core, so the scheduler runs it alone: a measurement sharing
 	// the cores with a conversion measures the conversion. Memory: the
 	// bandwidth probe's buffer and the model loaded by its runtime.
-	return Resources{Cores: runtime.NumCPU(), MemoryMB: int64(ParamsOf[BenchParams](p).ProbeMiB) + 2048}
+	// Its runtime keeps its own OpenMP wait policy: the step measures
+	// tokens/s as a user running the runtime would see them.
+	return Resources{Cores: runtime.NumCPU(), MemoryMB: int64(ParamsOf[BenchParams](p).ProbeMiB) + 2048, OwnWaitPolicy: true}
 }
 
 // benchSamples are the raw timings kept beside the result, warm-up runs

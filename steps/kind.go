@@ -64,6 +64,10 @@ type Resources struct {
 	// ran on a model of about that size, when it has one.
 	MemoryMB    int64
 	ModelFactor float64
+	// OwnWaitPolicy leaves OpenMP's wait policy to the tool instead of
+	// OMP_WAIT_POLICY=PASSIVE (see ThreadEnv): for steps that measure
+	// speed as users would see it.
+	OwnWaitPolicy bool
 	// Network marks steps whose failures may be transient and are retried.
 	Network bool
 }
@@ -165,9 +169,12 @@ func (sc *Context) NumThreads() int { return max(sc.Threads, 1) }
 // 2-core machine under load, a GPTQ-like column walk over a 1536x576 layer
 // took 4.1-4.5 s with 2 threads, 0.12-0.14 s with 1, and 0.09-0.15 s with
 // 2 threads and PASSIVE (issue 18's "18x slower with two threads").
-func ThreadEnv(threads int, inherited []string) []string {
+func ThreadEnv(threads int, inherited []string, ownWaitPolicy bool) []string {
 	n := strconv.Itoa(max(threads, 1))
 	env := []string{"EDGEPIPE_THREADS=" + n, "OMP_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n}
+	if ownWaitPolicy {
+		return env
+	}
 	for _, kv := range inherited {
 		if strings.HasPrefix(kv, "OMP_WAIT_POLICY=") {
 			return env

@@ -593,7 +593,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		}
 		// Last wins: the grant overrides a thread count inherited from the
 		// user's shell, which would oversubscribe the other steps' cores.
-		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env)...)
+		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env, kind.Resources(s.Params).OwnWaitPolicy)...)
 		defer e.phase(PhaseTools)()
 		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
 	}
