@@ -20,6 +20,9 @@ import (
 
 const version = 1
 
+// forgetAfter is how long a step's record is kept without a new run.
+const forgetAfter = 90 * 24 * time.Hour
+
 // maxFileBytes caps the records file read back; past it, it starts over.
 const maxFileBytes = 16 << 20
 
@@ -132,6 +135,13 @@ func (s *Store) Save() error {
 	}
 	merged := load(s.path)
 	maps.Copy(merged, s.ours)
+	// Steps of recipes not run for a long time are forgotten, so the file
+	// every run reads stays small.
+	for k, st := range merged {
+		if time.Since(st.At) > forgetAfter {
+			delete(merged, k)
+		}
+	}
 	b, err := json.MarshalIndent(file{Version: version, Steps: merged}, "", " ")
 	if err != nil {
 		return err

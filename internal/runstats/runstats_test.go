@@ -61,3 +61,17 @@ func TestPeakRSSNearestSizeScaled(t *testing.T) {
 		t.Fatal("another kind's record was used")
 	}
 }
+
+func TestOldRecordsAreForgotten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "steps.json")
+	s := Open(path)
+	s.Observe("old/a", Step{Kind: "k", DurationNS: 1, At: time.Now().Add(-2 * forgetAfter)})
+	s.Observe("new/b", Step{Kind: "k", DurationNS: 2})
+	if err := s.Save(); err != nil {
+		t.Fatal(err)
+	}
+	r := Open(path)
+	if r.Duration("old/a") != 0 || r.Duration("new/b") != 2 {
+		t.Fatalf("records after save: %+v", r.all)
+	}
+}
