@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -32,6 +33,15 @@ var bufPool = sync.Pool{New: func() any {
 	}
 	return &s
 }}
+
+// mappedBytes counts the bytes this process hashed through mappings.
+var mappedBytes atomic.Int64
+
+// MappedBytes is how many file bytes this process has hashed through
+// memory mappings. Reading a mapping is no read(2), so /proc/PID/io's
+// rchar does not count them: whoever measures what a run read (the
+// noop-rerun benchmark) adds these.
+func MappedBytes() int64 { return mappedBytes.Load() }
 
 // File returns the sha256 (lowercase hex) and size of the file at path.
 func File(path string) (sha256hex string, size int64, err error) {

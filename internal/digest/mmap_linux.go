@@ -77,6 +77,7 @@ func hashMapped(f *os.File, size int64, progress func(done int64)) (sum string, 
 		}
 		h.Write(w.b)
 		n += int64(len(w.b))
+		mappedBytes.Add(int64(len(w.b)))
 		if err := unix.Munmap(w.b); err != nil {
 			return "", n, fmt.Errorf("unmap: %w", err)
 		}

@@ -235,7 +235,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	// Only steers later runs' scheduling: a failure to save is no failure
 	// of this run.
 	_ = e.stats().Save()
-	e.emit(event.Event{Type: event.Overhead, Phases: e.phases()})
+	e.emit(event.Event{Type: event.Overhead, Phases: e.phases(), MappedBytes: digest.MappedBytes()})
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}

@@ -20,6 +20,10 @@ type Event struct {
 	// in each part of edgepipe's own work and in the tools, summed over
 	// steps (engine.Phase*).
 	Phases map[string]float64 `json:"phases,omitempty"`
+	// MappedBytes, in the overhead event, are the file bytes the run
+	// hashed through memory mappings, which read(2) counters such as
+	// /proc/PID/io's rchar do not see.
+	MappedBytes int64 `json:"mapped_bytes,omitempty"`
 }
 
 // Event types.
