@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -304,8 +305,10 @@ func testEnv(t *testing.T) *env {
 		t.Fatal(buildErr)
 	}
 	scratch := t.TempDir()
+	// Shards of 8 MiB are over digest's mmap threshold, so the byte counts
+	// cover reads through mappings (counted from the overhead event).
 	return &env{
-		config:   config{root: root, tmp: scratch, reps: 2, slowReps: 1, noopBytes: 8 << 20, hashBytes: 4 << 20, schedSteps: 30},
+		config:   config{root: root, tmp: scratch, reps: 2, slowReps: 1, noopBytes: 32 << 20, hashBytes: 8 << 20, schedSteps: 30},
 		edgepipe: filepath.Join(buildDir, "edgepipe"),
 		standins: filepath.Join(buildDir, "standins"),
 		scratch:  scratch,
@@ -540,4 +543,28 @@ func atoi(t *testing.T, s string) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// demo-overhead breaks edgepipe's -j 1 time into the parts of its own work
+// (the overhead event) next to the tools'; here on the stand-ins.
+func TestDemoOverheadBreaksDownOwnShare(t *testing.T) {
+	e := testEnv(t)
+	dir := t.TempDir()
+	if err := writeTinyProject(dir, "tiny", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := measureOverhead(context.Background(), e, filepath.Join(dir, "recipe.yaml"), e.standinEnv(filepath.Join(dir, "cache")), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keys(res)
+	for _, key := range []string{"j1_tools_s", "j1_hash_outputs_s", "j1_publish_s", "j1_keys_s", "j1_own_s"} {
+		v, err := strconv.ParseFloat(k[key], 64)
+		if err != nil || v < 0 {
+			t.Errorf("%s=%q, want a duration (line: %s)", key, k[key], res.line())
+		}
+	}
+	if v, _ := strconv.ParseFloat(k["j1_tools_s"], 64); v <= 0 {
+		t.Errorf("no time in the tools: %s", res.line())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
@@ -127,12 +129,21 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 
 	e.logf("demo-overhead: timing %d cold runs of each side", e.slowReps)
 	var j1, j2, sh []time.Duration
+	phases := map[string][]float64{}
 	for range e.slowReps {
 		m, err := mustSucceed(ctx, edgepipe("--force", "-j", "1"))
 		if err != nil {
 			return res, demoColdRun{}, err
 		}
 		j1 = append(j1, m.wall)
+		ph, err := overheadPhases(m.stdout)
+		if err != nil {
+			return res, demoColdRun{}, err
+		}
+		ph["own_s"] = m.wall.Seconds() - ph["tools_s"] // everything that is not a tool running
+		for k, v := range ph {
+			phases[k] = append(phases[k], v)
+		}
 		if m, err = mustSucceed(ctx, shell); err != nil {
 			return res, demoColdRun{}, fmt.Errorf("the shell peer failed: %w", err)
 		}
@@ -152,6 +163,10 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	res.add("edgepipe_j2_s", t2)
 	res.add("shell_s", ts)
 	res.add("ratio_j2", t2.Seconds()/ts.Seconds())
+	// edgepipe's own share at -j 1, by part (the overhead event's sums).
+	for _, k := range slices.Sorted(maps.Keys(phases)) {
+		res.add("j1_"+k, medianFloat(phases[k]))
+	}
 	res.add("goal", "ratio<1.05,ratio_j2<1")
 	res.add("met", t1.Seconds()/ts.Seconds() < 1.05 && t2 < ts)
 	res.ratio = t1.Seconds() / ts.Seconds()
@@ -299,4 +314,30 @@ func rewriteCachePath(arg, peer string, produced map[string]bool) string {
 
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// overheadPhases reads the phases of the overhead event that ends a
+// `run --json`.
+func overheadPhases(stdout []byte) (map[string]float64, error) {
+	evs, err := events(stdout)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range slices.Backward(evs) {
+		if ev.Type == event.Overhead {
+			out := map[string]float64{}
+			maps.Copy(out, ev.Phases)
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("edgepipe run --json printed no %s event", event.Overhead)
+}
+
+func medianFloat(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }

@@ -17,7 +17,7 @@ var hashBench = benchmark{
 	name: "hash",
 	about: func(e *env) string {
 		return fmt.Sprintf("sha256 of a %s file in the page cache, edgepipe's digest.File vs `openssl dgst -sha256` (SHA extensions); "+
-			"ratio = openssl_s / edgepipe_s, goal >= 0.9", fmtBytes(e.hashBytes))
+			"ratio = openssl_s / edgepipe_s, goal >= 1.0", fmtBytes(e.hashBytes))
 	},
 	run: runHash,
 }
@@ -81,9 +81,12 @@ func runHash(ctx context.Context, e *env) (result, error) {
 	res.add("openssl_GBps", gbps(ssl))
 	res.add("edgepipe_cpu_s", median(oursCPU))
 	res.add("openssl_cpu_s", median(theirsCPU))
-	res.add("goal", "ratio>=0.9")
+	// On a busy machine the wall ratio moves with whoever else runs; the
+	// CPU each side spends does not, so it is printed too.
+	res.add("cpu_ratio", median(theirsCPU).Seconds()/median(oursCPU).Seconds())
+	res.add("goal", "ratio>=1.0")
 	ratio := ssl.Seconds() / ep.Seconds()
-	res.add("met", ratio >= 0.9)
+	res.add("met", ratio >= 1.0)
 	res.ratio = ratio
 	return res, nil
 }

@@ -41,6 +41,8 @@ type benchmark struct {
 var benchmarks = []benchmark{
 	noopRerunBench,
 	schedulerBench,
+	elasticBench,
+	scaleBench,
 	hashBench,
 	demoOverheadBench,
 	demoRerunBench,
@@ -49,6 +51,9 @@ var benchmarks = []benchmark{
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == burnArg {
+		os.Exit(burnMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code := mainErr(ctx, os.Args[1:], os.Stdout, os.Stderr)

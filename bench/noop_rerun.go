@@ -189,6 +189,13 @@ func cachedRun(ctx context.Context, c command) (measurement, error) {
 	if err != nil {
 		return m, err
 	}
+	// Files edgepipe hashed through mappings were read without read(2):
+	// its overhead event says how many bytes, and they count as read.
+	if mapped, err := mappedBytes(m.stdout); err == nil {
+		m.rchar += mapped
+	} else {
+		return m, err
+	}
 	counts, err := countEvents(m.stdout)
 	if err != nil {
 		return m, err
@@ -197,6 +204,20 @@ func cachedRun(ctx context.Context, c command) (measurement, error) {
 		return m, fmt.Errorf("expected every step cached, got %d started and %d cached", counts[event.Started], counts[event.Cached])
 	}
 	return m, nil
+}
+
+// mappedBytes is the mapped_bytes of a --json run's overhead event.
+func mappedBytes(out []byte) (int64, error) {
+	evs, err := events(out)
+	if err != nil {
+		return 0, err
+	}
+	for _, ev := range evs {
+		if ev.Type == event.Overhead {
+			return ev.MappedBytes, nil
+		}
+	}
+	return 0, fmt.Errorf("edgepipe run --json printed no %s event", event.Overhead)
 }
 
 // countEvents counts the event types of a --json run's output.

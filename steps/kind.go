@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
@@ -50,8 +51,23 @@ type HostRequirer interface {
 
 // Resources is a step's weight for the scheduler.
 type Resources struct {
+	// Cores is the most threads the step's tool can use well. With
+	// MinCores set (and under Cores) the step is elastic: it starts once
+	// MinCores are free and is granted what is free then, up to Cores;
+	// Context.Threads says how many, and the tool must be told.
 	Cores    int
-	MemoryMB int64
+	MinCores int
+	// MemoryMB is the step's memory weight: with ModelFactor set, the
+	// fixed part (interpreter, libraries, buffers), to which ModelFactor
+	// times the model's size (model.source's bytes) is added. The engine
+	// replaces the sum with the peak RSS measured the last time the kind
+	// ran on a model of about that size, when it has one.
+	MemoryMB    int64
+	ModelFactor float64
+	// OwnWaitPolicy leaves OpenMP's wait policy to the tool instead of
+	// OMP_WAIT_POLICY=PASSIVE (see ThreadEnv): for steps that measure
+	// speed as users would see it.
+	OwnWaitPolicy bool
 	// Network marks steps whose failures may be transient and are retried.
 	Network bool
 }
@@ -128,6 +144,43 @@ type Context struct {
 	ExecDir string
 	// RecipeDir is the folder of the recipe, for paths written relative to it.
 	RecipeDir string
+	// Threads is the number of cores the scheduler granted this run of
+	// the step (at least 1). Exec already tells every child through
+	// OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS and
+	// EDGEPIPE_THREADS; a tool with its own flag (llama.cpp's -t) must get
+	// it there too. It is recorded in the result, never in the cache key:
+	// the same step run with other threads makes the same output.
+	Threads int
+}
+
+// NumThreads is Threads, at least 1 (a Context built by hand has none).
+func (sc *Context) NumThreads() int { return max(sc.Threads, 1) }
+
+// ThreadEnv is the environment that tells a child process and the
+// libraries in it how many threads it may use. The Python helpers read
+// EDGEPIPE_THREADS for torch.set_num_threads and ONNX Runtime's intra-op
+// threads.
+//
+// It also sets OMP_WAIT_POLICY=PASSIVE unless inherited already sets a
+// policy. torch's libgomp spins at every barrier by default; GPTQ and AWQ
+// run thousands of tiny ops per layer, each ending at a barrier, and when
+// the two threads do not each have a core (another step, another program)
+// the spinning thread burns the time its peer needs: measured on this
+// 2-core machine under load, a GPTQ-like column walk over a 1536x576 layer
+// took 4.1-4.5 s with 2 threads, 0.12-0.14 s with 1, and 0.09-0.15 s with
+// 2 threads and PASSIVE (issue 18's "18x slower with two threads").
+func ThreadEnv(threads int, inherited []string, ownWaitPolicy bool) []string {
+	n := strconv.Itoa(max(threads, 1))
+	env := []string{"EDGEPIPE_THREADS=" + n, "OMP_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n}
+	if ownWaitPolicy {
+		return env
+	}
+	for _, kv := range inherited {
+		if strings.HasPrefix(kv, "OMP_WAIT_POLICY=") {
+			return env
+		}
+	}
+	return append(env, "OMP_WAIT_POLICY=PASSIVE")
 }
 
 // External is implemented by kinds whose output may be a folder that
@@ -193,6 +246,12 @@ type Result struct {
 	Facts map[string]string `json:"facts,omitempty"`
 	// Checks lists which validations ran and how they came out.
 	Checks []Check `json:"checks,omitempty"`
+	// Threads is the cores the step was granted when it ran (see
+	// Context.Threads); a cache hit shows the run that made the output.
+	Threads int `json:"threads,omitempty"`
+	// PeakRSS is the largest resident set, in bytes, of a tool the step
+	// ran (measured, like Threads, and in no key).
+	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // Perplexity is a model's perplexity on the evaluation text, scored with

@@ -14,18 +14,27 @@ import (
 // uploads, which must run every time.
 type runKind struct{}
 
-// RunParams are a run step's: the command, by argv.
+// RunParams are a run step's: the command, by argv, and how many threads
+// it can use. With max_threads over min_threads the step is elastic: it is
+// granted what is free when it starts, and told so in EDGEPIPE_THREADS and
+// OMP_NUM_THREADS (see Context.Threads).
 type RunParams struct {
-	Argv []string `json:"argv"`
+	Argv       []string `json:"argv"`
+	MinThreads int      `json:"min_threads"`
+	MaxThreads int      `json:"max_threads"`
 }
 
 func init() { Register(runKind{}) }
 
-func (runKind) Name() string            { return "run" }
-func (runKind) Version() int            { return 1 }
-func (runKind) NewParams() any          { return &RunParams{} }
-func (runKind) Tools(any) []string      { return nil }
-func (runKind) Resources(any) Resources { return Resources{Cores: 1} }
+func (runKind) Name() string       { return "run" }
+func (runKind) Version() int       { return 1 }
+func (runKind) NewParams() any     { return &RunParams{} }
+func (runKind) Tools(any) []string { return nil }
+func (runKind) Resources(p any) Resources {
+	rp := ParamsOf[RunParams](p)
+	hi := max(rp.MaxThreads, rp.MinThreads, 1)
+	return Resources{Cores: hi, MinCores: min(max(rp.MinThreads, 1), hi)}
+}
 
 // Uncached marks kinds that run every time and never enter the cache.
 type Uncached interface{ Uncached() }
@@ -38,6 +47,9 @@ func (runKind) Run(ctx context.Context, sc *Context) error {
 	argv := append([]string(nil), ParamsOf[RunParams](sc.Params).Argv...)
 	if len(argv) == 0 {
 		return fmt.Errorf("step %s: with.argv must be a non-empty list, e.g. argv: [python3, smoke.py, \"${my-target.outputs.model}\"]", sc.StepID)
+	}
+	if p := ParamsOf[RunParams](sc.Params); p.MinThreads < 0 || p.MaxThreads < 0 {
+		return fmt.Errorf("step %s: with.min_threads and with.max_threads must not be negative (got %d and %d)", sc.StepID, p.MinThreads, p.MaxThreads)
 	}
 	var expandErr error
 	for i, a := range argv {

@@ -250,13 +250,14 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 			return enc.Encode(pj)
 		}
 		fmt.Fprintf(env.Stdout, "recipe %s: %s, %s\n", pl.Recipe.Name, plural(len(pl.Recipe.Targets), "target"), plural(len(pl.Steps), "step"))
+		pred := eng.Predict(ctx)
 		for _, s := range pl.Steps {
 			st := status[s.ID]
 			needs := ""
 			if len(s.Needs) > 0 {
 				needs = " <- " + strings.Join(s.Needs, ", ")
 			}
-			fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s%s\n", st, s.ID, s.Kind, needs)
+			fmt.Fprintf(env.Stdout, "  [%-9s] %-32s %-14s %s%s\n", st, s.ID, s.Kind, engine.FormatPrediction(pred[s.ID]), needs)
 		}
 		printPlanNotes(env, pl)
 		return nil

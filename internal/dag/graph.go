@@ -9,19 +9,45 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Node is one unit of work in the graph.
 type Node struct {
 	ID    string
 	Needs []string // IDs that must finish "ok" before this node starts
-	// Cores is the node's share of the core budget; 0 means 1.
+	// Cores is the node's share of the core budget; 0 means 1. With
+	// MinCores set it is the most the node can use.
 	Cores int
+	// MinCores, when set and under Cores, makes the node elastic: it starts
+	// as soon as MinCores are free and is granted up to Cores of what is
+	// free then (Grant tells its Run how many). 0 means Cores.
+	MinCores int
 	// MemoryMB is the node's share of the memory budget; 0 means negligible.
 	MemoryMB int64
+	// Memory, when set, replaces MemoryMB: it is asked once, when the
+	// node's needs are done and it is first considered for starting, so a
+	// weight can depend on what they made (the model's size).
+	Memory func() int64
+	// Estimate is how long the node is expected to run (the last run of
+	// the same step, say); 0 means unknown, counted as UnknownEstimate.
+	// Ready nodes start longest remaining path first, so a long step is
+	// not left to start last.
+	Estimate time.Duration
 	// Run does the work. It must return promptly once ctx is canceled.
 	// A nil Run is a no-op, which is handy for grouping nodes.
 	Run func(ctx context.Context) error
+}
+
+// UnknownEstimate stands in for a node's Estimate when it has none: with no
+// estimates at all, priority is the number of nodes on the longest chain.
+const UnknownEstimate = time.Second
+
+func (n *Node) estimate() time.Duration {
+	if n.Estimate > 0 {
+		return n.Estimate
+	}
+	return UnknownEstimate
 }
 
 // CycleError reports a dependency cycle. Path is in data-flow order (an
@@ -42,8 +68,8 @@ type graph struct {
 	index      map[string]int
 	needs      [][]int // deduplicated
 	dependents [][]int
-	topo       []int // dependencies before dependents; smallest ID first among equals
-	priority   []int // longest path (in nodes) from this node to a sink
+	topo       []int           // dependencies before dependents; smallest ID first among equals
+	priority   []time.Duration // longest path (by Estimate) from this node to a sink
 }
 
 // Validate checks that IDs are unique and non-empty, every need names a
@@ -85,8 +111,8 @@ func build(nodes []Node) (*graph, error) {
 		case n.ID == "":
 			errs = append(errs, fmt.Errorf("node #%d has an empty ID", i+1))
 			continue
-		case n.Cores < 0:
-			errs = append(errs, fmt.Errorf("node %q: cores must not be negative, got %d", n.ID, n.Cores))
+		case n.Cores < 0 || n.MinCores < 0:
+			errs = append(errs, fmt.Errorf("node %q: cores must not be negative, got %d (least %d)", n.ID, n.Cores, n.MinCores))
 		case n.MemoryMB < 0:
 			errs = append(errs, fmt.Errorf("node %q: memory must not be negative, got %d MB", n.ID, n.MemoryMB))
 		}
@@ -118,14 +144,14 @@ func build(nodes []Node) (*graph, error) {
 	if err := g.sort(); err != nil {
 		return nil, err
 	}
-	g.priority = make([]int, len(nodes))
+	g.priority = make([]time.Duration, len(nodes))
 	for k := len(g.topo) - 1; k >= 0; k-- {
 		n := g.topo[k]
-		longest := 0
+		var longest time.Duration
 		for _, d := range g.dependents[n] {
 			longest = max(longest, g.priority[d])
 		}
-		g.priority[n] = longest + 1
+		g.priority[n] = longest + g.nodes[n].estimate()
 	}
 	return g, nil
 }

@@ -69,7 +69,11 @@ type Result struct {
 	Status     Status
 	Err        error
 	Start, End time.Time // zero when the node never started
-	BlockedBy  string    // for Skipped: the failed node that caused it
+	// Cores is what the node was granted when it started (0 if it never
+	// started); see Grant. MemoryMB is what it was charged.
+	Cores     int
+	MemoryMB  int64
+	BlockedBy string // for Skipped: the failed node that caused it
 	// Stopped marks a Skipped node that needs nothing that failed: it was
 	// not started because fail-fast stopped the run after BlockedBy failed.
 	Stopped bool
@@ -147,6 +151,17 @@ func Run(ctx context.Context, nodes []Node, opt Options) (map[string]*Result, er
 	return s.run(ctx)
 }
 
+type grantKey struct{}
+
+// Grant is the number of cores the scheduler granted the node whose Run
+// received ctx: its Cores, or for an elastic node (MinCores) what was free
+// when it started. A tool told to use more threads than this oversubscribes
+// the cores the scheduler handed to other nodes. 0 outside a Run.
+func Grant(ctx context.Context) int {
+	n, _ := ctx.Value(grantKey{}).(int)
+	return n
+}
+
 type completion struct {
 	node     int
 	err      error
@@ -166,6 +181,8 @@ type scheduler struct {
 	running   int
 	coresUsed int
 	memUsed   int64
+	granted   []int   // cores charged to each running node
+	memory    []int64 // each node's memory weight once known; -1 before
 
 	done        chan completion
 	trigger     int // first failure in fail-fast mode, -1 if none
@@ -185,12 +202,15 @@ func newScheduler(g *graph, opt Options) *scheduler {
 		results: make([]*Result, len(g.nodes)),
 		unmet:   make([]int, len(g.nodes)),
 		started: make([]bool, len(g.nodes)),
+		granted: make([]int, len(g.nodes)),
+		memory:  make([]int64, len(g.nodes)),
 		ready:   &readyHeap{g: g},
 		done:    make(chan completion, len(g.nodes)),
 		trigger: -1,
 	}
 	for i := range g.nodes {
 		s.results[i] = &Result{ID: g.ids[i], Status: Pending}
+		s.memory[i] = -1
 		s.unmet[i] = len(g.needs[i])
 		if s.unmet[i] == 0 {
 			s.ready.items = append(s.ready.items, i)
@@ -242,50 +262,86 @@ func (s *scheduler) run(ctx context.Context) (map[string]*Result, error) {
 // startReady starts ready nodes in priority order while the budget allows.
 // A node that does not fit now is passed over for smaller ones, except an
 // oversized node: everything waits for it so it is not starved.
+//
+// Elastic nodes are first admitted with their minimum, so that every ready
+// node that fits starts now rather than one taking every free core while
+// the next waits; the cores still free are then handed out in priority
+// order up to each node's maximum. A grant is fixed for the node's life
+// (a tool's thread count cannot change once it runs).
 func (s *scheduler) startReady(ctx context.Context) {
-	var passed []int
+	var passed, admit []int
+	free := s.opt.Cores - s.coresUsed
 	// Every node takes at least one core, so a full core budget ends the scan.
-	for s.ready.Len() > 0 && s.running < s.opt.Jobs && s.coresUsed < s.opt.Cores {
+	for s.ready.Len() > 0 && s.running+len(admit) < s.opt.Jobs && free > 0 {
 		n := heap.Pop(s.ready).(int)
-		cores, mem := s.weights(n)
+		lo, _, mem := s.weights(n)
 		// An oversized node starts only on an idle machine; once it runs, its
 		// weight alone exceeds the budget, so nothing starts next to it.
-		if s.oversized(cores, mem) {
-			if s.running > 0 {
+		if s.oversized(lo, mem) {
+			if s.running > 0 || len(admit) > 0 {
 				passed = append(passed, n)
 				break
 			}
-		} else if s.coresUsed+cores > s.opt.Cores || (s.opt.MemoryMB > 0 && s.memUsed+mem > s.opt.MemoryMB) {
+		} else if lo > free || (s.opt.MemoryMB > 0 && s.memUsed+mem > s.opt.MemoryMB) {
 			passed = append(passed, n)
 			continue
 		}
-		s.start(ctx, n, cores, mem)
+		admit = append(admit, n)
+		s.granted[n] = lo
+		s.memUsed += mem
+		free -= lo
+	}
+	for _, n := range admit {
+		_, hi, _ := s.weights(n)
+		if extra := min(hi-s.granted[n], free); extra > 0 {
+			s.granted[n] += extra
+			free -= extra
+		}
+	}
+	for _, n := range admit {
+		s.start(ctx, n)
 	}
 	for _, n := range passed {
 		heap.Push(s.ready, n)
 	}
 }
 
-func (s *scheduler) weights(n int) (cores int, mem int64) {
+// weights are a node's least and most cores and its memory.
+func (s *scheduler) weights(n int) (lo, hi int, mem int64) {
 	node := &s.g.nodes[n]
-	return max(node.Cores, 1), node.MemoryMB
+	hi = max(node.Cores, 1)
+	lo = hi
+	if node.MinCores > 0 && node.MinCores < hi {
+		lo = node.MinCores
+	}
+	if s.memory[n] < 0 {
+		s.memory[n] = node.MemoryMB
+		if node.Memory != nil {
+			s.memory[n] = max(node.Memory(), 0)
+		}
+	}
+	return lo, hi, s.memory[n]
 }
 
 func (s *scheduler) oversized(cores int, mem int64) bool {
 	return cores > s.opt.Cores || (s.opt.MemoryMB > 0 && mem > s.opt.MemoryMB)
 }
 
-func (s *scheduler) start(ctx context.Context, n, cores int, mem int64) {
+// start runs node n with the cores granted to it (its memory is already
+// charged by startReady).
+func (s *scheduler) start(ctx context.Context, n int) {
 	s.running++
-	s.coresUsed += cores
-	s.memUsed += mem
+	s.coresUsed += s.granted[n]
 	s.started[n] = true
 	r := s.results[n]
 	r.Status = Running
 	r.Start = time.Now()
+	r.Cores = s.granted[n]
+	r.MemoryMB = s.memory[n]
 	s.emit(Event{Type: EventStarted, ID: r.ID, Status: Running, Time: r.Start})
 
 	run := s.g.nodes[n].Run
+	ctx = context.WithValue(ctx, grantKey{}, s.granted[n])
 	go func() {
 		err := runNode(ctx, run)
 		s.done <- completion{
@@ -313,9 +369,9 @@ func runNode(ctx context.Context, run func(context.Context) error) (err error) {
 
 func (s *scheduler) finish(c completion, cancel context.CancelFunc) {
 	n := c.node
-	cores, mem := s.weights(n)
+	_, _, mem := s.weights(n)
 	s.running--
-	s.coresUsed -= cores
+	s.coresUsed -= s.granted[n]
 	s.memUsed -= mem
 
 	r := s.results[n]

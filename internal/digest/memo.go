@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -105,22 +104,19 @@ func (m *Memo) SetProgress(fn ProgressFunc) {
 }
 
 // progressReader counts bytes through to a ProgressFunc.
-type progressReader struct {
-	r           io.Reader
-	path        string
-	done, total int64
-	reported    int64
-	fn          ProgressFunc
+type progressReporter struct {
+	path     string
+	total    int64
+	reported int64
+	fn       ProgressFunc
 }
 
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.done += int64(n)
-	if p.done-p.reported >= progressEvery || (err == io.EOF && p.reported < p.done) {
-		p.reported = p.done
-		p.fn(p.path, p.done, p.total)
+// at reports every progressEvery bytes, and at the end.
+func (p *progressReporter) at(done int64) {
+	if done-p.reported >= progressEvery || (done >= p.total && p.reported < done) {
+		p.reported = done
+		p.fn(p.path, done, p.total)
 	}
-	return n, err
 }
 
 type hashCall struct {
@@ -304,11 +300,11 @@ func (m *Memo) hashAndRemember(abs string) *hashCall {
 			f.Close()
 			return &hashCall{err: fmt.Errorf("hash %s: not a regular file", abs)}
 		}
-		var r io.Reader = f
+		var progress func(int64)
 		if fn := m.progress.Load(); fn != nil && before.Size() >= progressMinBytes {
-			r = &progressReader{r: f, path: abs, total: before.Size(), fn: *fn}
+			progress = (&progressReporter{path: abs, total: before.Size(), fn: *fn}).at
 		}
-		sum, n, err := hashReader(r)
+		sum, n, err := hashOpenFile(f, before, progress)
 		m.bytesHashed.Add(n)
 		after, statErr := f.Stat()
 		f.Close()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/runstats"
 
 	"github.com/edgepipe/edgepipe/internal/tools"
 
@@ -80,6 +82,13 @@ type Engine struct {
 
 	fitsOnce sync.Once
 	fits     []edge.TargetFit
+
+	statsOnce  sync.Once
+	statsStore *runstats.Store
+	modelSize  atomic.Int64 // model.source's bytes, once fetched
+
+	phaseMu   sync.Mutex
+	phaseSums map[string]time.Duration
 }
 
 // NewEngine prepares a plan for running.
@@ -151,10 +160,17 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 		if len(only) > 0 && !only[s.ID] {
 			continue
 		}
-		cores, mem := 1, int64(0)
+		cores, minCores := 1, 0
+		var rsrc steps.Resources
 		if k, ok := steps.Lookup(s.Kind); ok {
-			r := k.Resources(s.Params)
-			cores, mem = r.Cores, r.MemoryMB
+			rsrc = k.Resources(s.Params)
+			cores, minCores = rsrc.Cores, rsrc.MinCores
+		}
+		// Weighed when ready: by then the source is fetched and its size
+		// known.
+		memory := func() int64 {
+			mb, _ := e.predictMemory(s.Kind, rsrc, e.modelBytes(ctx, false))
+			return mb
 		}
 		var needs []string
 		for _, n := range s.Needs {
@@ -162,10 +178,13 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 				needs = append(needs, n)
 			}
 		}
-		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MemoryMB: mem,
+		nodes = append(nodes, dag.Node{ID: s.ID, Needs: needs, Cores: cores, MinCores: minCores, Memory: memory,
+			Estimate: e.stats().Duration(statsKey(e.plan, s.ID)),
 			Run: func(ctx context.Context) error {
 				if s.Kind == "publish" {
+					done := e.phase(PhasePublish)
 					pr, err := e.publish(ctx, s)
+					done()
 					if pr != nil {
 						pubMu.Lock()
 						if pr.Gate != nil {
@@ -221,6 +240,10 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	if err := e.opt.Cache.Memo().Save(); err != nil {
 		res.Failed = append(res.Failed, fmt.Errorf("save the digest memo: %w", err))
 	}
+	// Only steers later runs' scheduling: a failure to save is no failure
+	// of this run.
+	_ = e.stats().Save()
+	e.emit(event.Event{Type: event.Overhead, Phases: e.phases(), MappedBytes: digest.MappedBytes()})
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -410,7 +433,10 @@ func (e *Engine) runStep(ctx context.Context, s *plan.Step) error {
 }
 
 func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
-	if _, ok, err := e.external(s); ok || err != nil {
+	doneExternal := e.phase(PhaseSourceDigest)
+	_, ok, err := e.external(s)
+	doneExternal()
+	if ok || err != nil {
 		if err == nil {
 			e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Message: "local folder"})
 		} else {
@@ -440,13 +466,18 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 	var tools []*tools.Tool
 	for attempt := 0; ; attempt++ {
 		var err error
+		done := e.phase(PhaseKeys)
 		key, tools, err = e.key(ctx, s)
+		done()
 		if err != nil {
 			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 			return err
 		}
 		if _, uncached := kind.(steps.Uncached); !uncached {
-			if out, hit, err := e.lookup(s, key, tools); err != nil || hit {
+			done := e.phase(PhaseLookup)
+			out, hit, err := e.lookup(s, key, tools)
+			done()
+			if err != nil || hit {
 				if hit {
 					e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
 					e.record(out)
@@ -457,7 +488,9 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 		// The step runs: the cached outputs it reads must be the bytes
 		// their steps wrote. One that is not is rebuilt, which may change
 		// this step's key.
+		done = e.phase(PhaseVerifyInputs)
 		rebuilt, err := e.verifyInputs(ctx, s)
+		done()
 		if err != nil {
 			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Message: err.Error()})
 			return err
@@ -523,7 +556,9 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	}
 	defer releaseScratch()
 
-	result := &steps.Result{}
+	threads := max(dag.Grant(ctx), 1)
+	var peakRSS atomic.Int64
+	result := &steps.Result{Threads: threads}
 	var log io.Writer = logf
 	if e.opt.Verbose != nil {
 		log = io.MultiWriter(logf, e.opt.Verbose)
@@ -549,6 +584,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		},
 		RecipeDir: e.plan.Recipe.Dir(),
 		CacheDir:  e.opt.Cache.Root(),
+		Threads:   threads,
 		Progress: func(label string, done, total int64) {
 			if e.opt.OnProgress != nil {
 				e.opt.OnProgress(s.ID, label, done, total)
@@ -560,7 +596,14 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		if sc.ExecDir != "" {
 			dir = sc.ExecDir
 		}
-		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir})
+		if env == nil {
+			env = os.Environ()
+		}
+		// Last wins: the grant overrides a thread count inherited from the
+		// user's shell, which would oversubscribe the other steps' cores.
+		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env, kind.Resources(s.Params).OwnWaitPolicy)...)
+		defer e.phase(PhaseTools)()
+		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
 	}
 	for _, in := range ins {
 		sc.Inputs = append(sc.Inputs, steps.Input{StepID: in.StepID, Kind: in.Kind, Dir: in.Dir, Result: in.Result})
@@ -580,7 +623,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 				if err := emptyDir(tmp); err != nil {
 					return proc.Permanent(err)
 				}
-				sc.Result = &steps.Result{}
+				sc.Result = &steps.Result{Threads: threads}
 				result = sc.Result
 			}
 			return kind.Run(ctx, sc)
@@ -589,6 +632,12 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		runErr = kind.Run(ctx, sc)
 	}
 	if runErr == nil {
+		e.stats().Observe(statsKey(e.plan, s.ID), runstats.Step{Kind: s.Kind, DurationNS: int64(time.Since(started)),
+			PeakRSS: peakRSS.Load(), ModelBytes: e.modelBytes(ctx, false)})
+		result.PeakRSS = peakRSS.Load()
+		if probe := result.Metrics[steps.MetricBandwidthProbeSeconds]; probe > 0 {
+			e.addPhase(PhaseBandwidthProbe, time.Duration(probe*float64(time.Second)))
+		}
 		for _, t := range tools {
 			result.SetVersion(t.Name, t.Version)
 			if t.StandIn {
@@ -619,6 +668,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		}
 		return fmt.Errorf("step %s: keep its log: %w", s.ID, err)
 	}
+	doneCommit := e.phase(PhaseCommit)
 	ent, err := e.opt.Cache.Commit(key, tmp, cache.Entry{Kind: s.Kind, StepID: s.ID,
 		Duration: time.Since(started), Tools: toolVersions(tools)})
 	if err != nil {
@@ -626,6 +676,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 	}
 	committed = true
 	out, err := e.fromEntry(s, ent)
+	doneCommit()
 	if err != nil {
 		return err
 	}

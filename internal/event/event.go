@@ -16,6 +16,14 @@ type Event struct {
 	Message string    `json:"message,omitempty"`
 	Path    string    `json:"path,omitempty"`
 	Key     string    `json:"cache_key,omitempty"`
+	// Phases, in the overhead event that ends a run, are the seconds spent
+	// in each part of edgepipe's own work and in the tools, summed over
+	// steps (engine.Phase*).
+	Phases map[string]float64 `json:"phases,omitempty"`
+	// MappedBytes, in the overhead event, are the file bytes the run
+	// hashed through memory mappings, which read(2) counters such as
+	// /proc/PID/io's rchar do not see.
+	MappedBytes int64 `json:"mapped_bytes,omitempty"`
 }
 
 // Event types.
@@ -36,4 +44,7 @@ const (
 	// Log is something the run says about a step that is not its state:
 	// an evicted corrupt cache entry, a rebuild.
 	Log = "log"
+	// Overhead ends a run: where its time went (Phases). The terminal
+	// output does not show it; --json does.
+	Overhead = "overhead"
 )

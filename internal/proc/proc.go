@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,11 @@ type Cmd struct {
 	Stdout  io.Writer
 	Timeout time.Duration // 0 means none
 	Grace   time.Duration // between SIGTERM and SIGKILL; 0 means 5s
+	// PeakRSS, when set, is raised to the child's peak resident set in
+	// bytes once it exits (wait4's ru_maxrss: the largest of the child and
+	// the descendants it waited for), so a step running several tools
+	// keeps the largest.
+	PeakRSS *atomic.Int64
 }
 
 const (
@@ -166,6 +172,11 @@ func Run(ctx context.Context, c Cmd) error {
 	state := cmd.ProcessState
 	if state == nil {
 		return fmt.Errorf("wait for %s: %w", toolName(c.Argv), waitErr)
+	}
+	if c.PeakRSS != nil {
+		rss := maxRSS(state)
+		for old := c.PeakRSS.Load(); rss > old && !c.PeakRSS.CompareAndSwap(old, rss); old = c.PeakRSS.Load() {
+		}
 	}
 	if state.Success() && !canceled && !timedOut {
 		if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,14 @@ func child(mode string, args []string) int {
 		}
 		code, _ := strconv.Atoi(args[0])
 		return code
+	case "alloc": // alloc MIB: touch MIB MiB of memory, then exit
+		n, _ := strconv.Atoi(args[0])
+		b := make([]byte, n<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		fmt.Println(len(b))
+		return 0
 	case "env": // env NAMES...: print NAME=value per name, then the working directory
 		for _, name := range args {
 			fmt.Printf("%s=%s\n", name, os.Getenv(name))
@@ -465,5 +474,22 @@ func TestQuoteArgv(t *testing.T) {
 	got := quoteArgv([]string{"llama-quantize", "in put.gguf", "", "Q4_K_M", "a$b"})
 	if want := `llama-quantize "in put.gguf" "" Q4_K_M "a$b"`; got != want {
 		t.Errorf("quoteArgv = %s, want %s", got, want)
+	}
+}
+
+// PeakRSS is raised to at least what the child touched, and kept at the
+// largest of several runs.
+func TestPeakRSS(t *testing.T) {
+	var peak atomic.Int64
+	for _, mib := range []string{"64", "8"} {
+		c := self("alloc", mib)
+		c.LogPath = filepath.Join(t.TempDir(), "log")
+		c.PeakRSS = &peak
+		if err := Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := peak.Load(); got < 64<<20 || got > 1<<30 {
+		t.Fatalf("peak RSS %d bytes after a child touched 64 MiB", got)
 	}
 }

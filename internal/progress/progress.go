@@ -114,7 +114,7 @@ func (r *Reporter) Event(ev event.Event) {
 		fmt.Fprintln(r.env.Stdout, string(b))
 		return
 	}
-	if r.Quiet && ev.Type != event.Failed && ev.Type != event.PushFailed {
+	if ev.Type == event.Overhead || (r.Quiet && ev.Type != event.Failed && ev.Type != event.PushFailed) {
 		return
 	}
 	if r.board == nil {

@@ -119,7 +119,7 @@ var fieldDocs = map[string]fieldDoc{
 	"StepSpec.ID":       {Key: true},
 	"StepSpec.Uses":     {Desc: "The kind of step to run, for example run (a command by argv, never through a shell)."},
 	"StepSpec.Needs":    {Desc: "Targets or steps that must finish first; a target name means its published folder.", Nullable: true},
-	"StepSpec.With":     {Desc: "The step's options; for run: argv, a list whose items may use ${NAME.outputs.OUTPUT}.", Nullable: true},
+	"StepSpec.With":     {Desc: "The step's options; for run: argv, a list whose items may use ${NAME.outputs.OUTPUT}, and min_threads/max_threads (the cores it may be granted, told in EDGEPIPE_THREADS).", Nullable: true},
 	"StepSpec.TimeoutS": {Desc: "Kill the step after this many seconds; 0 means the kind's default.", Min: zero},
 
 	"ToolchainOverride.Python": {Desc: "A Python interpreter that has the toolchain's packages."},

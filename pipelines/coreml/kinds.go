@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -77,7 +76,7 @@ func (coremlConvert) Tools(any) []string { return []string{ToolCoreMLConvert} }
 func (coremlConvert) Resources(any) steps.Resources {
 	// torch holds the fp32 model and its trace, coremltools a second copy
 	// of the graph while it converts and quantizes: a few GB for 135M.
-	return steps.Resources{Cores: 2, MemoryMB: 6144}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 2048, ModelFactor: 8}
 }
 
 func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
@@ -100,7 +99,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	args := append([]string{"--model", src.Dir, "--out", filepath.Join(sc.Out, CoreMLPackage),
 		"--context", strconv.Itoa(n), "--kv-cache", kv,
-		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}, wargs...)
+		"--threads", strconv.Itoa(sc.NumThreads())}, wargs...)
 	if err := sc.RunTool(ctx, ToolCoreMLConvert, args...); err != nil {
 		return err
 	}
@@ -149,7 +148,7 @@ func (coremlValidate) Tools(any) []string { return []string{ToolCoreMLValidate} 
 func (coremlValidate) Resources(any) steps.Resources {
 	// Two fp32 copies of the model (unconverted and simulated INT4) and
 	// the package's weights read back.
-	return steps.Resources{Cores: 2, MemoryMB: 4096}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6}
 }
 
 // coremlReport is coreml_validate.py's result line.
@@ -194,7 +193,7 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	args := append([]string{"--package", filepath.Join(pkg.Dir, pkg.Result.Files["model"]), "--model", src.Dir,
 		"--text", text, "--ctx", strconv.Itoa(p.Chunk),
-		"--threads", strconv.Itoa(min(2, runtime.NumCPU()))}, wargs...)
+		"--threads", strconv.Itoa(sc.NumThreads())}, wargs...)
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}

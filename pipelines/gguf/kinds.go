@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -37,9 +38,9 @@ type ConvertParams struct {
 func (ggufConvert) NewParams() any     { return &ConvertParams{} }
 func (ggufConvert) Tools(any) []string { return []string{toolchain.ToolConvertHF} }
 func (ggufConvert) Resources(any) steps.Resources {
-	// The converter holds the whole model in memory; a 135M model needs
-	// little, but the weight keeps two large conversions apart.
-	return steps.Resources{Cores: 1, MemoryMB: 4096}
+	// The converter holds the whole model in memory, with f32
+	// intermediates: about three times a bf16 checkpoint, plus Python.
+	return steps.Resources{Cores: 1, MemoryMB: 1024, ModelFactor: 3}
 }
 
 func (ggufConvert) Run(ctx context.Context, sc *steps.Context) error {
@@ -77,7 +78,7 @@ type QuantizeParams struct {
 func (ggufQuantize) NewParams() any     { return &QuantizeParams{} }
 func (ggufQuantize) Tools(any) []string { return []string{toolchain.ToolQuantize} }
 func (ggufQuantize) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 2048}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 512, ModelFactor: 2}
 }
 
 func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
@@ -96,8 +97,9 @@ func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if im, err := sc.Input(imatrix{}); err == nil {
 		args = append(args, "--imatrix", filepath.Join(im.Dir, im.Result.Files["imatrix"]))
 	}
-	// The thread count is fixed so the output is the same on every machine.
-	args = append(args, in, out, typ, "2")
+	// llama-quantize quantizes each row on one thread, so the thread count
+	// (the grant) changes how fast, never the bytes written.
+	args = append(args, in, out, typ, strconv.Itoa(sc.NumThreads()))
 	if err := sc.RunTool(ctx, toolchain.ToolQuantize, args...); err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ type ImatrixParams struct {
 func (imatrix) NewParams() any     { return &ImatrixParams{} }
 func (imatrix) Tools(any) []string { return []string{toolchain.ToolImatrix} }
 func (imatrix) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 2048}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 512, ModelFactor: 2}
 }
 
 func (imatrix) Run(ctx context.Context, sc *steps.Context) error {
@@ -180,7 +182,7 @@ func (imatrix) Run(ctx context.Context, sc *steps.Context) error {
 	out := filepath.Join(sc.Out, "imatrix.dat")
 	ctxLen := p.Chunk
 	args := []string{"-m", filepath.Join(f16.Dir, f16.Result.Files["model"]), "-f", text, "-o", out,
-		"-c", fmt.Sprint(ctxLen), "-b", fmt.Sprint(ctxLen), "-t", "2"}
+		"-c", fmt.Sprint(ctxLen), "-b", fmt.Sprint(ctxLen), "-t", fmt.Sprint(sc.NumThreads())}
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", fmt.Sprint(n))
 	}

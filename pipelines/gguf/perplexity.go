@@ -38,7 +38,7 @@ func (perplexity) Version() int       { return 3 }
 func (perplexity) NewParams() any     { return &PerplexityParams{} }
 func (perplexity) Tools(any) []string { return []string{toolchain.ToolPerplexity} }
 func (perplexity) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 2048}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 512, ModelFactor: 2}
 }
 
 const klBaseFile = "logits.kld"
@@ -51,7 +51,7 @@ func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
 	p := steps.ParamsOf[PerplexityParams](sc.Params)
 	ctxLen := p.Chunk
 	args := []string{"-m", filepath.Join(model.Dir, model.Result.Files["model"]),
-		"-c", strconv.Itoa(ctxLen), "-b", strconv.Itoa(ctxLen), "-t", "2"}
+		"-c", strconv.Itoa(ctxLen), "-b", strconv.Itoa(ctxLen), "-t", strconv.Itoa(sc.NumThreads())}
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}

@@ -125,11 +125,13 @@ func (p *QuantizeParams) check() error {
 func (llmcQuantize) NewParams() any     { return &QuantizeParams{} }
 func (llmcQuantize) Tools(any) []string { return []string{ToolLLMCQuantize} }
 func (llmcQuantize) Resources(any) steps.Resources {
-	// One core: llmc_quantize.py runs torch single-threaded (see its
-	// --threads), so a GPTQ and an AWQ target quantize side by side. An
-	// fp32 copy of the model, calibration activations and per-layer
-	// Hessians, plus torch itself: about 3 GB for 135M parameters.
-	return steps.Resources{Cores: 1, MemoryMB: 4096}
+	// One or two cores, as granted: two torch threads were 18x slower per
+	// layer only while libgomp spun at its barriers with the threads not
+	// each on a core; the executor sets OMP_WAIT_POLICY=PASSIVE (see
+	// steps.ThreadEnv), and then two threads beat one. An fp32 copy of the
+	// model, calibration activations and per-layer Hessians, plus torch
+	// itself: about 3 GB for 135M parameters.
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 2048, ModelFactor: 5}
 }
 
 func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
@@ -162,7 +164,7 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	args := []string{"--model", src.Dir, "--calibration", text, "--out", sc.Out,
 		"--scheme", scheme, "--group-size", strconv.Itoa(group),
 		"--samples", strconv.Itoa(p.Samples), "--seq-len", strconv.Itoa(seqLen), "--n-grid", strconv.Itoa(grid),
-		"--observer", p.Observer}
+		"--observer", p.Observer, "--threads", strconv.Itoa(sc.NumThreads())}
 	if p.Symmetric {
 		args = append(args, "--symmetric")
 	}
@@ -438,7 +440,7 @@ func (llmcPerplexity) NewParams() any     { return &steps.Eval{} }
 func (llmcPerplexity) Tools(any) []string { return []string{ToolLLMCPerplexity} }
 func (llmcPerplexity) Resources(any) steps.Resources {
 	// compressed-tensors unpacks the INT4 weights to fp32 on load.
-	return steps.Resources{Cores: 2, MemoryMB: 3072}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 3}
 }
 
 func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {

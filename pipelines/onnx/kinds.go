@@ -48,7 +48,7 @@ func (onnxExport) Tools(any) []string { return []string{ToolExport} }
 func (onnxExport) Resources(any) steps.Resources {
 	// The TorchScript exporter holds the fp32 model, its trace and the
 	// serialized graph at once: about 2.5 GB for 135M parameters.
-	return steps.Resources{Cores: 2, MemoryMB: 4096}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6}
 }
 
 func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
@@ -118,7 +118,7 @@ func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
 func (onnxQuantize) Tools(any) []string { return []string{ToolQuantize} }
 func (onnxQuantize) Resources(any) steps.Resources {
 	// The fp32 graph in memory plus the packed copy it builds.
-	return steps.Resources{Cores: 1, MemoryMB: 3072}
+	return steps.Resources{Cores: 1, MemoryMB: 1024, ModelFactor: 4}
 }
 
 // DefaultONNXBlockSize is the MatMulNBits block: 32 divides every width of
@@ -195,7 +195,7 @@ func (onnxValidate) NewParams() any     { return &ValidateParams{} }
 func (onnxValidate) Tools(any) []string { return []string{ToolValidate} }
 func (onnxValidate) Resources(any) steps.Resources {
 	// ONNX Runtime's session and the PyTorch reference model at once.
-	return steps.Resources{Cores: 2, MemoryMB: 4096}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6}
 }
 
 func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {

@@ -320,7 +320,7 @@ def main() -> int:
     import torch
     import coremltools as ct
 
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
     model = load_model(args.model)
 
     start = time.monotonic()

@@ -124,7 +124,7 @@ def main() -> int:
     from coremltools.converters.mil.mil import types
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
     checks = []
 
     def check(name, passed, detail):

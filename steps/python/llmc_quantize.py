@@ -52,9 +52,12 @@ def main() -> int:
     ap.add_argument("--observer", choices=["minmax", "mse"], default="minmax", help="how each group's range is chosen")
     ap.add_argument("--actorder", choices=["static", "group", "none"], default="static", help="GPTQ's column order")
     ap.add_argument("--rounding", choices=["gptq", "rtn"], default="gptq", help="AWQ: how the rescaled weights are rounded")
-    # GPTQ walks the columns one at a time with small tensor ops; with more than one
-    # thread each op pays OpenMP synchronisation, and on a loaded 2-core machine a
-    # 1536x576 layer took 34 s with 2 threads against 1.9 s with 1.
+    # GPTQ and AWQ run thousands of small tensor ops per layer, each ending at an
+    # OpenMP barrier where libgomp spins by default. On a 2-core machine with
+    # another process busy, a 1536x576 layer took 34 s with 2 threads against 1.9 s
+    # with 1: the spinning thread burned the core its descheduled peer needed.
+    # With OMP_WAIT_POLICY=PASSIVE (edgepipe sets it for every tool) two threads
+    # are faster than one, so edgepipe passes the cores it granted the step.
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: all cores)")
     args = ap.parse_args()
     if args.group_size <= 0 or args.samples <= 0 or args.seq_len < 8:

@@ -51,7 +51,7 @@ def main() -> int:
     import numpy as np
     import onnxruntime as ort
 
-    threads = args.threads or os.cpu_count() or 1
+    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1

@@ -58,7 +58,7 @@ def main() -> int:
     import torch
     from optimum.exporters.onnx import main_export
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
     task = "text-generation" if args.no_past else "text-generation-with-past"
     main_export(
         model_name_or_path=args.model,

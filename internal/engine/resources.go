@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/runstats"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Memory prediction basis, as shown by `plan`.
+const (
+	MemoryFixed    = "fixed"    // the kind's own weight, not tied to the model
+	MemoryModel    = "model"    // MemoryMB + ModelFactor x the model's bytes
+	MemoryMeasured = "measured" // the peak RSS of the kind's last run on a model of about this size
+	MemoryUnknown  = "unknown"  // the model's size is not known yet (not fetched): the kind's fixed part
+)
+
+// measuredHeadroom is added to a measured peak: ru_maxrss is one process's
+// peak, and a run on the same model may allocate a little differently.
+const measuredHeadroom = 1.15
+
+// Prediction is a step's expected cost before it runs.
+type Prediction struct {
+	MemoryMB   int64
+	Basis      string
+	ModelBytes int64
+	MinCores   int
+	MaxCores   int
+	Estimate   time.Duration // the step's last duration; 0 if never run
+}
+
+func (e *Engine) stats() *runstats.Store {
+	e.statsOnce.Do(func() {
+		path := ""
+		if e.opt.Cache != nil {
+			path = e.opt.Cache.Root() + "/records/steps.json"
+		}
+		e.statsStore = runstats.Open(path)
+	})
+	return e.statsStore
+}
+
+func statsKey(p *plan.Plan, id string) string { return runstats.Key(p.Recipe.Name, id) }
+
+// modelBytes is the size of the fetched model (model.source), or 0 while
+// it is not fetched. During a run it is known once the source step is
+// done; for `plan`, when the source is cached or a local folder.
+func (e *Engine) modelBytes(ctx context.Context, lookup bool) int64 {
+	if n := e.modelSize.Load(); n > 0 {
+		return n
+	}
+	for _, s := range e.plan.Steps {
+		if s.Kind != steps.Fetch.Name() {
+			continue
+		}
+		out := e.output(s.ID)
+		if out == nil && lookup {
+			out, _ = e.cached(ctx, s)
+		}
+		if out == nil {
+			return 0
+		}
+		var n int64
+		for _, f := range out.Files {
+			n += f.Size
+		}
+		e.modelSize.Store(n)
+		return n
+	}
+	return 0
+}
+
+// predictMemory weighs a step: the peak RSS its kind reached last time on
+// a model within a factor of two of this one (scaled to this size), else
+// the kind's formula from the model's size, else its fixed weight.
+func (e *Engine) predictMemory(kind string, r steps.Resources, modelBytes int64) (int64, string) {
+	if r.ModelFactor <= 0 {
+		return r.MemoryMB, MemoryFixed
+	}
+	if modelBytes <= 0 {
+		return r.MemoryMB, MemoryUnknown
+	}
+	if peak, ok := e.stats().PeakRSS(kind, modelBytes); ok {
+		return int64(float64(peak)*measuredHeadroom) >> 20, MemoryMeasured
+	}
+	return r.MemoryMB + int64(r.ModelFactor*float64(modelBytes))>>20, MemoryModel
+}
+
+// Predict says, for each step of the plan, the memory weight and cores the
+// scheduler will use and how long it took last time.
+func (e *Engine) Predict(ctx context.Context) map[string]Prediction {
+	mb := e.modelBytes(ctx, true)
+	out := map[string]Prediction{}
+	for _, s := range e.plan.Steps {
+		k, ok := steps.Lookup(s.Kind)
+		if !ok {
+			continue
+		}
+		r := k.Resources(s.Params)
+		mem, basis := e.predictMemory(s.Kind, r, mb)
+		hi := max(r.Cores, 1)
+		lo := hi
+		if r.MinCores > 0 && r.MinCores < hi {
+			lo = r.MinCores
+		}
+		out[s.ID] = Prediction{MemoryMB: mem, Basis: basis, ModelBytes: mb, MinCores: lo, MaxCores: hi,
+			Estimate: e.stats().Duration(statsKey(e.plan, s.ID))}
+	}
+	return out
+}
+
+// FormatPrediction is a step's prediction as `plan` shows it: memory and
+// its basis, then the cores it may be granted ("mem 1.8G model, 1-2 cores").
+func FormatPrediction(p Prediction) string {
+	if p.MaxCores == 0 { // publishing: edgepipe's own work, no kind
+		return fmt.Sprintf("%-29s", "-")
+	}
+	cores := fmt.Sprintf("%d cores", p.MaxCores)
+	if p.MinCores < p.MaxCores {
+		cores = fmt.Sprintf("%d-%d cores", p.MinCores, p.MaxCores)
+	} else if p.MaxCores == 1 {
+		cores = "1 core"
+	}
+	return fmt.Sprintf("mem %-5s %-8s %-9s", fmtMB(p.MemoryMB), p.Basis, cores)
+}
+
+func fmtMB(mb int64) string {
+	if mb < 1024 {
+		return fmt.Sprintf("%dM", mb)
+	}
+	return fmt.Sprintf("%.1fG", float64(mb)/1024)
+}
