@@ -187,6 +187,12 @@ func System(name string, tools []string, note string) Spec {
 	return Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note, FromPath: true}
 }
 
+// IsSystem reports whether name is a System toolchain (tools from PATH).
+func IsSystem(name string) bool {
+	s, err := Lookup(name)
+	return err == nil && s.FromPath
+}
+
 // Register adds a toolchain a format family brings.
 func Register(s Spec) {
 	regMu.Lock()
