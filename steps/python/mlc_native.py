@@ -309,6 +309,21 @@ def tokenizer_info(out):
     return {"token_postproc_method": "byte_fallback", "prepend_space_in_encode": True, "strip_space_in_decode": True}
 
 
+def active_vocab_size(model_dir):
+    """len(AutoTokenizer) as gen_config.py measures it: the base vocabulary plus the added tokens
+    it lacks, read from tokenizer.json (importing transformers costs a minute on a loaded machine)."""
+    with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    vocab = (tj.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict):
+        from transformers import AutoTokenizer
+
+        return len(AutoTokenizer.from_pretrained(model_dir, use_fast=True))
+    ids = set(vocab.values())
+    ids.update(t["id"] for t in tj.get("added_tokens", []))
+    return len(ids)
+
+
 def gen_config(args):
     if args.quantization not in QUANTIZATIONS:
         fail(f"quantization {args.quantization!r}: the native converter writes {', '.join(QUANTIZATIONS)}")
@@ -365,9 +380,7 @@ def gen_config(args):
         if chat[k] is None:
             chat[k] = v
     if os.path.exists(os.path.join(args.model, "tokenizer.json")):
-        from transformers import AutoTokenizer
-
-        chat["active_vocab_size"] = len(AutoTokenizer.from_pretrained(args.model, use_fast=True))
+        chat["active_vocab_size"] = active_vocab_size(args.model)
     with open(os.path.join(args.out, "mlc-chat-config.json"), "w", encoding="utf-8") as f:
         json.dump(chat, f, indent=2)
     print(json.dumps({"context_window_size": ctx, "tokenizer_files": chat["tokenizer_files"],
