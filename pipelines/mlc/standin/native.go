@@ -36,7 +36,7 @@ func init() {
 // mlcNative: mlc_native.py convert-weight|gen-config --model DIR --quantization Q --out DIR ...
 func mlcNative(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: mlc_native.py convert-weight|gen-config ...")
+		return errors.New("usage: mlc_native.py convert-weight|gen-config --model DIR --quantization Q --out DIR")
 	}
 	_, flags, err := standin.Args(args[1:])
 	if err != nil {
