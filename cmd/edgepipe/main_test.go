@@ -92,7 +92,8 @@ func exitCode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmd := exec.Command(path, args[2:]...)
 	cmd.Dir = ts.Getenv("WORK")
-	for _, k := range []string{"PATH", "HOME", "WORK", "EDGEPIPE_CACHE", "EDGEPIPE_TOOL_PATH", "TMPDIR"} {
+	for _, k := range []string{"PATH", "HOME", "WORK", "EDGEPIPE_CACHE", "EDGEPIPE_TOOL_PATH", "TMPDIR",
+		"EDGEPIPE_STANDIN_CHROMIUM_FLIP", "EDGEPIPE_STANDIN_CHROMIUM_HANG"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
 	var out strings.Builder

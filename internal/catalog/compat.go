@@ -9,7 +9,7 @@ import (
 
 // CanRun reports whether deviceID has a runtime that loads format. When it
 // does not, fix is a sentence naming what to use instead and why, e.g.
-// "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 weights, not GGUF".
+// "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 or q4f32_1 weights, not GGUF".
 func CanRun(deviceID, format string) (ok bool, fix string) {
 	d, found := Lookup(deviceID)
 	if !found {

@@ -30,6 +30,10 @@ type Device struct {
 	// compute in (Ampere: fp16, int8; Hopper adds fp8; Blackwell fp4);
 	// empty for other devices.
 	TensorCores []string `json:"tensor_cores,omitempty" yaml:"tensor_cores"`
+	// ShaderF16 says whether a WebGPU device's browser exposes the
+	// shader-f16 feature (WebLLM needs it for q4f16_1; without it the
+	// picker chooses q4f32_1); nil for devices that are not WebGPU.
+	ShaderF16 *bool `json:"shader_f16,omitempty" yaml:"shader_f16"`
 	// PreferredFormat is the format the domain brief's picker chooses for
 	// this device; compatibility fixes suggest it.
 	PreferredFormat string        `json:"preferred_format" yaml:"preferred_format"`

@@ -117,7 +117,7 @@ func TestVendorSpecs(t *testing.T) {
 		{"apple-m4", 120, 16, "macos", "apple-ane", "gguf-q4_k_m"},
 		{"apple-m3-max", 400, 48, "macos", "apple-ane", "gguf-q4_k_m"},
 		{"webgpu-m3-max", 400, 48, "browser", "webgpu", "mlc-q4f16_1"},
-		{"webgpu-android", 77, 12, "browser", "webgpu", "mlc-q4f16_1"},
+		{"webgpu-android", 77, 12, "browser", "webgpu", "mlc-q4f32_1"},
 		{"snapdragon-8-gen-3", 77, 12, "android", "qualcomm-hexagon", "qnn-"},
 		{"snapdragon-x-elite", 135, 16, "laptop", "qualcomm-hexagon", "qnn-"},
 		{"jetson-orin-nano-super", 102, 8, "jetson", "nvidia-jetson", "gguf-q4_k_m"},

@@ -79,9 +79,14 @@ func PickTarget(req PickRequest) (Pick, error) {
 		formats = []string{req.Format}
 	}
 	var cands []Candidate
+	skipped := map[string][]string{}
 	for _, dev := range rule.Devices {
 		for _, f := range formats {
 			if ok, _ := catalog.CanRun(dev, f); !ok {
+				continue
+			}
+			if why := lacksFeature(dev, f); why != "" && req.Format == "" {
+				skipped[dev] = append(skipped[dev], why)
 				continue
 			}
 			pred := Predict(req.Model, Request{Device: dev, Format: f, Context: req.Context, KVDtype: rule.KVDtype,
@@ -112,6 +117,7 @@ func PickTarget(req PickRequest) (Pick, error) {
 	if req.Format != "" && req.Format != rule.Formats[0] {
 		p.Reasons = append(p.Reasons, fmt.Sprintf("format %s as asked (--format); the domain brief's choice for %s is %s", req.Format, rule.Name, rule.Formats[0]))
 	}
+	p.Reasons = append(p.Reasons, skipped[c.Device]...)
 	for _, earlier := range cands[:chosen] {
 		p.Reasons = append(p.Reasons, fmt.Sprintf("not %s on %s: %s", earlier.Format, earlier.Device, firstFailure(earlier.Prediction)))
 	}
@@ -169,4 +175,17 @@ func (r platformRule) overrideFormat(format string) error {
 		}
 	}
 	return &FormatError{Msg: fmt.Sprintf("no %s device (%s) runs %s: %s", r.Name, strings.Join(r.Devices, ", "), format, fix)}
+}
+
+// lacksFeature says why a device's runtime cannot load a format it lists
+// in general (WebLLM's q4f16_1 needs the browser's shader-f16), or "".
+func lacksFeature(dev, format string) string {
+	if format != "mlc-q4f16_1" {
+		return ""
+	}
+	d, ok := catalog.Lookup(dev)
+	if !ok || d.ShaderF16 == nil || *d.ShaderF16 {
+		return ""
+	}
+	return fmt.Sprintf("not mlc-q4f16_1 on %s: its browsers cannot be counted on for shader-f16, which WebLLM needs for q4f16_1; mlc-q4f32_1 is what WebLLM serves without it (keep a server fallback, a GGUF behind the same OpenAI-compatible API, for browsers without WebGPU)", dev)
 }

@@ -16,7 +16,7 @@ func TestPickFollowsTheBrief(t *testing.T) {
 	}{
 		{"ios", "apple-a18", "coreml-int4", "f16"},
 		{"android", "snapdragon-8-gen-3", "qnn-w4a16", "f16"},
-		{"browser", "webgpu-android", "mlc-q4f16_1", "f16"},
+		{"browser", "webgpu-android", "mlc-q4f32_1", "f16"},
 		{"jetson-nano", "jetson-orin-nano-super", "gguf-q4_k_m", "f16"},
 		{"jetson-agx", "jetson-agx-orin", "trtllm-int4", "f16"}, // not the brief's NVFP4: Orin has no FP4/FP8 tensor cores
 		{"jetson-thor", "jetson-thor", "nvfp4", "fp8"},
@@ -68,7 +68,7 @@ func TestPickFallsBackToTheNextCandidate(t *testing.T) {
 	}{
 		{"browser: Android Chrome too slow, desktop fast enough",
 			PickRequest{Platform: "browser", Model: llama3Model(), MinTokensPerS: 20},
-			"webgpu-m3-max", "mlc-q4f16_1", "not mlc-q4f16_1 on webgpu-android: min_tokens_per_s 20 is out of reach"},
+			"webgpu-m3-max", "mlc-q4f16_1", "not mlc-q4f32_1 on webgpu-android: min_tokens_per_s 20 is out of reach"},
 		{"laptop: only the M3 Max reaches 25 tok/s",
 			PickRequest{Platform: "laptop", Model: llama3Model(), MinTokensPerS: 25},
 			"apple-m3-max", "gguf-q4_k_m", "not gguf-q4_k_m on apple-m4: min_tokens_per_s 25 is out of reach"},
@@ -108,7 +108,7 @@ func TestPickFormatOverride(t *testing.T) {
 	}
 	var fe *FormatError
 	if _, err := PickTarget(PickRequest{Platform: "browser", Model: smol, Format: "gguf-q4_k_m"}); !errors.As(err, &fe) ||
-		!strings.Contains(err.Error(), "use mlc-q4f16_1") {
+		!strings.Contains(err.Error(), "use mlc-q4f32_1") {
 		t.Errorf("GGUF in a browser: %v", err)
 	}
 	if _, err := PickTarget(PickRequest{Platform: "ios", Model: smol, Format: "gguf-q4km"}); !errors.As(err, &fe) ||

@@ -32,9 +32,9 @@ var platformRules = []platformRule{
 	},
 	{
 		Name: "browser", Summary: "web apps (WebGPU / WebLLM)",
-		Devices: []string{"webgpu-android", "webgpu-m3-max"}, Formats: []string{"mlc-q4f16_1"}, KVDtype: "f16",
+		Devices: []string{"webgpu-android", "webgpu-m3-max"}, Formats: []string{"mlc-q4f16_1", "mlc-q4f32_1"}, KVDtype: "f16",
 		Reasons: []string{
-			"browsers run models through WebGPU with WebLLM, which loads MLC q4f16_1 weights and does not accept GGUF (domain brief)",
+			"browsers run models through WebGPU with WebLLM, which loads MLC q4f16_1 weights (q4f32_1 where the browser has no shader-f16) and does not accept GGUF (domain brief)",
 			"checked on Chrome on an Android flagship first, the weakest browser that runs it; desktop browsers (an M3 Max) when it does not fit or is too slow there. Keep a server fallback behind the same OpenAI-compatible API for browsers without WebGPU (domain brief)",
 		},
 	},
@@ -104,7 +104,8 @@ var conversions = map[string]string{
 	"coreml-int4": "PyTorch -> coremltools ct.convert (mlprogram, iOS 18) -> linear_quantize_weights INT4, per block of 32 (converts on Linux; prediction needs macOS)",
 	"qnn-w4a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT4 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
 	"qnn-w8a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT8 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
-	"mlc-q4f16_1": "mlc_llm convert_weight --quantization q4f16_1 -> gen_config -> compile --device webgpu (the model library needs MLC's TVM)",
+	"mlc-q4f16_1": "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f16_1 -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM (mlc_llm compile --device webgpu)",
+	"mlc-q4f32_1": "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f32_1 (for browsers without shader-f16) -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM",
 	"gguf-q4_k_m": "convert_hf_to_gguf (F16) -> llama-quantize Q4_K_M -> llama-perplexity against the F16 baseline",
 	"trtllm-int4": "TensorRT-LLM INT4 engine, built on the target NVIDIA GPU",
 	"nvfp4":       "nvidia-modelopt NVFP4 quantization with an FP8 KV cache -> export_hf_checkpoint -> TensorRT Edge-LLM or vLLM",

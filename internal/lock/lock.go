@@ -49,7 +49,9 @@ func Resolve(ctx context.Context, eng *engine.Engine, pl *plan.Plan, cacheRoot, 
 	for _, t := range tools {
 		lt := lockfile.Tool{From: t.Origin, Identity: t.Identity}
 		name, fromToolchain := strings.CutPrefix(t.Origin, "toolchain ")
-		if !fromToolchain {
+		if !fromToolchain || toolchain.IsSystem(name) {
+			// A system package (Debian's chromium) has no lock of its own:
+			// its version is what the lock holds.
 			lt.Version = t.Version
 		} else if _, seen := l.Toolchains[name]; !seen {
 			inst, err := toolchain.Resolve(cacheRoot, name)

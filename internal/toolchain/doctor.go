@@ -31,6 +31,9 @@ func Doctor(cacheDir string) []ToolStatus {
 				if p, err := exec.LookPath(t); err == nil {
 					st.Found, st.Path = true, p
 					st.Version = toolVersion(context.Background(), p)
+					if spec.FromPath {
+						st.Version = stdoutVersion(p)
+					}
 					st.Note = ""
 				}
 				out = append(out, st)
@@ -86,6 +89,20 @@ func toolVersion(ctx context.Context, path string) string {
 	for _, l := range strings.Split(string(out), "\n") {
 		l = strings.TrimSpace(l)
 		if l != "" && !strings.HasPrefix(l, "load_backend") {
+			return l
+		}
+	}
+	return ""
+}
+
+// stdoutVersion is the first line a tool prints on stdout for --version
+// (Debian's chromium wrapper prints shell noise on stderr first).
+func stdoutVersion(path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "--version").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
 			return l
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -217,6 +218,18 @@ func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchai
 			return nil, "", "", "", err
 		}
 		return argv, identity, inst.Summary(), spec.Name, nil
+	}
+	for _, spec := range Specs() {
+		if spec.Kind == KindExternal && spec.FromPath && contains(spec.Tools, tool) {
+			if p, err := exec.LookPath(tool); err == nil {
+				version := stdoutVersion(p)
+				// A system package is identified by where it is and the
+				// version it reports: hashing a 250 MB browser per run
+				// would cost more than the step it serves.
+				sum := sha256.Sum256([]byte(p + "\n" + version))
+				return []string{p}, "sha256:" + hex.EncodeToString(sum[:]), version, spec.Name, nil
+			}
+		}
 	}
 	for _, spec := range Specs() {
 		if spec.Kind == KindExternal && contains(spec.Tools, tool) && spec.Note != "" {

@@ -48,6 +48,9 @@ type Spec struct {
 	Needs []string
 	// Note is shown by doctor (e.g. what the toolchain is for).
 	Note string
+	// FromPath lets an external toolchain's tools be found on PATH (a
+	// system package edgepipe's own files install, like Debian's chromium).
+	FromPath bool
 
 	pins []Pin // pinned downloads: one per platform for binaries
 }
@@ -175,6 +178,19 @@ func Python(name string, tools []string, note string) Spec {
 // which must say plainly what they need and that they were not run here.
 func External(name string, tools []string, note string) Spec {
 	return Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note}
+}
+
+// System declares tools that come from the operating system's packages
+// and are found on PATH when installed; the note says how to install them
+// (the Taskfile's toolchains task does on Debian).
+func System(name string, tools []string, note string) Spec {
+	return Spec{Name: name, Kind: KindExternal, Tools: tools, Note: note, FromPath: true}
+}
+
+// IsSystem reports whether name is a System toolchain (tools from PATH).
+func IsSystem(name string) bool {
+	s, err := Lookup(name)
+	return err == nil && s.FromPath
 }
 
 // Register adds a toolchain a format family brings.

@@ -10,31 +10,60 @@ import (
 	"github.com/edgepipe/edgepipe/internal/catalog"
 )
 
-// expandMLC: source -> mlc_llm convert_weight (shared by every context)
-// -> mlc_llm gen_config (per context and conversation template) ->
-// optionally mlc_llm compile --device webgpu (`with: {compile: true}`) ->
-// mlc-validate (the layout against the checkpoint's config).
+// expandMLC: source -> the weights (mlc-native-convert, or mlc_llm
+// convert_weight with `backend: mlc-llm`; shared by every context) -> the
+// model folder per context and conversation template (mlc-native-config or
+// mlc_llm gen_config; optionally mlc_llm compile --device webgpu) ->
+// checks: mlc-validate (the layout), mlc-gate (the shards read back,
+// dequantized into the unconverted model and scored against the
+// transformers baseline on the same tokens) and mlc-webgpu-check (the
+// shards decoded in Chromium on WebGPU, equal to what the gate scored).
 func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	q := f.Name[len("mlc-"):]
 	n := plan.TargetContext(t)
-	tmpl := "chatml"
 	opts := t.Options.(*Options)
-	if opts.ConvTemplate != nil && *opts.ConvTemplate != "" {
-		tmpl = *opts.ConvTemplate
+	tmpl := plan.Or(opts.ConvTemplate, "chatml")
+	if tmpl == "" {
+		tmpl = "chatml"
 	}
-	weights := add(&plan.Step{ID: "mlc-convert-weight:" + q, Kind: "mlc-convert-weight", Needs: []string{plan.SourceStepID},
-		Params: &WeightParams{Quantization: q}}, t.Name)
+	backend := plan.Or(opts.Backend, BackendNative)
 	suffix := fmt.Sprintf("%s@c%d", q, n)
 	if tmpl != "chatml" {
 		suffix += "+" + tmpl
 	}
-	model := add(&plan.Step{ID: "mlc-gen-config:" + suffix, Kind: "mlc-gen-config", Needs: []string{weights.ID, plan.SourceStepID},
-		Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
+	var weights, model *plan.Step
+	if backend == BackendMLCLLM {
+		weights = add(&plan.Step{ID: "mlc-convert-weight:" + q, Kind: "mlc-convert-weight", Needs: []string{plan.SourceStepID},
+			Params: &WeightParams{Quantization: q}}, t.Name)
+		model = add(&plan.Step{ID: "mlc-gen-config:" + suffix, Kind: "mlc-gen-config", Needs: []string{weights.ID, plan.SourceStepID},
+			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
+	} else {
+		weights = add(&plan.Step{ID: "mlc-native-convert:" + q, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID},
+			Params: &WeightParams{Quantization: q}}, t.Name)
+		model = add(&plan.Step{ID: "mlc-native-config:" + suffix, Kind: "mlc-native-config", Needs: []string{weights.ID, plan.SourceStepID},
+			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
+	}
 	if opts.Compile {
-		model = add(&plan.Step{ID: "mlc-compile:webgpu/" + suffix, Kind: "mlc-compile", Needs: []string{model.ID},
+		model = add(&plan.Step{ID: "mlc-compile:webgpu/" + model.ID[len("mlc-"):], Kind: "mlc-compile", Needs: []string{model.ID},
 			Params: &CompileParams{Device: "webgpu"}}, t.Name)
 	}
 	val := add(&plan.Step{ID: "mlc-validate:" + model.ID, Kind: "mlc-validate", Needs: []string{model.ID, plan.SourceStepID},
-		Params: &ValidateParams{Context: n}}, t.Name)
-	return model, []string{val.ID}
+		Params: &ValidateParams{Context: n, Quantization: q}}, t.Name)
+	checks := []string{val.ID}
+
+	baseline := plan.HFBaseline(r, t, add)
+	gid := "mlc-gate:" + weights.ID
+	if baseline.ID != plan.HFBaselineStepID {
+		gid += baseline.ID[len(plan.HFBaselineStepID):]
+	}
+	ev := plan.EvalOf(t.Quality.Perplexity)
+	gate := add(&plan.Step{ID: gid, Kind: "mlc-gate", Needs: []string{weights.ID, baseline.ID, plan.SourceStepID},
+		Params: &ev, Data: plan.EvalData(r)}, t.Name)
+	checks = append(checks, gate.ID)
+	if plan.Or(opts.WebGPUCheck, true) {
+		web := add(&plan.Step{ID: "mlc-webgpu-check:" + gate.ID, Kind: "mlc-webgpu-check", Needs: []string{weights.ID, gate.ID},
+			Params: &WebGPUParams{Quantization: q, TimeoutS: DefaultWebGPUTimeoutS, Page: PageDigest()}}, t.Name)
+		checks = append(checks, web.ID)
+	}
+	return model, checks
 }

@@ -1,8 +1,13 @@
-// Package mlc is the MLC format family (WebGPU / WebLLM): mlc_llm
-// convert_weight, gen_config and optionally compile --device webgpu, with a
-// structural check of the weight shards, tensor cache and config. mlc_llm is
-// not on PyPI, so edgepipe does not install it and its steps were not run
-// here (stand-ins in tests).
+// Package mlc is the MLC format family (WebGPU / WebLLM): q4f16_1 and
+// q4f32_1 weights (int4 per group of 32 with a float16 or float32 scale)
+// in MLC's tensor-cache layout, with mlc-chat-config.json and a WebLLM
+// model record. The weights are written by edgepipe's own converter
+// (`backend: native`, the default: mlc_native.py, which follows mlc_llm's
+// group quantization) or by mlc_llm itself (`backend: mlc-llm`, which
+// edgepipe cannot install). Either way the published shards are read back,
+// dequantized into the unconverted model and gated on perplexity, and
+// decoded again in Chromium by a WGSL kernel on real WebGPU, which must
+// give the same float32 weights bit for bit.
 package mlc
 
 import (
@@ -17,6 +22,16 @@ import (
 // matches them, so edgepipe cannot pin and install it from a lock.
 const Toolchain = "mlc"
 
+// BrowserToolchain is where Chromium comes from: the operating system's
+// package (Debian's chromium), installed by the Taskfile's toolchains task.
+const BrowserToolchain = "browser"
+
+// Backends of the MLC weight conversion.
+const (
+	BackendNative = "native"
+	BackendMLCLLM = "mlc-llm"
+)
+
 // Family is the MLC family, for registration.
 func Family() plan.Family {
 	return plan.Family{
@@ -25,22 +40,34 @@ func Family() plan.Family {
 			Labels: map[string]string{"mlc": "MLC"},
 			Formats: []catalog.Format{
 				{Name: "mlc-q4f16_1", Family: "mlc", BitsPerWeight: 4.5, BlockSize: 32, RunsHere: "partly",
-					Note: "MLC weights, int4 with an fp16 scale per 32; the weights convert here, the WebGPU model library needs the MLC TVM toolchain and a WebGPU browser to run"},
+					Note: "MLC weights, int4 with an fp16 scale per 32; WebLLM needs the browser's shader-f16 feature for it. Converted, gated and decoded on WebGPU (Chromium, SwiftShader) here; the WebGPU model library needs the MLC TVM toolchain"},
+				{Name: "mlc-q4f32_1", Family: "mlc", BitsPerWeight: 5, BlockSize: 32, RunsHere: "partly",
+					Note: "MLC weights, int4 with an fp32 scale per 32 (stored as bf16): what WebLLM serves to browsers without shader-f16. Converted, gated and decoded on WebGPU here; the model library needs the MLC TVM toolchain"},
 			},
 		},
 		Options: func(string) any { return &Options{} },
 		Expand:  expandMLC,
-		Kinds:   []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{}},
-		Toolchains: []toolchain.Spec{toolchain.External(Toolchain, []string{ToolMLCLLM},
-			"not installed by edgepipe (mlc_llm is not on PyPI): install the nightly CPU wheels with "+
-				"`pip install --pre -U -f https://mlc.ai/wheels mlc-llm-nightly-cpu mlc-ai-nightly-cpu` "+
-				"(https://llm.mlc.ai/docs/install/mlc_llm.html), then put mlc_llm on PATH or pass --tool-path; "+
-				"`mlc_llm compile --device webgpu` also needs emscripten and the MLC TVM web runtime")},
+		Kinds: []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{},
+			mlcNativeConvert{}, mlcNativeConfig{}, mlcGate{}, mlcWebGPUCheck{}},
+		Toolchains: []toolchain.Spec{
+			toolchain.External(Toolchain, []string{ToolMLCLLM},
+				"not installed by edgepipe (mlc_llm is not on PyPI): install the nightly CPU wheels with "+
+					"`pip install --pre -U -f https://mlc.ai/wheels mlc-llm-nightly-cpu mlc-ai-nightly-cpu` "+
+					"(https://llm.mlc.ai/docs/install/mlc_llm.html), then put mlc_llm on PATH or pass --tool-path; "+
+					"only MLC targets with `backend: mlc-llm` or `compile: true` use it; "+
+					"`mlc_llm compile --device webgpu` also needs emscripten and the MLC TVM web runtime"),
+			toolchain.System(BrowserToolchain, []string{ToolChromium},
+				"Chromium decodes MLC weights on WebGPU for the mlc-webgpu-check step: install Debian's package with "+
+					"`go tool task toolchains` (runs `apt-get install -y chromium` as root) or `apt-get install chromium`"),
+		},
+		ToolsFrom: map[string][]string{toolchain.Llama: {ToolNative, ToolGate}},
 	}
 }
 
 // Options are an MLC target's with: options.
 type Options struct {
-	ConvTemplate *string `yaml:"conv_template" doc:"The conversation template mlc_llm gen_config writes (default chatml)."`
+	Backend      *string `yaml:"backend" enum:"native,mlc-llm" doc:"Who writes the weights and mlc-chat-config.json: native (default: edgepipe's converter, which follows mlc_llm's group quantization; no mlc_llm needed) or mlc-llm (mlc_llm convert_weight and gen_config, which edgepipe cannot install)."`
+	ConvTemplate *string `yaml:"conv_template" doc:"The conversation template mlc-chat-config.json names (default chatml)."`
 	Compile      bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
+	WebGPUCheck  *bool   `yaml:"webgpu_check" doc:"Decode the published shards in headless Chromium on WebGPU and require the gate's weights bit for bit (default true; needs Debian's chromium)."`
 }

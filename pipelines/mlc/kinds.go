@@ -70,6 +70,9 @@ type CompileParams struct {
 type ValidateParams struct {
 	// Context is the context window the config must declare.
 	Context int `json:"context"`
+	// Quantization is the one the folder must hold (q4f16_1 when empty:
+	// plans saved before q4f32_1 existed).
+	Quantization string `json:"quantization,omitempty"`
 }
 
 func (mlcConvertWeight) NewParams() any { return &WeightParams{} }
@@ -150,7 +153,7 @@ func (mlcCompile) Resources(any) steps.Resources {
 }
 
 func (mlcCompile) Run(ctx context.Context, sc *steps.Context) error {
-	cfg, err := sc.Input(mlcGenConfig{})
+	cfg, err := firstInput(sc, mlcGenConfig{}, mlcNativeConfig{})
 	if err != nil {
 		return err
 	}
@@ -233,6 +236,7 @@ type mlcCache struct {
 			Name       string `json:"name"`
 			Shape      []int  `json:"shape"`
 			Dtype      string `json:"dtype"`
+			Format     string `json:"format"`
 			NBytes     int64  `json:"nbytes"`
 			ByteOffset int64  `json:"byteOffset"`
 		} `json:"records"`
@@ -286,7 +290,12 @@ func checkShards(ctx context.Context, dir string, cache *mlcCache) (problems []s
 				problems = append(problems, fmt.Sprintf("%s: bytes %d+%d outside %s", r.Name, r.ByteOffset, r.NBytes, sh.DataPath))
 			}
 			got[r.Name] = mlcTensorSpec{shape: r.Shape, dtype: r.Dtype}
-			total += r.NBytes
+			if r.Dtype == "float32" && r.Format == "f32-to-bf16" {
+				// tvmjs stores float32 as bfloat16 but counts 4 bytes in ParamBytes.
+				total += 2 * r.NBytes
+			} else {
+				total += r.NBytes
+			}
 		}
 	}
 	return problems, got, total, nil
@@ -296,16 +305,14 @@ func checkShards(ctx context.Context, dir string, cache *mlcCache) (problems []s
 // WebLLM will load, without WebGPU. The numbers it cannot check (the
 // model's outputs) are not claimed.
 func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
-	var model steps.Input
-	found := false
-	for _, kind := range []steps.Kind{mlcCompile{}, mlcGenConfig{}} {
-		if in, err := sc.Input(kind); err == nil {
-			model, found = in, true
-			break
-		}
+	model, err := firstInput(sc, mlcCompile{}, mlcGenConfig{}, mlcNativeConfig{})
+	if err != nil {
+		return err
 	}
-	if !found {
-		return fmt.Errorf("step %s needs an mlc-gen-config or mlc-compile step", sc.StepID)
+	vp := steps.ParamsOf[ValidateParams](sc.Params)
+	quant := vp.Quantization
+	if quant == "" {
+		quant = "q4f16_1"
 	}
 	src, err := sc.Input(steps.Fetch)
 	if err != nil {
@@ -333,7 +340,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 		add("tensors match the checkpoint's config", false, err.Error())
 		return nil
 	}
-	want := mlcQ4F16Llama(cfg)
+	want := mlcQ4Llama(cfg, scaleDtype(quant))
 	problems = nil
 	for name, w := range want {
 		g, ok := got[name]
@@ -355,7 +362,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 			cache.Metadata.ParamSize, cache.Metadata.ParamBytes, len(got), total))
 	}
 	add("tensors match the checkpoint's config", len(problems) == 0,
-		summarize(fmt.Sprintf("%d tensors: q_weight uint32 [out, in/8] and q_scale float16 [out, in/32] (group 32), qkv and gate_up fused", len(want)), problems))
+		summarize(fmt.Sprintf("%d tensors: q_weight uint32 [out, in/8] and q_scale %s [out, in/32] (group 32), qkv and gate_up fused", len(want), scaleDtype(quant)), problems))
 
 	// mlc-chat-config.json: the context and quantization the recipe asked for.
 	var chat struct {
@@ -366,9 +373,9 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err == nil {
 		err = json.Unmarshal(b, &chat)
 	}
-	wantCtx := steps.ParamsOf[ValidateParams](sc.Params).Context
-	add("mlc-chat-config.json", err == nil && chat.Quantization == "q4f16_1" && (wantCtx == 0 || chat.Context == wantCtx),
-		fmt.Sprintf("quantization %q, context_window_size %d (want q4f16_1, %d)%s", chat.Quantization, chat.Context, wantCtx, errText(err)))
+	wantCtx := vp.Context
+	add("mlc-chat-config.json", err == nil && chat.Quantization == quant && (wantCtx == 0 || chat.Context == wantCtx),
+		fmt.Sprintf("quantization %q, context_window_size %d (want %s, %d)%s", chat.Quantization, chat.Context, quant, wantCtx, errText(err)))
 	if model.Kind == "mlc-compile" {
 		err := checkWasm(filepath.Join(model.Dir, MLCWasm))
 		add("model library", err == nil, "model.wasm is a WebAssembly module"+errText(err))
@@ -418,26 +425,48 @@ func readHFLlamaConfig(dir string) (hfLlamaConfig, error) {
 	return c, nil
 }
 
-// mlcQ4F16Llama lists the tensors of MLC's Llama under q4f16_1
+// scaleDtype is the model dtype of an MLC q4 quantization: its scales'
+// and norms' dtype.
+func scaleDtype(quant string) string {
+	if quant == "q4f32_1" {
+		return "float32"
+	}
+	return "float16"
+}
+
+// firstInput is the input of the first of kinds the step has.
+func firstInput(sc *steps.Context, kinds ...steps.Kind) (steps.Input, error) {
+	var names []string
+	for _, k := range kinds {
+		if in, err := sc.Input(k); err == nil {
+			return in, nil
+		}
+		names = append(names, k.Name())
+	}
+	return steps.Input{}, fmt.Errorf("step %s needs an input from one of %s", sc.StepID, strings.Join(names, ", "))
+}
+
+// mlcQ4Llama lists the tensors of MLC's Llama under q4f16_1 or q4f32_1
 // (python/mlc_llm/model/llama): linear weights and the embedding become
-// q_weight/q_scale, norms stay float16, q/k/v and gate/up are fused.
-func mlcQ4F16Llama(c hfLlamaConfig) map[string]mlcTensorSpec {
+// q_weight/q_scale, norms stay in the model dtype, q/k/v and gate/up are
+// fused.
+func mlcQ4Llama(c hfLlamaConfig, dtype string) map[string]mlcTensorSpec {
 	out := map[string]mlcTensorSpec{}
 	quant := func(name string, rows, cols int) {
 		out[name+".q_weight"] = mlcTensorSpec{[]int{rows, (cols + 7) / 8}, "uint32"}
-		out[name+".q_scale"] = mlcTensorSpec{[]int{rows, (cols + 31) / 32}, "float16"}
+		out[name+".q_scale"] = mlcTensorSpec{[]int{rows, (cols + 31) / 32}, dtype}
 	}
 	quant("model.embed_tokens", c.Vocab, c.Hidden)
 	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
-		out[p+"input_layernorm.weight"] = mlcTensorSpec{[]int{c.Hidden}, "float16"}
-		out[p+"post_attention_layernorm.weight"] = mlcTensorSpec{[]int{c.Hidden}, "float16"}
+		out[p+"input_layernorm.weight"] = mlcTensorSpec{[]int{c.Hidden}, dtype}
+		out[p+"post_attention_layernorm.weight"] = mlcTensorSpec{[]int{c.Hidden}, dtype}
 		quant(p+"self_attn.qkv_proj", (c.Heads+2*c.KVHeads)*c.HeadDim, c.Hidden)
 		quant(p+"self_attn.o_proj", c.Hidden, c.Heads*c.HeadDim)
 		quant(p+"mlp.gate_up_proj", 2*c.Inter, c.Hidden)
 		quant(p+"mlp.down_proj", c.Hidden, c.Inter)
 	}
-	out["model.norm.weight"] = mlcTensorSpec{[]int{c.Hidden}, "float16"}
+	out["model.norm.weight"] = mlcTensorSpec{[]int{c.Hidden}, dtype}
 	if !c.TieEmbed {
 		quant("lm_head", c.Vocab, c.Hidden)
 	}

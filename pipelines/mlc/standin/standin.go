@@ -140,9 +140,10 @@ type mlcTensor struct {
 }
 
 func mlcConvertWeight(model, quant, out string, stdout io.Writer) error {
-	if quant != "q4f16_1" {
-		return fmt.Errorf("quantization %q: this stand-in implements q4f16_1 only", quant)
+	if quant != "q4f16_1" && quant != "q4f32_1" {
+		return fmt.Errorf("quantization %q: this stand-in implements q4f16_1 and q4f32_1 only", quant)
 	}
+	f32 := quant == "q4f32_1"
 	if st, err := os.Stat(model); err == nil && !st.IsDir() {
 		model = filepath.Dir(model)
 	}
@@ -191,10 +192,10 @@ func mlcConvertWeight(model, quant, out string, stdout io.Writer) error {
 				rows = append(rows, v[r*cols:(r+1)*cols])
 			}
 		}
-		qw, qs := Q4F16Quantize(rows, cols)
+		qw, qs, sdtype := quantizeRows(rows, cols, f32)
 		tensors = append(tensors,
 			mlcTensor{dst + ".q_weight", []int{len(rows), (cols + 7) / 8}, "uint32", qw},
-			mlcTensor{dst + ".q_scale", []int{len(rows), (cols + 31) / 32}, "float16", qs})
+			mlcTensor{dst + ".q_scale", []int{len(rows), (cols + 31) / 32}, sdtype, qs})
 		return nil
 	}
 	keep := func(dst, src string) error {
@@ -206,11 +207,8 @@ func mlcConvertWeight(model, quant, out string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", src, err)
 		}
-		b := make([]byte, 2*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint16(b[2*i:], F32ToF16(x))
-		}
-		tensors = append(tensors, mlcTensor{dst, append([]int(nil), t.Shape...), "float16", b})
+		b, dtype := encodeFloats(v, f32)
+		tensors = append(tensors, mlcTensor{dst, append([]int(nil), t.Shape...), dtype, b})
 		return nil
 	}
 	if err := quantize("model.embed_tokens", "model.embed_tokens.weight"); err != nil {
@@ -290,7 +288,11 @@ func writeMLCShards(out string, tensors []mlcTensor) (*MLCTensorCache, error) {
 			NBytes: int64(len(t.data)), ByteOffset: int64(len(cur))})
 		cur = append(cur, t.data...)
 		cache.Metadata.ParamSize++
-		cache.Metadata.ParamBytes += float64(len(t.data))
+		n := float64(len(t.data))
+		if t.dtype == "float32" {
+			n *= 2 // stored as bfloat16, counted as float32 (tvmjs)
+		}
+		cache.Metadata.ParamBytes += n
 	}
 	return cache, flush()
 }
@@ -696,4 +698,80 @@ func F16ToF32(h uint16) float32 {
 		return f
 	}
 	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// Q4F32Quantize is q4f32_1: Q4F16Quantize's grid with float32 arithmetic;
+// the float32 scales are returned as tvmjs stores them, as bfloat16.
+func Q4F32Quantize(rows [][]float32, cols int) (qweight, qscale []byte) {
+	const group, perWord, maxInt = 32, 8, 7
+	words := (cols + perWord - 1) / perWord
+	groups := (cols + group - 1) / group
+	qweight = make([]byte, 4*words*len(rows))
+	qscale = make([]byte, 2*groups*len(rows))
+	q := make([]uint32, words*perWord)
+	for r, row := range rows {
+		clear(q)
+		for g := 0; g < groups; g++ {
+			lo, hi := g*group, min((g+1)*group, cols)
+			var maxAbs float32
+			for _, w := range row[lo:hi] {
+				maxAbs = max(maxAbs, float32(math.Abs(float64(w))))
+			}
+			scale := maxAbs / maxInt
+			binary.LittleEndian.PutUint16(qscale[2*(r*groups+g):], F32ToBF16(scale))
+			for c := lo; c < hi; c++ {
+				v := float32(maxInt)
+				if scale != 0 {
+					v = row[c]/scale + maxInt
+				}
+				q[c] = uint32(min(max(math.RoundToEven(float64(v)), 0), 2*maxInt))
+			}
+		}
+		for w := 0; w < words; w++ {
+			var word uint32
+			for e := 0; e < perWord; e++ {
+				word |= q[w*perWord+e] << (4 * e)
+			}
+			binary.LittleEndian.PutUint32(qweight[4*(r*words+w):], word)
+		}
+	}
+	return qweight, qscale
+}
+
+// F32ToBF16 is tvmjs's f32-to-bf16: round to nearest even inside
+// bfloat16's range, truncation outside it.
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	limit := math.Float32frombits(math.Float32bits(math.MaxFloat32) >> 16 << 16)
+	if f < limit && f > -limit {
+		b += (b>>16)&1 + 0x7fff
+	}
+	return uint16(b >> 16)
+}
+
+// quantizeRows is q4f16_1 or (f32) q4f32_1, with the scales' dtype.
+func quantizeRows(rows [][]float32, cols int, f32 bool) (qweight, qscale []byte, dtype string) {
+	if f32 {
+		qw, qs := Q4F32Quantize(rows, cols)
+		return qw, qs, "float32"
+	}
+	qw, qs := Q4F16Quantize(rows, cols)
+	return qw, qs, "float16"
+}
+
+// encodeFloats stores unquantized weights in the model dtype: float16, or
+// float32 as tvmjs writes it (bfloat16 bytes).
+func encodeFloats(v []float32, f32 bool) ([]byte, string) {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		if f32 {
+			binary.LittleEndian.PutUint16(b[2*i:], F32ToBF16(x))
+		} else {
+			binary.LittleEndian.PutUint16(b[2*i:], F32ToF16(x))
+		}
+	}
+	if f32 {
+		return b, "float32"
+	}
+	return b, "float16"
 }

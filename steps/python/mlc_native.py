@@ -1,0 +1,411 @@
+"""edgepipe's native MLC weight converter: what `mlc_llm convert_weight` and `mlc_llm gen_config`
+write, for the Llama architecture, without mlc_llm (which is not a registry package).
+
+    python mlc_native.py convert-weight --model DIR --quantization q4f16_1|q4f32_1 --out DIR
+    python mlc_native.py gen-config --model DIR --quantization Q --conv-template chatml \
+        --context-window-size N --out DIR
+
+This is not mlc_llm: it follows mlc_llm's code as of mlc-ai/mlc-llm commit
+79d603f085f50500e9509fa01785ffa7ecfaaa93 and apache/tvm commit
+0906717357f5a377dc43cb162ba2a731fe06c2da, file by file:
+
+  * python/mlc_llm/quantization/quantization.py: q4f16_1 and q4f32_1 are GroupQuantize with
+    group_size 32, int4 in uint32 storage, linear_weight_layout "NK", the embedding and the
+    final fc quantized too; model_dtype float16 (q4f16_1) or float32 (q4f32_1).
+  * python/mlc_llm/quantization/group_quantization.py (GroupQuantize._quantize): per group of
+    32 along the input axis, max_abs in the model dtype, scale = max_abs / 7, q = clamp(round(
+    w / scale + 7), 0, 14), all in the model dtype; pack_weight (quantization/utils.py) puts
+    element r of a word at bits 4r..4r+3. q_weight is uint32 [out, in/8], q_scale [out, in/32].
+  * python/mlc_llm/loader/standard_loader.py + model/llama/llama_loader.py: q/k/v concatenate
+    (axis 0) into self_attn.qkv_proj, gate/up into mlp.gate_up_proj, then astype(model dtype);
+    rotary_emb.inv_freq is unused; the rest maps 1:1.
+  * python/mlc_llm/loader/huggingface_loader.py (_loading_order): parameters come out in the
+    order of the checkpoint's tensor names (safe_open(...).keys(), or the index's weight_map),
+    each MLC parameter when the first of its source tensors comes up.
+  * python/mlc_llm/interface/convert_weight.py + tvm python/tvm/contrib/tvmjs.py
+    (dump_tensor_cache, encode_format "f32-to-bf16", shard cap 32 MiB): raw shards named
+    params_shard_N.bin, a new shard when the pending bytes plus the next tensor reach the cap,
+    a tensor of half the cap or more in a shard of its own; float32 tensors are stored as
+    bfloat16 (round to nearest even); tensor-cache.json (indent 4) with each shard's md5sum and
+    metadata {ParamSize, ParamBytes, BitsPerParam}.
+  * python/mlc_llm/interface/gen_config.py + protocol/mlc_chat_config.py: mlc-chat-config.json.
+
+What could not be checked byte for byte without mlc_llm and TVM: TVM's compiled CPU kernel is
+assumed to round every float16 operation (as LLVM's half legalization does, and as torch does
+here); a group whose weights are all zero has scale 0 and q = NaN in TVM (stored here as 7,
+which dequantizes to 0 like any code would); mlc-chat-config.json's field order and the
+parts of it that come from mlc_llm's registries (the conversation template, tokenizer_info).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+
+QUANTIZATIONS = {
+    # name: model dtype (the dtype of the scales, the norms and the arithmetic)
+    "q4f16_1": "float16",
+    "q4f32_1": "float32",
+}
+GROUP = 32
+PER_WORD = 8  # uint32 storage / int4
+MAX_INT = 7
+SHARD_CAP = 32 << 20
+
+TOKENIZER_FILES = ["tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt",
+                   "added_tokens.json", "tokenizer_config.json"]
+
+
+def fail(msg):
+    print(f"mlc_native: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_config(model_dir):
+    path = os.path.join(model_dir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except OSError as e:
+        fail(f"the checkpoint has no readable config.json ({e})")
+    if cfg.get("model_type") != "llama":
+        fail(f"model type {cfg.get('model_type')!r}: the native MLC converter knows the llama architecture "
+             "only; use `with: {backend: mlc-llm}` with mlc_llm installed for other architectures")
+    return cfg
+
+
+def source_tensors(model_dir):
+    """[(torch name, file)] in the order mlc_llm's HuggingFaceLoader walks them."""
+    from safetensors import safe_open
+
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        return [(name, os.path.join(model_dir, path)) for name, path in weight_map.items()]
+    single = os.path.join(model_dir, "model.safetensors")
+    if not os.path.exists(single):
+        fail(f"no model.safetensors or model.safetensors.index.json in {model_dir}")
+    with safe_open(single, framework="pt", device="cpu") as f:
+        return [(name, single) for name in f.keys()]
+
+
+def param_map(cfg, present):
+    """MLC parameter -> its source tensors (mlc_llm's standard HF loader for Llama)."""
+    out = {}
+    layers = cfg["num_hidden_layers"]
+    for i in range(layers):
+        a, m = f"model.layers.{i}.self_attn", f"model.layers.{i}.mlp"
+        out[f"{a}.qkv_proj.weight"] = [f"{a}.q_proj.weight", f"{a}.k_proj.weight", f"{a}.v_proj.weight"]
+        out[f"{m}.gate_up_proj.weight"] = [f"{m}.gate_proj.weight", f"{m}.up_proj.weight"]
+    out["model.embed_tokens.weight"] = ["model.embed_tokens.weight"]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        for n in ("input_layernorm.weight", "post_attention_layernorm.weight",
+                  "self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            out[p + n] = [p + n]
+    out["model.norm.weight"] = ["model.norm.weight"]
+    if not cfg.get("tie_word_embeddings", False):
+        out["lm_head.weight"] = ["lm_head.weight"]
+    missing = sorted({s for srcs in out.values() for s in srcs} - present)
+    if missing:
+        fail(f"the checkpoint lacks {len(missing)} tensors MLC's Llama needs, e.g. {missing[0]}")
+    return out
+
+
+def loading_order(pmap, torch_names):
+    torch_to_mlc = {}
+    for mlc, srcs in pmap.items():
+        for s in srcs:
+            torch_to_mlc.setdefault(s, []).append(mlc)
+    order = {}
+    for t in torch_names:
+        for mlc in torch_to_mlc.get(t, []):
+            order.setdefault(mlc, None)
+    return list(order)
+
+
+def is_quantized(mlc_name):
+    # group_quantization.py quantizes every nn.Linear (final fc included) and the nn.Embedding;
+    # Llama's norms are the only other parameters.
+    return mlc_name.endswith(".weight") and not mlc_name.endswith("norm.weight")
+
+
+def quantize(w, torch):
+    """GroupQuantize._quantize, layout NK, in w's dtype: returns (q_weight uint32 numpy, q_scale)."""
+    import numpy as np
+
+    rows, k = w.shape
+    groups = -(-k // GROUP)
+    pad = groups * GROUP - k
+    wp = torch.nn.functional.pad(w, (0, pad)) if pad else w
+    g = wp.reshape(rows, groups, GROUP)
+    max_abs = g.abs().amax(dim=-1)  # padding is 0 and |w| >= 0: the same maximum as TVM's min_value padding
+    scale = max_abs / MAX_INT  # rounded to the model dtype, as TVM does
+    scaled = g / scale.unsqueeze(-1)  # one rounding per operation
+    scaled = scaled + MAX_INT
+    q = torch.clamp(torch.round(scaled), 0, 2 * MAX_INT)
+    q = torch.where(torch.isnan(q), torch.full_like(q, MAX_INT), q)  # all-zero group: scale 0
+    q = q.reshape(rows, groups * GROUP)[:, :k].to(torch.int64).numpy().astype(np.uint32)
+    words = -(-k // PER_WORD)
+    qp = np.zeros((rows, words * PER_WORD), dtype=np.uint32)
+    qp[:, :k] = q  # pack_weight: elements past k are 0
+    qp = qp.reshape(rows, words, PER_WORD)
+    packed = np.zeros((rows, words), dtype=np.uint32)
+    for r in range(PER_WORD):
+        packed |= qp[:, :, r] << np.uint32(4 * r)
+    return packed, scale.contiguous()
+
+
+def f32_to_bf16(a):
+    """tvmjs._convert_f32_to_bf16: round to nearest even inside bf16's range, truncate outside."""
+    import numpy as np
+
+    cap = np.finfo("float32").max
+    limit = ((np.array([cap.view("uint32")]) >> 16) << 16).view("float32")[0]
+    data = a.view("uint32")
+    bias = np.where(np.logical_and(a < limit, a > -limit), ((data >> 16) & 1) + 0x7FFF, np.zeros_like(data))
+    return ((data + bias) >> 16).astype("uint16")
+
+
+class Shards:
+    """tvmjs.TensorCacheShardingManager with prefix params_shard."""
+
+    def __init__(self, out):
+        self.out, self.records, self.cur, self.cur_recs, self.counter = out, [], bytearray(), [], 0
+
+    def append(self, data, rec):
+        if len(self.cur) + len(data) >= SHARD_CAP:
+            if len(data) * 2 >= SHARD_CAP:
+                rec["byteOffset"] = 0
+                self._commit(data, [rec])
+                return
+            self.commit()
+        rec["byteOffset"] = len(self.cur)
+        self.cur_recs.append(rec)
+        self.cur += data
+
+    def commit(self):
+        if self.cur:
+            self._commit(self.cur, self.cur_recs)
+            self.cur, self.cur_recs = bytearray(), []
+
+    def _commit(self, data, recs):
+        path = f"params_shard_{self.counter}.bin"
+        self.counter += 1
+        with open(os.path.join(self.out, path), "wb") as f:
+            f.write(data)
+        self.records.append({"dataPath": path, "format": "raw-shard", "nbytes": len(data), "records": recs,
+                             "md5sum": hashlib.md5(bytes(data)).hexdigest()})
+
+
+def convert_weight(args):
+    import numpy as np
+    import torch
+    from safetensors import safe_open
+
+    if args.quantization not in QUANTIZATIONS:
+        fail(f"quantization {args.quantization!r}: the native converter writes {', '.join(QUANTIZATIONS)}")
+    dtype = {"float16": torch.float16, "float32": torch.float32}[QUANTIZATIONS[args.quantization]]
+    cfg = read_config(args.model)
+    src = source_tensors(args.model)
+    where = dict(src)
+    pmap = param_map(cfg, set(where))
+    unused = {f"model.layers.{i}.self_attn.rotary_emb.inv_freq" for i in range(cfg["num_hidden_layers"])}
+    handles = {}
+
+    def tensor(name):
+        path = where[name]
+        if path not in handles:
+            handles[path] = safe_open(path, framework="pt", device="cpu")
+        return handles[path].get_tensor(name)
+
+    total_params = 0
+    for name, _ in src:
+        if name not in unused:
+            total_params += tensor(name).numel()
+
+    os.makedirs(args.out, exist_ok=True)
+    shards = Shards(args.out)
+    total_bytes, count, f32_seen = 0.0, 0, False
+
+    def emit(name, arr, dtype_name):
+        nonlocal total_bytes, count, f32_seen
+        total_bytes += arr.size * arr.dtype.itemsize
+        if dtype_name == "float32":
+            data, f32_seen = f32_to_bf16(np.ascontiguousarray(arr)).tobytes(), True
+        else:
+            data = np.ascontiguousarray(arr).tobytes()
+        shards.append(data, {"name": name, "shape": list(arr.shape), "dtype": dtype_name,
+                             "format": "f32-to-bf16", "nbytes": len(data)})
+        count += 1
+
+    dname = QUANTIZATIONS[args.quantization]
+    for mlc in loading_order(pmap, [n for n, _ in src]):
+        parts = [tensor(s) for s in pmap[mlc]]
+        # numpy's astype in mlc_llm and torch's .to both round to nearest even.
+        w = (torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]).to(dtype)
+        base = mlc[: -len(".weight")]
+        if is_quantized(mlc):
+            qw, qs = quantize(w, torch)
+            emit(base + ".q_weight", qw.astype("<u4"), "uint32")
+            emit(base + ".q_scale", qs.numpy(), dname)
+        else:
+            emit(mlc, w.contiguous().numpy(), dname)
+    shards.commit()
+    meta = {"ParamSize": count, "ParamBytes": total_bytes, "BitsPerParam": total_bytes * 8.0 / total_params}
+    with open(os.path.join(args.out, "tensor-cache.json"), "w") as f:
+        json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
+    if f32_seen:
+        # dump_tensor_cache also writes the records as bfloat16 (what the shards hold).
+        for sh in shards.records:
+            for r in sh["records"]:
+                if r["dtype"] == "float32":
+                    r["format"], r["dtype"] = "raw", "bfloat16"
+        with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
+            json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
+    print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
+    print(json.dumps({"quantization": args.quantization, "shards": shards.counter, "params": count,
+                      "param_bytes": total_bytes, "total_params": total_params,
+                      "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
+
+
+CHATML = {
+    "name": "chatml",
+    "system_template": "<|im_start|>system\n{system_message}<|im_end|>\n",
+    "system_message": "A conversation between a user and an LLM-based AI assistant. The assistant gives helpful and honest answers.",
+    "system_prefix_token_ids": None,
+    "add_role_after_system_message": True,
+    "roles": {"user": "<|im_start|>user", "assistant": "<|im_start|>assistant"},
+    "role_templates": {"user": "{user_message}", "assistant": "{assistant_message}", "tool": "{tool_message}"},
+    "messages": [],
+    "seps": ["<|im_end|>\n"],
+    "role_content_sep": "\n",
+    "role_empty_sep": "\n",
+    "stop_str": ["<|im_end|>"],
+    "stop_token_ids": [2],
+    "function_string": "",
+    "use_function_calling": False,
+}
+
+SYSTEM_DEFAULTS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "temperature": 1.0,
+                   "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "top_p": 1.0}
+
+
+def tokenizer_info(out):
+    # mlc_llm's Tokenizer.detect_tokenizer_info: byte-level BPE (GPT-2 style) or byte fallback.
+    try:
+        with open(os.path.join(out, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)
+    except OSError:
+        return {"token_postproc_method": "byte_fallback", "prepend_space_in_encode": False, "strip_space_in_decode": False}
+    dec = tj.get("decoder") or {}
+    kinds = [dec.get("type")] + [d.get("type") for d in dec.get("decoders", [])]
+    if "ByteLevel" in kinds:
+        return {"token_postproc_method": "byte_level", "prepend_space_in_encode": False, "strip_space_in_decode": False}
+    return {"token_postproc_method": "byte_fallback", "prepend_space_in_encode": True, "strip_space_in_decode": True}
+
+
+def active_vocab_size(model_dir):
+    """len(AutoTokenizer) as gen_config.py measures it: the base vocabulary plus the added tokens
+    it lacks, read from tokenizer.json (importing transformers costs a minute on a loaded machine)."""
+    with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    vocab = (tj.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict):
+        from transformers import AutoTokenizer
+
+        return len(AutoTokenizer.from_pretrained(model_dir, use_fast=True))
+    ids = set(vocab.values())
+    ids.update(t["id"] for t in tj.get("added_tokens", []))
+    return len(ids)
+
+
+def gen_config(args):
+    if args.quantization not in QUANTIZATIONS:
+        fail(f"quantization {args.quantization!r}: the native converter writes {', '.join(QUANTIZATIONS)}")
+    if args.context_window_size <= 0:
+        fail(f"--context-window-size must be positive, not {args.context_window_size}")
+    cfg = read_config(args.model)
+    os.makedirs(args.out, exist_ok=True)
+    known = {"hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "rms_norm_eps",
+             "vocab_size", "tie_word_embeddings", "rope_scaling", "num_key_value_heads", "head_dim",
+             "rope_theta", "max_position_embeddings"}
+    heads = cfg["num_attention_heads"]
+    ctx = args.context_window_size
+    rope = cfg.get("rope_scaling")
+    if rope is not None and "rope_type" not in rope:
+        rope = None
+    model_config = {
+        "hidden_size": cfg["hidden_size"], "intermediate_size": cfg["intermediate_size"],
+        "num_attention_heads": heads, "num_hidden_layers": cfg["num_hidden_layers"],
+        "rms_norm_eps": cfg["rms_norm_eps"], "vocab_size": cfg["vocab_size"],
+        "tie_word_embeddings": cfg.get("tie_word_embeddings", False),
+        "position_embedding_base": cfg.get("rope_theta", 10000), "rope_scaling": rope,
+        "context_window_size": ctx, "prefill_chunk_size": min(ctx, 8192),
+        "num_key_value_heads": cfg.get("num_key_value_heads") or heads,
+        "head_dim": cfg.get("head_dim") or cfg["hidden_size"] // heads,
+        "tensor_parallel_shards": 1, "pipeline_parallel_stages": 1, "max_batch_size": 1,
+        "disaggregation": False,
+        "kwargs": {k: v for k, v in cfg.items() if k not in known},
+    }
+    conv = CHATML if args.conv_template == "chatml" else {"name": args.conv_template}
+    chat = {
+        "version": "0.1.0", "model_type": "llama", "quantization": args.quantization,
+        "model_config": model_config, "vocab_size": cfg["vocab_size"], "context_window_size": ctx,
+        "sliding_window_size": -1, "prefill_chunk_size": min(ctx, 8192), "attention_sink_size": -1,
+        "tensor_parallel_shards": 1, "pipeline_parallel_stages": 1, "active_vocab_size": cfg["vocab_size"],
+        "temperature": None, "presence_penalty": None, "frequency_penalty": None,
+        "repetition_penalty": None, "top_p": None, "tokenizer_files": [], "tokenizer_info": {},
+        "conv_template": conv, "pad_token_id": None, "bos_token_id": None, "eos_token_id": None,
+        "model_task": "chat", "embedding_metadata": None,
+    }
+    for fname in ("generation_config.json", "config.json"):
+        p = os.path.join(args.model, fname)
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                for k, v in json.load(f).items():
+                    if k in chat and chat[k] is None and k not in ("embedding_metadata",):
+                        chat[k] = v
+    for fname in TOKENIZER_FILES:
+        p = os.path.join(args.model, fname)
+        if os.path.exists(p):
+            shutil.copy(p, os.path.join(args.out, fname))
+            chat["tokenizer_files"].append(fname)
+    chat["tokenizer_info"] = tokenizer_info(args.out)
+    for k, v in SYSTEM_DEFAULTS.items():
+        if chat[k] is None:
+            chat[k] = v
+    if os.path.exists(os.path.join(args.model, "tokenizer.json")):
+        chat["active_vocab_size"] = active_vocab_size(args.model)
+    with open(os.path.join(args.out, "mlc-chat-config.json"), "w", encoding="utf-8") as f:
+        json.dump(chat, f, indent=2)
+    print(json.dumps({"context_window_size": ctx, "tokenizer_files": chat["tokenizer_files"],
+                      "conv_template": args.conv_template}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    cw = sub.add_parser("convert-weight")
+    cw.add_argument("--model", required=True)
+    cw.add_argument("--quantization", required=True)
+    cw.add_argument("--out", required=True)
+    gc = sub.add_parser("gen-config")
+    gc.add_argument("--model", required=True)
+    gc.add_argument("--quantization", required=True)
+    gc.add_argument("--conv-template", default="chatml")
+    gc.add_argument("--context-window-size", type=int, required=True)
+    gc.add_argument("--out", required=True)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    {"convert-weight": convert_weight, "gen-config": gen_config}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
