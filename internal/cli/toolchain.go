@@ -203,6 +203,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		st := toolchain.Doctor(root)
 		fix := "edgepipe toolchain install NAME (or: edgepipe doctor RECIPE for what one recipe needs)"
+		recipeMode := false
 		if len(pos) == 1 {
 			// Only what this recipe's steps need counts, and a tool found
 			// through the recipe or --tool-path needs no toolchain.
@@ -210,12 +211,21 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 			if err != nil {
 				return err
 			}
-			needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
+			local := c.toolResolver(pl, root).Local
+			needs := toolchain.Needed(root, pl.Tools(), local)
+			// A tool edgepipe cannot install (mlc_llm, the QNN SDK) is
+			// not a toolchain to install, but the recipe needs it all the
+			// same: it is listed, with how to get it.
+			tools := pl.Tools()
 			st = slices.DeleteFunc(st, func(s toolchain.ToolStatus) bool {
+				if s.InstallCommand == "" && slices.Contains(tools, s.Name) && !local(s.Name) {
+					return false
+				}
 				return !slices.ContainsFunc(needs, func(n toolchain.Need) bool {
 					return n.Name == s.Toolchain && (len(n.Tools) == 0 || slices.Contains(n.Tools, s.Name))
 				})
 			})
+			recipeMode = true
 			fix = "edgepipe toolchain install --for " + pos[0]
 			if len(st) == 0 && !c.json {
 				fmt.Fprintf(env.Stdout, "%s: every tool it needs is found outside the toolchains (the recipe's toolchains: or --tool-path)\n", pos[0])
@@ -248,6 +258,11 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 		for _, s := range st {
 			if !s.Found && s.InstallCommand != "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("some tools are missing: run `%s`", fix)}
+			}
+		}
+		for _, s := range st {
+			if !s.Found && recipeMode {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe needs %s, which edgepipe cannot install: %s", s.Name, s.Note)}
 			}
 		}
 		return nil
