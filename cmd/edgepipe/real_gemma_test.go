@@ -27,7 +27,7 @@ targets:
   laptop-onnx-int4: {device: x86-laptop, format: onnx-int4}
   iphone-coreml-int4: {device: apple-a18, format: coreml-int4, context: 1024}
   a100-gptq: {device: nvidia-a100, format: gptq-w4a16, with: {group_size: 32, num_calibration_samples: 4, max_seq_length: 128}}
-  h100-awq: {device: nvidia-h100, format: awq-w4a16, with: {group_size: 32, num_calibration_samples: 4, max_seq_length: 64, n_grid: 2}}
+  h100-awq: {device: nvidia-h100, format: awq-w4a16, with: {group_size: 32, num_calibration_samples: 4, max_seq_length: 64, n_grid: 3}}
 `
 
 // TestRealGemma runs every family that runs here on the second built-in

@@ -56,7 +56,7 @@ type GPTQOptions struct {
 // AWQOptions are an AWQ target's with: options.
 type AWQOptions struct {
 	Options  `yaml:",inline"`
-	NGrid    *int    `yaml:"n_grid" min:"1" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own)."`
+	NGrid    *int    `yaml:"n_grid" min:"3" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own; at least 3: with its default duo scaling, llmcompressor 0.14 divides by n_grid - 2)."`
 	Rounding *string `yaml:"rounding" enum:"gptq,rtn" doc:"How the weights AWQ rescaled are rounded to 4 bits: gptq (default: llmcompressor's GPTQModifier after the AWQ transform, error feedback column by column) or rtn (round to nearest, QuantizationModifier)."`
 }
 

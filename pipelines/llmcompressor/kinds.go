@@ -110,8 +110,8 @@ func (p *QuantizeParams) check() error {
 		return fmt.Errorf("llmc-quantize: scheme must be gptq or awq, not %q", p.Scheme)
 	case p.Samples <= 0 || p.SeqLen < 8:
 		return fmt.Errorf("llmc-quantize: num_calibration_samples must be positive and max_seq_length at least 8 (got %d and %d)", p.Samples, p.SeqLen)
-	case p.Scheme == "awq" && p.NGrid < 1:
-		return fmt.Errorf("llmc-quantize: n_grid must be at least 1, not %d", p.NGrid)
+	case p.Scheme == "awq" && p.NGrid < 3:
+		return fmt.Errorf("llmc-quantize: n_grid must be at least 3, not %d (llmcompressor's duo-scaling grid divides by n_grid - 2)", p.NGrid)
 	case p.Observer != "minmax" && p.Observer != "mse":
 		return fmt.Errorf("llmc-quantize: observer must be minmax or mse, not %q", p.Observer)
 	case p.Scheme == "awq" && p.Rounding != "gptq" && p.Rounding != "rtn":
