@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
+	"github.com/edgepipe/edgepipe/internal/standin"
 )
 
 // realTier skips a test unless EDGEPIPE_REAL=1: those tests run the real
@@ -141,11 +142,48 @@ func realEdgepipe(t *testing.T, installs string) (run func(args ...string) []byt
 		t.Helper()
 		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
 		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
+		cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
 		}
 		return out
 	}, work
+}
+
+// withoutStandinPath drops from PATH the folders that hold stand-in tools:
+// testscript puts its commands (the stand-ins among them) first on this
+// process's PATH, and a system tool found through PATH (chromium) must be
+// the real one in the real tier.
+func withoutStandinPath(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		path, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			out = append(out, kv)
+			continue
+		}
+		var keep []string
+		for _, dir := range filepath.SplitList(path) {
+			if !holdsStandin(dir) {
+				keep = append(keep, dir)
+			}
+		}
+		out = append(out, "PATH="+strings.Join(keep, string(os.PathListSeparator)))
+	}
+	return out
+}
+
+func holdsStandin(dir string) bool {
+	for name := range standin.Tools {
+		// The helper scripts' names: no system folder has those (it may
+		// well have a real chromium, which has a stand-in too).
+		if !strings.HasSuffix(name, ".py") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
