@@ -436,27 +436,19 @@ func extractTarGz(archive, prefix, dst string) error {
 
 // extractZipFile writes one member of a zip archive to dst.
 func extractZipFile(archive, member, dst string, mode os.FileMode) error {
-	z, err := zip.OpenReader(archive)
-	if err != nil {
-		return fmt.Errorf("%s: %w", archive, err)
-	}
-	defer z.Close()
-	for _, f := range z.File {
-		if f.Name != member {
-			continue
-		}
-		r, err := f.Open()
-		if err != nil {
-			return fmt.Errorf("%s: %w", archive, err)
-		}
-		defer r.Close()
-		return writeFrom(dst, r, mode)
-	}
-	return fmt.Errorf("%s has no %s", archive, member)
+	return readZipMember(archive, member, func(r io.Reader) error { return writeFrom(dst, r, mode) })
 }
 
 // appendZipMember copies one member of a zip archive to the end of w.
 func appendZipMember(w io.Writer, archive, member string) error {
+	return readZipMember(archive, member, func(r io.Reader) error {
+		_, err := io.Copy(w, r)
+		return err
+	})
+}
+
+// readZipMember hands one member of a zip archive to use.
+func readZipMember(archive, member string, use func(io.Reader) error) error {
 	z, err := zip.OpenReader(archive)
 	if err != nil {
 		return fmt.Errorf("%s: %w", archive, err)
@@ -471,7 +463,7 @@ func appendZipMember(w io.Writer, archive, member string) error {
 			return fmt.Errorf("%s: %w", archive, err)
 		}
 		defer r.Close()
-		if _, err := io.Copy(w, r); err != nil {
+		if err := use(r); err != nil {
 			return fmt.Errorf("%s: %s: %w", archive, member, err)
 		}
 		return nil
