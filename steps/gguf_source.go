@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
-	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
@@ -107,8 +106,7 @@ func fetchGGUF(ctx context.Context, sc *Context, src string) error {
 		gguf = p
 	} else {
 		dir := filepath.Join(sc.Scratch, "fetched")
-		if _, err := getter.Fetch(ctx, src, dir, getter.Options{Pwd: sc.RecipeDir,
-			Progress: func(file string, done, total int64) { sc.Progress("download "+file, done, total) }}); err != nil {
+		if _, err := download(ctx, sc, src, dir); err != nil {
 			return err
 		}
 		found, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))

@@ -84,8 +84,7 @@ func fetchGetter(ctx context.Context, sc *Context, src string) error {
 	if sc.Scratch != "" {
 		dst = filepath.Join(sc.Scratch, "fetched")
 	}
-	res, err := getter.Fetch(ctx, src, dst, getter.Options{Pwd: sc.RecipeDir,
-		Progress: func(file string, done, total int64) { sc.Progress("download "+file, done, total) }})
+	res, err := download(ctx, sc, src, dst)
 	if err != nil {
 		return err
 	}
@@ -98,6 +97,13 @@ func fetchGetter(ctx context.Context, sc *Context, src string) error {
 		sc.Result.Revision = res.GitCommit
 	}
 	return nil
+}
+
+// download fetches src into dst through the locked-down getter, reporting
+// progress to the step.
+func download(ctx context.Context, sc *Context, src, dst string) (*getter.Result, error) {
+	return getter.Fetch(ctx, src, dst, getter.Options{Pwd: sc.RecipeDir,
+		Progress: func(file string, done, total int64) { sc.Progress("download "+file, done, total) }})
 }
 
 // linkOrCopy hard-links a content-addressed blob (never modified in place)
