@@ -39,7 +39,7 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
 	} else {
 		weights = add(&plan.Step{ID: "mlc-native-convert:" + q, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID},
-			Params: &WeightParams{Quantization: q}}, t.Name)
+			Params: &WeightParams{Quantization: q, Scales: plan.Or(opts.Scales, ScalesMSE)}}, t.Name)
 		model = add(&plan.Step{ID: "mlc-native-config:" + suffix, Kind: "mlc-native-config", Needs: []string{weights.ID, plan.SourceStepID},
 			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
 	}

@@ -51,6 +51,9 @@ func (mlcConvertWeight) Version() int { return 1 }
 // WeightParams are an mlc-convert-weight step's.
 type WeightParams struct {
 	Quantization string `json:"quantization"`
+	// Scales is the native converter's scale choice (ScalesMSE or
+	// ScalesMLC); empty for mlc_llm's convert_weight.
+	Scales string `json:"scales,omitempty"`
 }
 
 // ConfigParams are an mlc-gen-config step's.

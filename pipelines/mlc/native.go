@@ -53,8 +53,9 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	q := steps.ParamsOf[WeightParams](sc.Params).Quantization
-	if err := sc.RunTool(ctx, ToolNative, "convert-weight", "--model", src.Dir, "--quantization", q, "--out", sc.Out); err != nil {
+	p := steps.ParamsOf[WeightParams](sc.Params)
+	q := p.Quantization
+	if err := sc.RunTool(ctx, ToolNative, "convert-weight", "--model", src.Dir, "--quantization", q, "--scales", p.Scales, "--out", sc.Out); err != nil {
 		return err
 	}
 	var res struct {
@@ -72,6 +73,7 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("tensor_cache", MLCTensorCache)
 	sc.Result.SetFact("quantization", q)
+	sc.Result.SetFact("scales", scalesFact(p.Scales))
 	sc.Result.SetFact("backend", "native: edgepipe's mlc_native.py (not mlc_llm), following mlc_llm's group quantization at mlc-ai/mlc-llm@79d603f0 and tvmjs.dump_tensor_cache at apache/tvm@09067173 (torch "+res.Torch+")")
 	sc.Result.SetMetric("shards", float64(res.Shards))
 	sc.Result.SetMetric("tensors", float64(res.Params))
@@ -298,4 +300,11 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("decoded_sha256", res.Decoded)
 	sc.Result.SetMetric("decoded_tensors", float64(res.Tensors))
 	return nil
+}
+
+func scalesFact(scales string) string {
+	if scales == ScalesMLC {
+		return "mlc: max_abs / 7 per group of 32, as mlc_llm"
+	}
+	return "mse: per group of 32, the scale with the least squared error over codes 0-15, decoded as (q - 7) * scale like mlc_llm's"
 }

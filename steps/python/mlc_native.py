@@ -1,7 +1,7 @@
 """edgepipe's native MLC weight converter: what `mlc_llm convert_weight` and `mlc_llm gen_config`
 write, for the Llama architecture, without mlc_llm (which is not a registry package).
 
-    python mlc_native.py convert-weight --model DIR --quantization q4f16_1|q4f32_1 --out DIR
+    python mlc_native.py convert-weight --model DIR --quantization q4f16_1|q4f32_1 --out DIR [--scales mlc|mse]
     python mlc_native.py gen-config --model DIR --quantization Q --conv-template chatml \
         --context-window-size N --out DIR
 
@@ -29,6 +29,13 @@ This is not mlc_llm: it follows mlc_llm's code as of mlc-ai/mlc-llm commit
     bfloat16 (round to nearest even); tensor-cache.json (indent 4) with each shard's md5sum and
     metadata {ParamSize, ParamBytes, BitsPerParam}.
   * python/mlc_llm/interface/gen_config.py + protocol/mlc_chat_config.py: mlc-chat-config.json.
+
+`--scales mse` (edgepipe's default) keeps that storage and that decoding, (q - 7) * scale, and
+chooses each group's scale to minimise the squared error instead: the scale's sign follows the
+group's largest-magnitude weight so that weight lands on code 15 (the code mlc_llm leaves unused:
+16 levels, not 15, as llama.cpp's Q4_0 does), candidate scales around it are each refitted by
+least squares on their codes and rounded to the stored dtype, and the best one is kept.
+`--scales mlc` is mlc_llm's max_abs / 7 exactly. Any MLC runtime decodes either the same way.
 
 What could not be checked byte for byte without mlc_llm and TVM: TVM's compiled CPU kernel is
 assumed to round every float16 operation (as LLVM's half legalization does, and as torch does
@@ -134,8 +141,45 @@ def is_quantized(mlc_name):
     return mlc_name.endswith(".weight") and not mlc_name.endswith("norm.weight")
 
 
-def quantize(w, torch):
-    """GroupQuantize._quantize, layout NK, in w's dtype: returns (q_weight uint32 numpy, q_scale)."""
+# Candidate divisors of the largest-magnitude weight for --scales mse: 8 puts it exactly on
+# code 15; below 8 leaves headroom, above 8 clips it (llama.cpp's make_qx_quants searches the
+# same way). Each candidate is refitted by least squares, so the grid only needs to be coarse.
+SEARCH_DIVISORS = [8.0 + 0.1 * i for i in range(-12, 7)]
+SEARCH_ROWS = 4096  # rows per pass: bounds the temporaries on a 262K-row embedding
+
+
+def search_scales(g, store, torch):
+    """Per group of g (rows, groups, GROUP; float32): signed codes in [-MAX_INT, MAX_INT + 1] and
+    float32 scales exactly representable in `store`, minimising sum((code * scale - w)^2)."""
+    lo, hi = -MAX_INT, MAX_INT + 1
+    peak = torch.gather(g, -1, g.abs().argmax(-1, keepdim=True)).squeeze(-1)
+    best_err = torch.full(peak.shape, float("inf"))
+    best_code = torch.zeros_like(g)
+    best_scale = torch.zeros_like(peak)
+
+    def codes_for(scale):
+        nonzero = scale != 0
+        safe = torch.where(nonzero, scale, torch.ones_like(scale))
+        c = torch.clamp(torch.round(g / safe.unsqueeze(-1)), lo, hi)
+        return torch.where(nonzero.unsqueeze(-1), c, torch.zeros_like(c))
+
+    for d in SEARCH_DIVISORS:
+        c = codes_for(peak / d)
+        den = (c * c).sum(-1)
+        fit = (g * c).sum(-1) / torch.where(den > 0, den, torch.ones_like(den))
+        scale = torch.where(den > 0, fit, torch.zeros_like(fit)).to(store).to(torch.float32)
+        c = codes_for(scale)
+        err = ((c * scale.unsqueeze(-1) - g) ** 2).sum(-1)
+        better = err < best_err
+        best_err = torch.where(better, err, best_err)
+        best_scale = torch.where(better, scale, best_scale)
+        best_code = torch.where(better.unsqueeze(-1), c, best_code)
+    return best_code, best_scale
+
+
+def quantize(w, torch, scales="mlc"):
+    """GroupQuantize._quantize, layout NK, in w's dtype: returns (q_weight uint32 numpy, q_scale).
+    scales "mse" chooses each group's scale by search_scales instead of max_abs / 7."""
     import numpy as np
 
     rows, k = w.shape
@@ -143,12 +187,19 @@ def quantize(w, torch):
     pad = groups * GROUP - k
     wp = torch.nn.functional.pad(w, (0, pad)) if pad else w
     g = wp.reshape(rows, groups, GROUP)
-    max_abs = g.abs().amax(dim=-1)  # padding is 0 and |w| >= 0: the same maximum as TVM's min_value padding
-    scale = max_abs / MAX_INT  # rounded to the model dtype, as TVM does
-    scaled = g / scale.unsqueeze(-1)  # one rounding per operation
-    scaled = scaled + MAX_INT
-    q = torch.clamp(torch.round(scaled), 0, 2 * MAX_INT)
-    q = torch.where(torch.isnan(q), torch.full_like(q, MAX_INT), q)  # all-zero group: scale 0
+    if scales == "mse":
+        # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
+        store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
+        parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch) for i in range(0, rows, SEARCH_ROWS)]
+        q = torch.cat([c for c, _ in parts]) + MAX_INT
+        scale = torch.cat([s for _, s in parts]).to(w.dtype)
+    else:
+        max_abs = g.abs().amax(dim=-1)  # padding is 0 and |w| >= 0: the same maximum as TVM's min_value padding
+        scale = max_abs / MAX_INT  # rounded to the model dtype, as TVM does
+        scaled = g / scale.unsqueeze(-1)  # one rounding per operation
+        scaled = scaled + MAX_INT
+        q = torch.clamp(torch.round(scaled), 0, 2 * MAX_INT)
+        q = torch.where(torch.isnan(q), torch.full_like(q, MAX_INT), q)  # all-zero group: scale 0
     q = q.reshape(rows, groups * GROUP)[:, :k].to(torch.int64).numpy().astype(np.uint32)
     words = -(-k // PER_WORD)
     qp = np.zeros((rows, words * PER_WORD), dtype=np.uint32)
@@ -250,7 +301,7 @@ def convert_weight(args):
         w = (torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]).to(dtype)
         base = mlc[: -len(".weight")]
         if is_quantized(mlc):
-            qw, qs = quantize(w, torch)
+            qw, qs = quantize(w, torch, args.scales)
             emit(base + ".q_weight", qw.astype("<u4"), "uint32")
             emit(base + ".q_scale", qs.numpy(), dname)
         else:
@@ -268,7 +319,7 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "shards": shards.counter, "params": count,
+    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "shards": shards.counter, "params": count,
                       "param_bytes": total_bytes, "total_params": total_params,
                       "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
 
@@ -394,6 +445,8 @@ def main():
     cw.add_argument("--model", required=True)
     cw.add_argument("--quantization", required=True)
     cw.add_argument("--out", required=True)
+    cw.add_argument("--scales", choices=["mlc", "mse"], default="mlc",
+                    help="mlc: mlc_llm's max_abs / 7; mse: each group's scale chosen by least squared error")
     gc = sub.add_parser("gen-config")
     gc.add_argument("--model", required=True)
     gc.add_argument("--quantization", required=True)

@@ -48,7 +48,9 @@ func TestScoringModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, llama.Python, "-m", "unittest", "-v", "test_ppl_scoring")
+	// test_mlc_scales: the MLC converter's searched scales against mlc_llm's,
+	// decoded the way the gate decodes them (numpy and torch, no model).
+	cmd := exec.CommandContext(ctx, llama.Python, "-m", "unittest", "-v", "test_ppl_scoring", "test_mlc_scales")
 	cmd.Env = append(os.Environ(), "PYTHONPATH=.:tests", "HF_HUB_OFFLINE=1",
 		"EDGEPIPE_PPL_MODEL="+model, "EDGEPIPE_PPL_TEXT="+text, "EDGEPIPE_PPL_LOG="+logPath, "EDGEPIPE_PPL_CHUNKS=4")
 	out, err := cmd.CombinedOutput()

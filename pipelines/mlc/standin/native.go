@@ -48,8 +48,15 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "convert-weight":
+		scales := flags["--scales"]
+		if scales == "" {
+			scales = "mlc"
+		}
+		if scales != "mlc" && scales != "mse" {
+			return fmt.Errorf("mlc_native.py: --scales %q: want mlc or mse", scales)
+		}
 		var log bytes.Buffer
-		if err := mlcConvertWeight(model, q, out, &log); err != nil {
+		if err := mlcConvertWeight(model, q, scales, out, &log); err != nil {
 			return err
 		}
 		stderr.Write(log.Bytes())
@@ -61,7 +68,7 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return err
 		}
-		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "shards": len(c.Records),
+		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": scales, "shards": len(c.Records),
 			"params": c.Metadata.ParamSize, "bits_per_param": c.Metadata.BitsPerParam, "torch": "stand-in"})
 	case "gen-config":
 		f := map[string]string{"--quantization": q, "--conv-template": flags["--conv-template"],

@@ -46,7 +46,7 @@ func mlcLLM(args []string, stdout, stderr io.Writer) error {
 		if len(pos) != 1 || flags["-o"] == "" || flags["--quantization"] == "" {
 			return errors.New("usage: mlc_llm convert_weight MODEL --quantization q4f16_1 -o OUT")
 		}
-		return mlcConvertWeight(pos[0], flags["--quantization"], flags["-o"], stdout)
+		return mlcConvertWeight(pos[0], flags["--quantization"], "mlc", flags["-o"], stdout)
 	case "gen_config":
 		if len(pos) != 1 || flags["-o"] == "" || flags["--quantization"] == "" || flags["--conv-template"] == "" {
 			return errors.New("usage: mlc_llm gen_config MODEL --quantization q4f16_1 --conv-template T --context-window-size N -o OUT")
@@ -139,7 +139,7 @@ type mlcTensor struct {
 	data  []byte
 }
 
-func mlcConvertWeight(model, quant, out string, stdout io.Writer) error {
+func mlcConvertWeight(model, quant, scales, out string, stdout io.Writer) error {
 	if quant != "q4f16_1" && quant != "q4f32_1" {
 		return fmt.Errorf("quantization %q: this stand-in implements q4f16_1 and q4f32_1 only", quant)
 	}
@@ -192,7 +192,7 @@ func mlcConvertWeight(model, quant, out string, stdout io.Writer) error {
 				rows = append(rows, v[r*cols:(r+1)*cols])
 			}
 		}
-		qw, qs, sdtype := quantizeRows(rows, cols, f32)
+		qw, qs, sdtype := quantizeRows(rows, cols, f32, scales)
 		tensors = append(tensors,
 			mlcTensor{dst + ".q_weight", []int{len(rows), (cols + 7) / 8}, "uint32", qw},
 			mlcTensor{dst + ".q_scale", []int{len(rows), (cols + 31) / 32}, sdtype, qs})
@@ -750,7 +750,14 @@ func F32ToBF16(f float32) uint16 {
 }
 
 // quantizeRows is q4f16_1 or (f32) q4f32_1, with the scales' dtype.
-func quantizeRows(rows [][]float32, cols int, f32 bool) (qweight, qscale []byte, dtype string) {
+func quantizeRows(rows [][]float32, cols int, f32 bool, scales string) (qweight, qscale []byte, dtype string) {
+	if scales == "mse" {
+		qw, qs := SearchQuantize(rows, cols, f32)
+		if f32 {
+			return qw, qs, "float32"
+		}
+		return qw, qs, "float16"
+	}
 	if f32 {
 		qw, qs := Q4F32Quantize(rows, cols)
 		return qw, qs, "float32"
