@@ -38,8 +38,7 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 		model = add(&plan.Step{ID: "mlc-gen-config:" + suffix, Kind: "mlc-gen-config", Needs: []string{weights.ID, plan.SourceStepID},
 			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
 	} else {
-		weights = add(&plan.Step{ID: "mlc-native-convert:" + q, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID},
-			Params: &WeightParams{Quantization: q, Scales: plan.Or(opts.Scales, ScalesMSE)}}, t.Name)
+		weights = add(nativeConvertStep(r, t, q, opts), t.Name)
 		model = add(&plan.Step{ID: "mlc-native-config:" + suffix, Kind: "mlc-native-config", Needs: []string{weights.ID, plan.SourceStepID},
 			Params: &ConfigParams{Quantization: q, Context: n, ConvTemplate: tmpl}}, t.Name)
 	}
@@ -66,4 +65,25 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 		checks = append(checks, web.ID)
 	}
 	return model, checks
+}
+
+// nativeConvertStep is the native converter's step; its id names the
+// scales when they are not the default, so targets that differ in them get
+// their own weights.
+func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Options) *plan.Step {
+	p := &WeightParams{Quantization: q, Scales: plan.Or(opts.Scales, ScalesImatrix)}
+	id := "mlc-native-convert:" + q
+	if p.Scales != ScalesImatrix {
+		id += "+scales=" + p.Scales
+	}
+	st := &plan.Step{ID: id, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID}, Params: p}
+	if p.Scales == ScalesImatrix {
+		p.CalibContext = t.Quality.Perplexity.Context
+		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks)
+		if p.CalibChunks != DefaultCalibrationChunks {
+			st.ID += fmt.Sprintf("+calib=%d", p.CalibChunks)
+		}
+		st.Data = plan.CalibrationData(r)
+	}
+	return st
 }

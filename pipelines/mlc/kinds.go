@@ -54,6 +54,10 @@ type WeightParams struct {
 	// Scales is the native converter's scale choice (ScalesMSE or
 	// ScalesMLC); empty for mlc_llm's convert_weight.
 	Scales string `json:"scales,omitempty"`
+	// CalibContext and CalibChunks: the windows of calibration text the
+	// imatrix pass reads (scales imatrix only).
+	CalibContext int `json:"calib_context,omitempty"`
+	CalibChunks  int `json:"calib_chunks,omitempty"`
 }
 
 // ConfigParams are an mlc-gen-config step's.

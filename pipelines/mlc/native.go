@@ -55,10 +55,19 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	p := steps.ParamsOf[WeightParams](sc.Params)
 	q := p.Quantization
-	if err := sc.RunTool(ctx, ToolNative, "convert-weight", "--model", src.Dir, "--quantization", q, "--scales", p.Scales, "--out", sc.Out); err != nil {
+	args := []string{"convert-weight", "--model", src.Dir, "--quantization", q, "--scales", p.Scales, "--out", sc.Out}
+	if p.Scales == ScalesImatrix {
+		text, err := sc.Data(steps.DataCalibration)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--calibration", text, "--calib-ctx", strconv.Itoa(p.CalibContext), "--calib-chunks", strconv.Itoa(p.CalibChunks))
+	}
+	if err := sc.RunTool(ctx, ToolNative, args...); err != nil {
 		return err
 	}
 	var res struct {
+		CalibTokens int     `json:"calibration_tokens"`
 		Shards      int     `json:"shards"`
 		Params      int     `json:"params"`
 		BitsPerPar  float64 `json:"bits_per_param"`
@@ -74,6 +83,9 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFile("tensor_cache", MLCTensorCache)
 	sc.Result.SetFact("quantization", q)
 	sc.Result.SetFact("scales", scalesFact(p.Scales))
+	if p.Scales == ScalesImatrix {
+		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))
+	}
 	sc.Result.SetFact("backend", "native: edgepipe's mlc_native.py (not mlc_llm), following mlc_llm's group quantization at mlc-ai/mlc-llm@79d603f0 and tvmjs.dump_tensor_cache at apache/tvm@09067173 (torch "+res.Torch+")")
 	sc.Result.SetMetric("shards", float64(res.Shards))
 	sc.Result.SetMetric("tensors", float64(res.Params))
@@ -303,8 +315,11 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func scalesFact(scales string) string {
-	if scales == ScalesMLC {
+	switch scales {
+	case ScalesMLC:
 		return "mlc: max_abs / 7 per group of 32, as mlc_llm"
+	case ScalesImatrix:
+		return "imatrix: per group of 32, the scale with the least squared error over codes 0-15, each input column weighted by its mean squared activation on the calibration text; decoded as (q - 7) * scale like mlc_llm's"
 	}
 	return "mse: per group of 32, the scale with the least squared error over codes 0-15, decoded as (q - 7) * scale like mlc_llm's"
 }

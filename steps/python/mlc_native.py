@@ -148,10 +148,12 @@ SEARCH_DIVISORS = [8.0 + 0.1 * i for i in range(-12, 7)]
 SEARCH_ROWS = 4096  # rows per pass: bounds the temporaries on a 262K-row embedding
 
 
-def search_scales(g, store, torch):
+def search_scales(g, store, torch, importance=None):
     """Per group of g (rows, groups, GROUP; float32): signed codes in [-MAX_INT, MAX_INT + 1] and
-    float32 scales exactly representable in `store`, minimising sum((code * scale - w)^2)."""
+    float32 scales exactly representable in `store`, minimising sum(imp * (code * scale - w)^2),
+    imp the input column's importance (groups, GROUP), or 1."""
     lo, hi = -MAX_INT, MAX_INT + 1
+    imp = torch.ones(g.shape[1:]) if importance is None else importance
     peak = torch.gather(g, -1, g.abs().argmax(-1, keepdim=True)).squeeze(-1)
     best_err = torch.full(peak.shape, float("inf"))
     best_code = torch.zeros_like(g)
@@ -165,11 +167,11 @@ def search_scales(g, store, torch):
 
     for d in SEARCH_DIVISORS:
         c = codes_for(peak / d)
-        den = (c * c).sum(-1)
-        fit = (g * c).sum(-1) / torch.where(den > 0, den, torch.ones_like(den))
+        den = (imp * c * c).sum(-1)
+        fit = (imp * g * c).sum(-1) / torch.where(den > 0, den, torch.ones_like(den))
         scale = torch.where(den > 0, fit, torch.zeros_like(fit)).to(store).to(torch.float32)
         c = codes_for(scale)
-        err = ((c * scale.unsqueeze(-1) - g) ** 2).sum(-1)
+        err = (imp * (c * scale.unsqueeze(-1) - g) ** 2).sum(-1)
         better = err < best_err
         best_err = torch.where(better, err, best_err)
         best_scale = torch.where(better, scale, best_scale)
@@ -177,9 +179,10 @@ def search_scales(g, store, torch):
     return best_code, best_scale
 
 
-def quantize(w, torch, scales="mlc"):
+def quantize(w, torch, scales="mlc", importance=None):
     """GroupQuantize._quantize, layout NK, in w's dtype: returns (q_weight uint32 numpy, q_scale).
-    scales "mse" chooses each group's scale by search_scales instead of max_abs / 7."""
+    scales "mse" and "imatrix" choose each group's scale by search_scales instead of max_abs / 7;
+    importance (imatrix): the mean squared activation of each input column, or None."""
     import numpy as np
 
     rows, k = w.shape
@@ -187,10 +190,16 @@ def quantize(w, torch, scales="mlc"):
     pad = groups * GROUP - k
     wp = torch.nn.functional.pad(w, (0, pad)) if pad else w
     g = wp.reshape(rows, groups, GROUP)
-    if scales == "mse":
+    if scales in ("mse", "imatrix"):
         # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
         store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
-        parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch) for i in range(0, rows, SEARCH_ROWS)]
+        imp = None
+        if importance is not None:
+            imp = torch.nn.functional.pad(importance.float(), (0, pad)).reshape(groups, GROUP)
+            # A column no calibration token reached still counts a little, so a group of them
+            # is fitted rather than left to chance.
+            imp = imp + 1e-3 * float(imp.mean()) + 1e-12
+        parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch, imp) for i in range(0, rows, SEARCH_ROWS)]
         q = torch.cat([c for c, _ in parts]) + MAX_INT
         scale = torch.cat([s for _, s in parts]).to(w.dtype)
     else:
@@ -209,6 +218,50 @@ def quantize(w, torch, scales="mlc"):
     for r in range(PER_WORD):
         packed |= qp[:, :, r] << np.uint32(4 * r)
     return packed, scale.contiguous()
+
+
+def collect_importance(args, torch):
+    """The mean squared input activation of every nn.Linear's input column over the calibration
+    text (llama.cpp's importance matrix, computed in the checkpoint's own forward pass): the
+    weight a quantization error on that column gets in the scale search."""
+    import ppl_scoring
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    with open(args.calibration, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        tokens, add_bos, bos = ppl_scoring.tokenize(tokenizer, text)
+        n = ppl_scoring.chunk_count(len(tokens), args.calib_ctx, args.calib_chunks)
+    except ppl_scoring.EvalError as e:
+        fail(f"calibration text: {e}")
+    sums, counts, hooks = {}, {}, []
+
+    def hook(name):
+        def record(_module, inputs):
+            x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
+            sums[name] = sums.get(name, 0) + (x * x).sum(0)
+            counts[name] = counts.get(name, 0) + x.shape[0]
+        return record
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            hooks.append(module.register_forward_pre_hook(hook(name)))
+    with torch.inference_mode():
+        for i in range(n):
+            _, inputs = ppl_scoring.chunk(tokens, i, args.calib_ctx, add_bos, bos)
+            model(torch.tensor([inputs]))
+    for h in hooks:
+        h.remove()
+    imp = {name + ".weight": sums[name] / counts[name] for name in sums}
+    if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" in imp:
+        # The tied embedding is the output projection too; as a lookup table every column
+        # counts alike, so the projection's activations are what tell the columns apart.
+        imp["model.embed_tokens.weight"] = imp["lm_head.weight"]
+    return imp, n * args.calib_ctx
 
 
 def f32_to_bf16(a):
@@ -294,6 +347,12 @@ def convert_weight(args):
                              "format": "f32-to-bf16", "nbytes": len(data)})
         count += 1
 
+    importance, calib_tokens = {}, 0
+    if args.scales == "imatrix":
+        if not args.calibration:
+            fail("--scales imatrix needs --calibration FILE")
+        importance, calib_tokens = collect_importance(args, torch)
+
     dname = QUANTIZATIONS[args.quantization]
     for mlc in loading_order(pmap, [n for n, _ in src]):
         parts = [tensor(s) for s in pmap[mlc]]
@@ -301,7 +360,7 @@ def convert_weight(args):
         w = (torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]).to(dtype)
         base = mlc[: -len(".weight")]
         if is_quantized(mlc):
-            qw, qs = quantize(w, torch, args.scales)
+            qw, qs = quantize(w, torch, args.scales, importance.get(pmap[mlc][0]))
             emit(base + ".q_weight", qw.astype("<u4"), "uint32")
             emit(base + ".q_scale", qs.numpy(), dname)
         else:
@@ -319,7 +378,7 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "shards": shards.counter, "params": count,
+    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "calibration_tokens": calib_tokens, "shards": shards.counter, "params": count,
                       "param_bytes": total_bytes, "total_params": total_params,
                       "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
 
@@ -445,8 +504,12 @@ def main():
     cw.add_argument("--model", required=True)
     cw.add_argument("--quantization", required=True)
     cw.add_argument("--out", required=True)
-    cw.add_argument("--scales", choices=["mlc", "mse"], default="mlc",
-                    help="mlc: mlc_llm's max_abs / 7; mse: each group's scale chosen by least squared error")
+    cw.add_argument("--scales", choices=["mlc", "mse", "imatrix"], default="mlc",
+                    help="mlc: mlc_llm's max_abs / 7; mse: each group's scale chosen by least squared error; "
+                         "imatrix: the same, each column weighted by its mean squared activation on --calibration")
+    cw.add_argument("--calibration", help="calibration text for --scales imatrix")
+    cw.add_argument("--calib-ctx", type=int, default=512)
+    cw.add_argument("--calib-chunks", type=int, default=-1)
     gc = sub.add_parser("gen-config")
     gc.add_argument("--model", required=True)
     gc.add_argument("--quantization", required=True)

@@ -52,8 +52,23 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if scales == "" {
 			scales = "mlc"
 		}
-		if scales != "mlc" && scales != "mse" {
-			return fmt.Errorf("mlc_native.py: --scales %q: want mlc or mse", scales)
+		calibTokens := 0
+		switch scales {
+		case "mlc", "mse":
+		case "imatrix":
+			// No forward pass here: the stand-in checks the calibration text it
+			// is given and counts its words, then weighs every column alike
+			// (the mse search); the real converter weighs them by activations.
+			b, err := os.ReadFile(flags["--calibration"])
+			if err != nil {
+				return fmt.Errorf("mlc_native.py: --scales imatrix needs --calibration FILE: %w", err)
+			}
+			if calibTokens = len(strings.Fields(string(b))); calibTokens == 0 {
+				return fmt.Errorf("mlc_native.py: calibration text %s is empty", flags["--calibration"])
+			}
+			scales = "mse"
+		default:
+			return fmt.Errorf("mlc_native.py: --scales %q: want mlc, mse or imatrix", scales)
 		}
 		var log bytes.Buffer
 		if err := mlcConvertWeight(model, q, scales, out, &log); err != nil {
@@ -68,7 +83,7 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return err
 		}
-		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": scales, "shards": len(c.Records),
+		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "calibration_tokens": calibTokens, "shards": len(c.Records),
 			"params": c.Metadata.ParamSize, "bits_per_param": c.Metadata.BitsPerParam, "torch": "stand-in"})
 	case "gen-config":
 		f := map[string]string{"--quantization": q, "--conv-template": flags["--conv-template"],
