@@ -67,12 +67,13 @@ func Family() plan.Family {
 
 // Options are an MLC target's with: options.
 type Options struct {
-	Backend      *string `yaml:"backend" enum:"native,mlc-llm" doc:"Who writes the weights and mlc-chat-config.json: native (default: edgepipe's converter, which follows mlc_llm's group quantization; no mlc_llm needed) or mlc-llm (mlc_llm convert_weight and gen_config, which edgepipe cannot install)."`
-	ConvTemplate *string `yaml:"conv_template" doc:"The conversation template mlc-chat-config.json names (default chatml)."`
-	Compile      bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
-	Scales       *string `yaml:"scales" enum:"imatrix,mse,mlc" doc:"How the native converter chooses each group's scale: imatrix (default: the scale with the least squared error, each input column weighted by its mean squared activation on the recipe's calibration text, as llama.cpp's importance matrix does), mse (the same, unweighted; no calibration) or mlc (mlc_llm's max_abs / 7, byte-identical to mlc_llm). All decode the same way in every MLC runtime; backend: mlc-llm always uses mlc."`
-	CalibrationChunks *int `yaml:"calibration_chunks" min:"1" doc:"With scales: imatrix, how many windows of the gate's context are taken from the calibration text (default 32)."`
-	WebGPUCheck  *bool   `yaml:"webgpu_check" doc:"Decode the published shards in headless Chromium on WebGPU and require the gate's weights bit for bit (default true; needs Debian's chromium)."`
+	Backend           *string `yaml:"backend" enum:"native,mlc-llm" doc:"Who writes the weights and mlc-chat-config.json: native (default: edgepipe's converter, which follows mlc_llm's group quantization; no mlc_llm needed) or mlc-llm (mlc_llm convert_weight and gen_config, which edgepipe cannot install)."`
+	ConvTemplate      *string `yaml:"conv_template" doc:"The conversation template mlc-chat-config.json names (default chatml)."`
+	Compile           bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
+	Scales            *string `yaml:"scales" enum:"imatrix,mse,mlc" doc:"How the native converter chooses each group's scale: imatrix (default: the scale with the least squared error, each input column weighted by its mean squared activation on the recipe's calibration text, as llama.cpp's importance matrix does), mse (the same, unweighted; no calibration) or mlc (mlc_llm's max_abs / 7, byte-identical to mlc_llm). All decode the same way in every MLC runtime; backend: mlc-llm always uses mlc."`
+	Rounding          *string `yaml:"rounding" enum:"gptq,rtn" doc:"How the native converter rounds weights to codes with scales: imatrix: gptq (default: GPTQ's error feedback, column by column through the inverse of the calibration activations' Hessian, X^T X) or rtn (each weight to its nearest code)."`
+	CalibrationChunks *int    `yaml:"calibration_chunks" min:"1" doc:"With scales: imatrix, how many windows of the gate's context are taken from the calibration text (default 32)."`
+	WebGPUCheck       *bool   `yaml:"webgpu_check" doc:"Decode the published shards in headless Chromium on WebGPU and require the gate's weights bit for bit (default true; needs Debian's chromium)."`
 }
 
 // Scale choices of the native converter.
@@ -80,6 +81,12 @@ const (
 	ScalesImatrix = "imatrix"
 	ScalesMSE     = "mse"
 	ScalesMLC     = "mlc"
+)
+
+// Rounding choices of the native converter with imatrix scales.
+const (
+	RoundingGPTQ = "gptq"
+	RoundingRTN  = "rtn"
 )
 
 // DefaultCalibrationChunks is how many calibration windows the imatrix
@@ -93,9 +100,14 @@ func (o *Options) CheckOptions() []recipe.OptionProblem {
 		return []recipe.OptionProblem{{Key: "scales", Msg: "only applies to backend: native (mlc_llm convert_weight always uses max_abs / 7)",
 			Hint: "remove scales:, or use backend: native"}}
 	}
-	if o.CalibrationChunks != nil && (plan.Or(o.Backend, BackendNative) == BackendMLCLLM || plan.Or(o.Scales, ScalesImatrix) != ScalesImatrix) {
+	calibrated := plan.Or(o.Backend, BackendNative) == BackendNative && plan.Or(o.Scales, ScalesImatrix) == ScalesImatrix
+	if o.CalibrationChunks != nil && !calibrated {
 		return []recipe.OptionProblem{{Key: "calibration_chunks", Msg: "only applies to scales: imatrix with backend: native",
 			Hint: "remove calibration_chunks:, or use scales: imatrix"}}
+	}
+	if o.Rounding != nil && !calibrated {
+		return []recipe.OptionProblem{{Key: "rounding", Msg: "only applies to scales: imatrix with backend: native (GPTQ's Hessian comes from its calibration pass)",
+			Hint: "remove rounding:, or use scales: imatrix"}}
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ type WeightParams struct {
 	// Scales is the native converter's scale choice (ScalesMSE or
 	// ScalesMLC); empty for mlc_llm's convert_weight.
 	Scales string `json:"scales,omitempty"`
+	// Rounding is RoundingGPTQ or RoundingRTN with imatrix scales.
+	Rounding string `json:"rounding,omitempty"`
 	// CalibContext and CalibChunks: the windows of calibration text the
 	// imatrix pass reads (scales imatrix only).
 	CalibContext int `json:"calib_context,omitempty"`

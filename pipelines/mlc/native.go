@@ -61,7 +61,7 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 		if err != nil {
 			return err
 		}
-		args = append(args, "--calibration", text, "--calib-ctx", strconv.Itoa(p.CalibContext), "--calib-chunks", strconv.Itoa(p.CalibChunks))
+		args = append(args, "--rounding", p.Rounding, "--calibration", text, "--calib-ctx", strconv.Itoa(p.CalibContext), "--calib-chunks", strconv.Itoa(p.CalibChunks))
 	}
 	if err := sc.RunTool(ctx, ToolNative, args...); err != nil {
 		return err
@@ -83,6 +83,9 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFile("tensor_cache", MLCTensorCache)
 	sc.Result.SetFact("quantization", q)
 	sc.Result.SetFact("scales", scalesFact(p.Scales))
+	if p.Rounding == RoundingGPTQ {
+		sc.Result.SetFact("rounding", "gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up")
+	}
 	if p.Scales == ScalesImatrix {
 		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))
 	}

@@ -190,7 +190,15 @@ def quantize(w, torch, scales="mlc", importance=None):
     pad = groups * GROUP - k
     wp = torch.nn.functional.pad(w, (0, pad)) if pad else w
     g = wp.reshape(rows, groups, GROUP)
-    if scales in ("mse", "imatrix"):
+    if isinstance(importance, dict):
+        # GPTQ rounding: the whole Hessian, not just its diagonal (importance["diag"]).
+        if pad:
+            fail(f"a weight of {k} columns: GPTQ rounding needs a multiple of {GROUP}")
+        store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
+        codes, scale = gptq_quantize(w.float(), importance["hessian"], store, torch)
+        q = codes + MAX_INT
+        scale = scale.to(w.dtype)
+    elif scales in ("mse", "imatrix"):
         # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
         store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
         imp = None
@@ -220,10 +228,57 @@ def quantize(w, torch, scales="mlc", importance=None):
     return packed, scale.contiguous()
 
 
-def collect_importance(args, torch):
+GPTQ_BLOCK = 128  # columns per lazy batch (GPTQ's B); a multiple of GROUP
+GPTQ_DAMP = 0.01  # of the Hessian's mean diagonal, added to it (GPTQ's default)
+
+
+def gptq_quantize(w, hessian, store, torch):
+    """GPTQ (Frantar et al. 2022, Algorithm 1 with lazy batches) on MLC's storage: columns are
+    rounded in order to codes in [-MAX_INT, MAX_INT + 1] times their group's scale, and each
+    column's rounding error is spread over the columns not yet rounded through the inverse
+    Hessian's Cholesky factor. A group's scale is searched (search_scales, weighted by the
+    Hessian's diagonal) on the group's weights as updated when its first column comes up.
+    w: (rows, cols) float32; returns (codes (rows, groups, GROUP) float32, scales (rows, groups))."""
+    rows, cols = w.shape
+    w = w.clone()
+    h = hessian.clone()
+    dead = h.diagonal() == 0
+    h[dead, dead] = 1
+    w[:, dead] = 0
+    h += torch.eye(cols) * (GPTQ_DAMP * float(h.diagonal().mean()))
+    hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
+    diag = h.diagonal()
+    groups = cols // GROUP
+    codes = torch.zeros(rows, groups, GROUP)
+    scales = torch.zeros(rows, groups)
+    for b0 in range(0, cols, GPTQ_BLOCK):
+        b1 = min(b0 + GPTQ_BLOCK, cols)
+        w1 = w[:, b0:b1].clone()
+        err1 = torch.zeros_like(w1)
+        hinv1 = hinv[b0:b1, b0:b1]
+        for i in range(b1 - b0):
+            col = b0 + i
+            gi, gj = divmod(col, GROUP)
+            if gj == 0:
+                c, sc = search_scales(w1[:, i:i + GROUP].reshape(rows, 1, GROUP), store, torch,
+                                      diag[col:col + GROUP].reshape(1, GROUP))
+                scales[:, gi] = sc[:, 0]
+            s = scales[:, gi]
+            safe = torch.where(s == 0, torch.ones_like(s), s)
+            q = torch.where(s == 0, torch.zeros_like(s), torch.clamp(torch.round(w1[:, i] / safe), -MAX_INT, MAX_INT + 1))
+            codes[:, gi, gj] = q
+            e = (w1[:, i] - q * s) / hinv1[i, i]
+            w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
+            err1[:, i] = e
+        w[:, b1:] -= err1 @ hinv[b0:b1, b1:]
+    return codes, scales
+
+
+def collect_importance(args, torch, hessians=False):
     """The mean squared input activation of every nn.Linear's input column over the calibration
     text (llama.cpp's importance matrix, computed in the checkpoint's own forward pass): the
-    weight a quantization error on that column gets in the scale search."""
+    weight a quantization error on that column gets in the scale search. With hessians, also
+    each layer's X^T X / n (GPTQ's Hessian, whose diagonal is that importance)."""
     import ppl_scoring
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -243,12 +298,14 @@ def collect_importance(args, torch):
     def hook(name):
         def record(_module, inputs):
             x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
-            sums[name] = sums.get(name, 0) + (x * x).sum(0)
+            sums[name] = sums.get(name, 0) + ((x.T @ x) if hessians else (x * x).sum(0))
             counts[name] = counts.get(name, 0) + x.shape[0]
         return record
 
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear):
+        # k/v and up read the same input as q and gate, whose statistics the fused
+        # qkv_proj and gate_up_proj take (param_map lists q and gate first).
+        if isinstance(module, torch.nn.Linear) and not name.endswith(("k_proj", "v_proj", "up_proj")):
             hooks.append(module.register_forward_pre_hook(hook(name)))
     with torch.inference_mode():
         for i in range(n):
@@ -257,6 +314,8 @@ def collect_importance(args, torch):
     for h in hooks:
         h.remove()
     imp = {name + ".weight": sums[name] / counts[name] for name in sums}
+    if hessians:
+        imp = {name: {"diag": h.diagonal().clone(), "hessian": h} for name, h in imp.items()}
     if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" in imp:
         # The tied embedding is the output projection too; as a lookup table every column
         # counts alike, so the projection's activations are what tell the columns apart.
@@ -348,10 +407,12 @@ def convert_weight(args):
         count += 1
 
     importance, calib_tokens = {}, 0
+    if args.rounding == "gptq" and args.scales != "imatrix":
+        fail("--rounding gptq needs --scales imatrix (its Hessian comes from the same calibration pass)")
     if args.scales == "imatrix":
         if not args.calibration:
             fail("--scales imatrix needs --calibration FILE")
-        importance, calib_tokens = collect_importance(args, torch)
+        importance, calib_tokens = collect_importance(args, torch, hessians=args.rounding == "gptq")
 
     dname = QUANTIZATIONS[args.quantization]
     for mlc in loading_order(pmap, [n for n, _ in src]):
@@ -378,7 +439,7 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "calibration_tokens": calib_tokens, "shards": shards.counter, "params": count,
+    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "shards": shards.counter, "params": count,
                       "param_bytes": total_bytes, "total_params": total_params,
                       "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
 
@@ -507,6 +568,9 @@ def main():
     cw.add_argument("--scales", choices=["mlc", "mse", "imatrix"], default="mlc",
                     help="mlc: mlc_llm's max_abs / 7; mse: each group's scale chosen by least squared error; "
                          "imatrix: the same, each column weighted by its mean squared activation on --calibration")
+    cw.add_argument("--rounding", choices=["rtn", "gptq"], default="rtn",
+                    help="rtn: each weight to its nearest code; gptq: GPTQ's error feedback through "
+                         "the calibration Hessian (needs --scales imatrix)")
     cw.add_argument("--calibration", help="calibration text for --scales imatrix")
     cw.add_argument("--calib-ctx", type=int, default=512)
     cw.add_argument("--calib-chunks", type=int, default=-1)

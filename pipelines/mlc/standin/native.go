@@ -67,6 +67,11 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("mlc_native.py: calibration text %s is empty", flags["--calibration"])
 			}
 			scales = "mse"
+			// GPTQ needs the Hessian of a forward pass the stand-in cannot make:
+			// it checks the flag and rounds to nearest.
+			if r := flags["--rounding"]; r != "" && r != "rtn" && r != "gptq" {
+				return fmt.Errorf("mlc_native.py: --rounding %q: want rtn or gptq", r)
+			}
 		default:
 			return fmt.Errorf("mlc_native.py: --scales %q: want mlc, mse or imatrix", scales)
 		}
@@ -83,7 +88,7 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return err
 		}
-		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "calibration_tokens": calibTokens, "shards": len(c.Records),
+		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "rounding": flags["--rounding"], "calibration_tokens": calibTokens, "shards": len(c.Records),
 			"params": c.Metadata.ParamSize, "bits_per_param": c.Metadata.BitsPerParam, "torch": "stand-in"})
 	case "gen-config":
 		f := map[string]string{"--quantization": q, "--conv-template": flags["--conv-template"],
