@@ -29,6 +29,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
@@ -169,28 +173,22 @@ func Start(ctx context.Context, weed, dir string) (*Server, error) {
 	return s, nil
 }
 
-// wait polls until the S3 port answers and the bucket exists: an
-// unsigned request to the bucket is refused with 403 (it exists, the
-// server checks signatures) rather than 404 or 503.
+// wait polls until the bucket answers a signed HeadBucket from the
+// writer: the S3 port opens before the bucket -bucket asks for exists.
 func (s *Server) wait(ctx context.Context) error {
-	cl := &http.Client{Timeout: 2 * time.Second}
-	var last string
+	cl := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.Writer.AccessKey, s.Writer.SecretKey, ""),
+		HTTPClient:  &http.Client{Timeout: 2 * time.Second}, RetryMaxAttempts: 1})
+	var last error
 	for {
 		select {
 		case <-s.done:
 			return errors.New("weed exited")
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last answer: %s)", ctx.Err(), last)
+			return fmt.Errorf("%w (last answer: %v)", ctx.Err(), last)
 		case <-time.After(300 * time.Millisecond):
 		}
-		resp, err := cl.Get(s.Endpoint + "/" + s.Bucket + "/")
-		if err != nil {
-			last = err.Error()
-			continue
-		}
-		resp.Body.Close()
-		last = resp.Status
-		if resp.StatusCode == http.StatusForbidden {
+		if _, last = cl.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.Bucket}); last == nil {
 			return nil
 		}
 	}
