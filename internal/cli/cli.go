@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -48,7 +49,10 @@ const (
 	ExitNotReproduced = 5
 	// ExitPushFailed: every target that passed its gate is published
 	// locally, but a push to a remote (publish: in the recipe) failed.
-	ExitPushFailed  = 6
+	ExitPushFailed = 6
+	// ExitNeedMissing: step run found a step it needs in neither the
+	// local nor the remote cache; nothing ran (run the need first).
+	ExitNeedMissing = 7
 	ExitInterrupted = 130
 )
 
@@ -103,10 +107,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
-		{use: "plan [--json] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
+		{use: "plan [--json] [--bundle FILE] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
 		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
 		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
-		{use: "step run PLAN.json STEP-ID", summary: "run one step of a saved plan", define: cmdStep, complete: stepArgs},
+		{use: "step run PLAN.json|BUNDLE STEP-ID", summary: "run one step of a saved plan or bundle (plan --bundle), on any machine", define: cmdStep, complete: stepArgs},
 		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
 		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},
 		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: dirArgs},
@@ -131,6 +135,7 @@ const exitCodesHelp = `Exit codes:
   4    run --locked: the recipe's lock is missing or out of date (nothing ran)
   5    reproduce: a rebuilt file is not bit-identical to the published one
   6    a push to a remote failed (the local artifacts are published)
+  7    step run: a step it needs is in neither the local nor the remote cache
   130  interrupted`
 
 // newRoot builds the command tree: GNU flags with short forms, help on
@@ -261,6 +266,9 @@ type common struct {
 	verify    bool
 	signKey   string
 	noPush    bool
+	remote    remotecache.Flags
+	store     *remotecache.Store // opened by engine
+	strict    bool               // a failed upload fails the step (step run)
 }
 
 func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
@@ -269,6 +277,7 @@ func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
 	fs.BoolVar(&c.json, "json", false, "machine-readable output (run: JSON-lines events)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "verbose: copy tool output to the terminal")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "quiet: no progress lines, only errors and the run's summary")
+	c.remote.Register(fs, env.Getenv)
 	if !runFlags {
 		return
 	}

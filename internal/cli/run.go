@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/progress"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/data"
-	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -97,6 +97,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		res, runErr := eng.Run(ctx)
 		rep.Done()
+		c.remoteSummary(env)
 		colour := termstatus.ColourOn(env.StdoutIsTerminal, env.Getenv)
 		if !c.json {
 			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res, colour)
@@ -136,6 +137,10 @@ func runError(res *engine.RunResult, runErr error) error {
 		case step == nil:
 			step = e
 		}
+	}
+	var need *engine.NeedMissingError
+	if errors.As(step, &need) {
+		return &ExitError{Code: ExitNeedMissing, Err: step}
 	}
 	if step != nil {
 		n := len(res.Failed)
@@ -213,6 +218,11 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 	}
 	opt.Run = provenance.RunFromEnv(env.Getenv)
 	opt.NoPush = c.noPush
+	if c.store, err = c.remote.Open(ctx, opt.Signer, Version); err != nil {
+		return nil, "", "", &ExitError{Code: ExitUsage, Err: err}
+	} else if c.store != nil {
+		opt.Remote, opt.RemoteStrict = c.store, c.strict
+	}
 	return engine.NewEngine(pl, opt), ca.Root(), out, nil
 }
 
@@ -220,6 +230,7 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
 	targets := targetFlag(fs)
+	bundleOut := fs.String("bundle", "", "also write a self-contained step bundle (`FILE`, a tar: the plan, the recipe, its lock and its local files) for `edgepipe step run` on another machine")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
@@ -244,6 +255,11 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		pj.Targets = *targets
+		if *bundleOut != "" {
+			if err := c.writeBundle(ctx, env, pl, pos[0], pj, *bundleOut); err != nil {
+				return err
+			}
+		}
 		if c.json {
 			enc := json.NewEncoder(env.Stdout)
 			enc.SetIndent("", "  ")
@@ -313,15 +329,13 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 	c.register(fs, env, true)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 3 || pos[0] != "run" {
-			return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
+			return usageErr("usage: edgepipe step run PLAN.json|BUNDLE STEP-ID")
 		}
-		b, err := boundedfile.Read(pos[1], boundedfile.ManifestLimit)
+		c.strict = true
+		pj, cleanup, err := c.openSaved(ctx, pos[1])
+		defer cleanup()
 		if err != nil {
-			return usageErr("read the plan: %v", err)
-		}
-		var pj plan.Saved
-		if err := json.Unmarshal(b, &pj); err != nil {
-			return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
+			return err
 		}
 		pl, err := loadPlan(pj.Recipe)
 		if err != nil {
@@ -339,8 +353,13 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if _, ok := pl.Step(pos[2]); !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 		}
-		eng, _, _, err := c.engine(ctx, env, pl, []string{pos[2]})
+		eng, cacheRoot, _, err := c.engine(ctx, env, pl, []string{pos[2]})
 		if err != nil {
+			return err
+		}
+		// A worker installs what the step and the steps above it run (their
+		// tools' identities are in its key), as run does on first use.
+		if err := c.ensureToolchains(ctx, env, pl.Upstream(pos[2]), cacheRoot, pj.Recipe, true); err != nil {
 			return err
 		}
 		rep := progress.New(env.progress(), c.json, 1)
@@ -349,6 +368,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		eng.SetOnEvent(rep.Event)
 		res, runErr := eng.Run(ctx)
 		rep.Done()
+		c.remoteSummary(env)
 		return runError(res, runErr)
 	}
 }
@@ -393,4 +413,11 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// remoteSummary says what the remote cache moved (not under --json or -q).
+func (c *common) remoteSummary(env *Env) {
+	if c.store != nil && !c.json && !c.quiet {
+		c.store.Summary(env.Stderr)
+	}
 }

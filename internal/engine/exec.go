@@ -63,6 +63,11 @@ type Options struct {
 	Run provenance.Run
 	// NoPush publishes locally only, skipping the targets' remotes.
 	NoPush bool
+	// Remote is a shared remote cache (nil: none): looked up after a local
+	// miss, and given every output this run makes or finds.
+	Remote RemoteCache
+	// RemoteStrict makes a failed upload to Remote a failure of the step.
+	RemoteStrict bool
 }
 
 // Engine runs a plan against the cache.
@@ -254,8 +259,11 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 }
 
 // inputsOf returns the outputs of a step's needs, computing them from the
-// cache when this run did not produce them (a single-step run).
-func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, error) {
+// cache when this run did not produce them (a single-step run). Unless
+// full, an output only the remote cache holds is described by its remote
+// record (digests, no folder): enough for a cache key, and nothing is
+// downloaded.
+func (e *Engine) inputsOf(ctx context.Context, s *plan.Step, full bool) ([]*steps.Output, error) {
 	var ins []*steps.Output
 	for _, n := range s.Needs {
 		e.mu.Lock()
@@ -267,7 +275,7 @@ func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, e
 				continue
 			}
 			var err error
-			out, err = e.cached(ctx, ns)
+			out, err = e.cachedAs(ctx, ns, full)
 			if err != nil {
 				return nil, err
 			}
@@ -277,8 +285,14 @@ func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, e
 	return ins, nil
 }
 
-// cached returns a step's output from the cache without running it.
+// cached returns a step's output, or its remote record, from the cache
+// without running it.
 func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error) {
+	return e.cachedAs(ctx, s, false)
+}
+
+// cachedAs is cached; full downloads an output only the remote cache holds.
+func (e *Engine) cachedAs(ctx context.Context, s *plan.Step, full bool) (*steps.Output, error) {
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
@@ -290,10 +304,22 @@ func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error
 	if err != nil {
 		return nil, err
 	}
-	if !hit {
-		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
+	var out *steps.Output
+	switch {
+	case hit:
+		out, err = e.fromEntry(s, ent)
+	case !full:
+		if out, err = e.remoteRecord(ctx, s, key); err == nil && out != nil {
+			return out, nil
+		}
+		if err == nil {
+			err = &NeedMissingError{Step: s.ID, Key: key}
+		}
+	default:
+		if out, hit, err = e.remoteCached(ctx, s, key, tools); err == nil && !hit {
+			err = &NeedMissingError{Step: s.ID, Key: key}
+		}
 	}
-	out, err := e.fromEntry(s, ent)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +388,7 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 	if !ok {
 		return "", nil, fmt.Errorf("step %s: unknown kind %q", s.ID, s.Kind)
 	}
-	ins, err := e.inputsOf(ctx, s)
+	ins, err := e.inputsOf(ctx, s, false)
 	if err != nil {
 		return "", nil, err
 	}
@@ -452,7 +478,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 			msg = "fetched before the run, for the lock"
 		}
 		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: msg})
-		return nil
+		return e.share(ctx, s, out.Key, false)
 	}
 	kind, _ := steps.Lookup(s.Kind)
 	if hr, ok := kind.(steps.HostRequirer); ok {
@@ -481,6 +507,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 				if hit {
 					e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
 					e.record(out)
+					err = e.share(ctx, s, key, false)
 				}
 				return err
 			}
@@ -515,8 +542,15 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 		}
 		return err
 	}
-
-	return e.execute(ctx, s, kind, key, tools, true)
+	if out, hit := e.remoteHit(ctx, s, key, tools); hit {
+		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key, Message: "remote cache"})
+		e.record(out)
+		return nil
+	}
+	if err := e.execute(ctx, s, kind, key, tools, true); err != nil {
+		return err
+	}
+	return e.share(ctx, s, key, true)
 }
 
 // execute runs a kind into a fresh folder; with cached set, the folder is
@@ -524,7 +558,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 // is thrown away after downstream steps had no chance to see it (uncached
 // kinds produce no outputs anyone needs).
 func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key string, tools []*tools.Tool, cached bool) error {
-	ins, err := e.inputsOf(ctx, s)
+	ins, err := e.inputsOf(ctx, s, true)
 	if err != nil {
 		return err
 	}
