@@ -75,7 +75,7 @@ var platformRules = []platformRule{
 		Devices: []string{"intel-lunar-lake"}, Formats: []string{"openvino-int4", "openvino-int8"}, KVDtype: "f16",
 		Reasons: []string{
 			"Intel's NPU runs LLMs through OpenVINO (domain brief), as an OpenVINO IR whose weights NNCF compressed with the settings Intel's NPU guide requires: INT4 symmetric, ratio 1.0, group 128 for models up to 4-5B or channel-wise above (OpenVINO docs, \"OpenVINO GenAI on NPU\")",
-			"INT4 first: decode is bandwidth-bound (136.5 GB/s on a Core Ultra 9 288V), so 4-bit weights read about half the bytes of INT8 per token; openvino-int8 keeps more quality. edgepipe gates both on OpenVINO's CPU plugin: the NPU itself is not measured here",
+			"INT4 is the NPU's format (the guide's \"must\"); openvino-int8, the fallback when INT4 loses too much, keeps more quality but runs on the CPU and GPU plugins, not the NPU. Decode is bandwidth-bound (136.5 GB/s on a Core Ultra 9 288V). edgepipe gates both on OpenVINO's CPU plugin: the NPU itself is not measured here",
 		},
 	},
 	{
