@@ -1,5 +1,5 @@
 // Package pipelines holds edgepipe's format families, one package each
-// (gguf, onnx, qnn, coreml, mlc, llmcompressor, nvidia), and registers them:
+// (gguf, onnx, qnn, coreml, mlc, llmcompressor, nvidia, openvino), and registers them:
 // importing it is what makes their formats, step kinds and toolchains known
 // to the catalog, the planner, the executor and the installer.
 //
@@ -17,6 +17,7 @@ import (
 	"github.com/edgepipe/edgepipe/pipelines/mlc"
 	"github.com/edgepipe/edgepipe/pipelines/nvidia"
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/pipelines/openvino"
 	"github.com/edgepipe/edgepipe/pipelines/qnn"
 )
 
@@ -24,5 +25,5 @@ import (
 // messages, `edgepipe devices`).
 func init() {
 	plan.Register(coreml.Family(), qnn.Family(), mlc.Family(), gguf.Family(), onnx.Family(),
-		llmcompressor.Family(), nvidia.Family())
+		llmcompressor.Family(), nvidia.Family(), openvino.Family())
 }

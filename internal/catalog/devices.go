@@ -19,7 +19,7 @@ type Device struct {
 	ID                 string   `json:"id" yaml:"id"`
 	Aliases            []string `json:"aliases,omitempty" yaml:"aliases"`
 	Name               string   `json:"name" yaml:"name"`
-	Family             string   `json:"family" yaml:"family"`     // apple-ane | qualcomm-hexagon | webgpu | nvidia-jetson | cpu | nvidia-gpu
+	Family             string   `json:"family" yaml:"family"`     // apple-ane | qualcomm-hexagon | webgpu | nvidia-jetson | cpu | nvidia-gpu | intel-npu | amd-npu
 	Platform           string   `json:"platform" yaml:"platform"` // ios | macos | android | browser | jetson | laptop | gpu-server
 	MemoryBandwidthGBs float64  `json:"memory_bandwidth_gb_s" yaml:"memory_bandwidth_gb_s"`
 	MemoryGB           float64  `json:"memory_gb" yaml:"memory_gb"`
@@ -184,7 +184,7 @@ func (d Device) clone() Device {
 }
 
 var (
-	validFamilies  = []string{"apple-ane", "qualcomm-hexagon", "webgpu", "nvidia-jetson", "cpu", "nvidia-gpu"}
+	validFamilies  = []string{"apple-ane", "qualcomm-hexagon", "webgpu", "nvidia-jetson", "cpu", "nvidia-gpu", "intel-npu", "amd-npu"}
 	validPlatforms = []string{"ios", "macos", "android", "browser", "jetson", "laptop", "gpu-server"}
 	deviceIDPat    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 )

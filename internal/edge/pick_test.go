@@ -21,6 +21,8 @@ func TestPickFollowsTheBrief(t *testing.T) {
 		{"jetson-agx", "jetson-agx-orin", "trtllm-int4", "f16"}, // not the brief's NVFP4: Orin has no FP4/FP8 tensor cores
 		{"jetson-thor", "jetson-thor", "nvfp4", "fp8"},
 		{"laptop", "x86-laptop", "gguf-q4_k_m", "f16"},
+		{"intel-npu", "intel-lunar-lake", "openvino-int4", "f16"},
+		{"amd-npu", "amd-ryzen-ai-300", "onnx-int4", "f16"}, // Ryzen AI's own NPU format is not one edgepipe makes
 		{"gpu", "nvidia-a100", "awq-w4a16", "f16"},
 	} {
 		p, err := PickTarget(PickRequest{Platform: tc.platform, Model: smol})
@@ -34,7 +36,7 @@ func TestPickFollowsTheBrief(t *testing.T) {
 			t.Errorf("%s: %+v", tc.platform, p)
 		}
 	}
-	if got := Platforms(); strings.Join(got, " ") != "ios android browser jetson-nano jetson-agx jetson-thor laptop gpu" {
+	if got := Platforms(); strings.Join(got, " ") != "ios android browser jetson-nano jetson-agx jetson-thor laptop intel-npu amd-npu gpu" {
 		t.Errorf("platforms %v", got)
 	}
 }

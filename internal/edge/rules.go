@@ -71,6 +71,22 @@ var platformRules = []platformRule{
 		},
 	},
 	{
+		Name: "intel-npu", Summary: "Intel Core Ultra laptops (Lunar Lake NPU, OpenVINO)",
+		Devices: []string{"intel-lunar-lake"}, Formats: []string{"openvino-int4", "openvino-int8"}, KVDtype: "f16",
+		Reasons: []string{
+			"Intel's NPU runs LLMs through OpenVINO (domain brief), as an OpenVINO IR whose weights NNCF compressed with the settings Intel's NPU guide requires: INT4 symmetric, ratio 1.0, group 128 for models up to 4-5B or channel-wise above (OpenVINO docs, \"OpenVINO GenAI on NPU\")",
+			"INT4 is the NPU's format (the guide's \"must\"); openvino-int8, the fallback when INT4 loses too much, keeps more quality but runs on the CPU and GPU plugins, not the NPU. Decode is bandwidth-bound (136.5 GB/s on a Core Ultra 9 288V). edgepipe gates both on OpenVINO's CPU plugin: the NPU itself is not measured here",
+		},
+	},
+	{
+		Name: "amd-npu", Summary: "AMD Ryzen AI 300 laptops (XDNA 2 NPU)",
+		Devices: []string{"amd-ryzen-ai-300"}, Formats: []string{"onnx-int4", "gguf-q4_k_m"}, KVDtype: "f16",
+		Reasons: []string{
+			"AMD's NPU runs LLMs only through Ryzen AI Software: ONNX Runtime GenAI models quantized with AMD Quark (AWQ uint4, group 128) and post-processed for the VitisAI execution provider's hybrid or NPU-only mode (Ryzen AI docs). edgepipe does not produce that format, so this pick does NOT run on the NPU",
+			"what edgepipe can make for the machine is for its CPU: ONNX INT4 (MatMulNBits, the operator OGA's INT4 models use too) through ONNX Runtime's CPU provider, or GGUF Q4_K_M through llama.cpp; decode is bandwidth-bound (120 GB/s of LPDDR5X-7500)",
+		},
+	},
+	{
 		Name: "gpu", Summary: "CUDA / ROCm GPU servers (vLLM)",
 		Devices: []string{"nvidia-a100", "nvidia-h100"}, Formats: []string{"awq-w4a16", "gptq-w4a16"}, KVDtype: "f16",
 		Reasons: []string{
@@ -101,14 +117,17 @@ func ruleFor(platform string) (platformRule, bool) {
 // conversions say in a line how each format is made, for the picker's
 // output; the tools are the ones the toolchain notes name.
 var conversions = map[string]string{
-	"coreml-int4": "PyTorch -> coremltools ct.convert (mlprogram, iOS 18) -> linear_quantize_weights INT4, per block of 32 (converts on Linux; prediction needs macOS)",
-	"qnn-w4a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT4 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
-	"qnn-w8a16":   "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT8 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
-	"mlc-q4f16_1": "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f16_1 -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM (mlc_llm compile --device webgpu)",
-	"mlc-q4f32_1": "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f32_1 (for browsers without shader-f16) -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM",
-	"gguf-q4_k_m": "convert_hf_to_gguf (F16) -> llama-quantize Q4_K_M -> llama-perplexity against the F16 baseline",
-	"trtllm-int4": "TensorRT-LLM INT4 engine, built on the target NVIDIA GPU",
-	"nvfp4":       "nvidia-modelopt NVFP4 quantization with an FP8 KV cache -> export_hf_checkpoint -> TensorRT Edge-LLM or vLLM",
-	"awq-w4a16":   "llmcompressor oneshot with AWQModifier (INT4 weights, group 128) on calibration text",
-	"gptq-w4a16":  "llmcompressor oneshot with GPTQModifier (INT4 weights, group 128) on calibration text",
+	"coreml-int4":   "PyTorch -> coremltools ct.convert (mlprogram, iOS 18) -> linear_quantize_weights INT4, per block of 32 (converts on Linux; prediction needs macOS)",
+	"qnn-w4a16":     "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT4 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
+	"qnn-w8a16":     "ONNX export -> fixed input shapes -> ONNX Runtime QNN QDQ quantization (INT8 weights, 16-bit activations) -> Hexagon context binary with the QNN SDK or Qualcomm AI Hub",
+	"mlc-q4f16_1":   "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f16_1 -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM (mlc_llm compile --device webgpu)",
+	"mlc-q4f32_1":   "edgepipe's MLC converter (or mlc_llm convert_weight) --quantization q4f32_1 (for browsers without shader-f16) -> mlc-chat-config.json -> perplexity of the shards read back -> decoded on WebGPU in Chromium; the model library needs MLC's TVM",
+	"gguf-q4_k_m":   "convert_hf_to_gguf (F16) -> llama-quantize Q4_K_M -> llama-perplexity against the F16 baseline",
+	"trtllm-int4":   "TensorRT-LLM INT4 engine, built on the target NVIDIA GPU",
+	"nvfp4":         "nvidia-modelopt NVFP4 quantization with an FP8 KV cache -> export_hf_checkpoint -> TensorRT Edge-LLM or vLLM",
+	"awq-w4a16":     "llmcompressor oneshot with AWQModifier (INT4 weights, group 128) on calibration text",
+	"gptq-w4a16":    "llmcompressor oneshot with GPTQModifier (INT4 weights, group 128) on calibration text",
+	"openvino-int4": "optimum-intel export (stateful OpenVINO IR) -> NNCF weight compression INT4 symmetric, group 128, ratio 1.0 (Intel's NPU settings) -> perplexity on OpenVINO's CPU plugin; the NPU compiles the IR when OpenVINO GenAI loads it",
+	"openvino-int8": "optimum-intel export (stateful OpenVINO IR) -> NNCF weight compression INT8 per channel -> perplexity on OpenVINO's CPU plugin",
+	"onnx-int4":     "optimum-onnx export (fp32, KV cache) -> ONNX Runtime MatMulNBits INT4 (HQQ, block 32) -> perplexity on ONNX Runtime's CPU provider (not Ryzen AI's NPU format)",
 }

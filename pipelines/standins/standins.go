@@ -12,5 +12,6 @@ import (
 	_ "github.com/edgepipe/edgepipe/pipelines/mlc/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/nvidia/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/openvino/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/qnn/standin"
 )

@@ -1,0 +1,136 @@
+"""Score an OpenVINO IR causal LM with the OpenVINO runtime on this CPU, and compare its logits with PyTorch's.
+
+    python openvino_validate.py --ir DIR --hf DIR --text eval.txt [--ctx 512] [--chunks N]
+        [--precision f32|bf16|f16] [--threads N]
+
+Tokens, chunks and scoring are ppl_scoring.py's (llama.cpp's llama-perplexity scheme, each
+chunk run from an empty KV cache), with the unconverted checkpoint's tokenizer, so the
+perplexity compares with hf_perplexity.py's on the same tokens.
+
+The IR runs on OpenVINO's CPU plugin through its own API (openvino.Core, no optimum wrapper):
+the stateful model's state (its KV cache) is reset before each chunk and the chunk is fed
+whole (input_ids, attention_mask, position_ids, beam_idx). INFERENCE_PRECISION_HINT is f32
+by default, so what moves the perplexity is the weight compression, not the CPU's bf16
+arithmetic; the precision the compiled model reports is printed. An Intel NPU computes in
+FP16: this is the IR's quality on this CPU, not a measurement on an NPU.
+
+Logits check: the first chunk also runs through the PyTorch model (fp32, transformers) and
+the two are compared position by position (max and mean |difference|, same top-1 token).
+
+Prints one JSON line: {"ppl", "chunks", "ctx", "scored", "tokens", "max_abs_logit_diff",
+"mean_abs_logit_diff", "top1_agreement", "logit_positions", "device", "inference_precision",
+"openvino"}.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import openvino_census
+import ppl_scoring
+
+
+def feeds(model, ids, np):
+    n = len(ids)
+    out = {}
+    for port in model.inputs:
+        name = port.get_any_name()
+        if name == "input_ids":
+            out[name] = np.array([ids], dtype=np.int64)
+        elif name == "attention_mask":
+            out[name] = np.ones((1, n), dtype=np.int64)
+        elif name == "position_ids":
+            out[name] = np.arange(n, dtype=np.int64)[None, :]
+        elif name == "beam_idx":
+            out[name] = np.zeros((1,), dtype=np.int32)
+        else:
+            raise SystemExit(f"openvino: the IR has an input {name!r} this script does not know how to fill")
+    return out
+
+
+def precision_name(t):
+    """OpenVINO element types print as <Type: 'float32'>; their names are f32, bf16, f16."""
+    return t.get_type_name() if hasattr(t, "get_type_name") else str(t)
+
+
+def compile_ir(folder, precision, threads):
+    """Returns (compiled model, infer request, the precision it reports, OpenVINO's version)."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(os.path.join(folder, "openvino_model.xml"))
+    names = {p.get_any_name() for p in model.inputs}
+    if "input_ids" not in names or "logits" not in {p.get_any_name() for p in model.outputs}:
+        raise SystemExit(f"openvino: the IR takes {sorted(names)} and has no input_ids or no logits output")
+    config = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = core.compile_model(model, "CPU", config)
+    return compiled, compiled.create_infer_request(), precision_name(compiled.get_property("INFERENCE_PRECISION_HINT")), ov.get_version()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ir", required=True, help="folder with openvino_model.xml/.bin")
+    ap.add_argument("--hf", required=True, help="the Hugging Face checkpoint it was converted from")
+    ap.add_argument("--text", required=True, help="UTF-8 text to score")
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--chunks", type=int, default=-1)
+    ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    ap.add_argument("--no-logits-check", action="store_true")
+    args = ap.parse_args()
+    openvino_census.offline()
+
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    tokenizer = AutoTokenizer.from_pretrained(args.hf)
+    with open(args.text, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        tokens, add_bos, bos = ppl_scoring.tokenize(tokenizer, text)
+        n_chunk = ppl_scoring.chunk_count(len(tokens), args.ctx, args.chunks)
+    except ppl_scoring.EvalError as e:
+        print(f"openvino_validate: {e}", file=sys.stderr)
+        return 2
+    n_ctx = args.ctx
+
+    compiled, request, precision, version = compile_ir(args.ir, args.precision, threads)
+    print(f"openvino_validate: OpenVINO {version}, CPU, inference precision {precision}, {threads} threads",
+          file=sys.stderr, flush=True)
+    scorer = ppl_scoring.Scorer(n_ctx)
+    check = {}
+    for i in range(n_chunk):
+        chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
+        request.reset_state()
+        request.infer(feeds(compiled, inputs, np))
+        logits = np.asarray(request.get_tensor("logits").data)[0].astype(np.float64)
+        if i == 0 and not args.no_logits_check:
+            model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32)
+            model.eval()
+            with torch.inference_mode():
+                ref = model(torch.tensor([inputs])).logits[0].double().numpy()
+            del model
+            diff = np.abs(logits - ref)
+            check = {"max_abs_logit_diff": float(diff.max()), "mean_abs_logit_diff": float(diff.mean()),
+                     "top1_agreement": float((logits.argmax(-1) == ref.argmax(-1)).mean()),
+                     "logit_positions": int(logits.shape[0])}
+            print(f"logits vs PyTorch on chunk 1: max |diff| {check['max_abs_logit_diff']:.6g}, "
+                  f"mean {check['mean_abs_logit_diff']:.6g}, same top-1 {check['top1_agreement']:.4f}",
+                  file=sys.stderr, flush=True)
+        scorer.add(logits, chunk, total=n_chunk)
+
+    out = {"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n_ctx, "scored": scorer.count, "tokens": len(tokens),
+           "device": "CPU", "inference_precision": precision, "openvino": version}
+    out.update(check)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
