@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +57,14 @@ func TestScripts(t *testing.T) {
 			// instead of downloading from PyPI: the fast tier has no network.
 			env.Setenv("EDGEPIPE_PYPI_INDEX", "http://127.0.0.1:9/simple")
 			env.Values[registryKey{}] = &registryHolder{}
+			env.Values[seaweedKey{}] = &seaweedHolder{}
 			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "seaweed" {
+				return seaweedCondition()
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode":        exitCode,
@@ -66,6 +74,7 @@ func TestScripts(t *testing.T) {
 			"expand":          expandCmd,
 			"corrupt-cache":   corruptCache,
 			"https-serve":     httpsServe,
+			"seaweed":         seaweedCmd,
 		},
 	})
 }
@@ -93,7 +102,8 @@ func exitCode(ts *testscript.TestScript, neg bool, args []string) {
 	cmd := exec.Command(path, args[2:]...)
 	cmd.Dir = ts.Getenv("WORK")
 	for _, k := range []string{"PATH", "HOME", "WORK", "EDGEPIPE_CACHE", "EDGEPIPE_TOOL_PATH", "TMPDIR",
-		"EDGEPIPE_STANDIN_CHROMIUM_FLIP", "EDGEPIPE_STANDIN_CHROMIUM_HANG"} {
+		"EDGEPIPE_STANDIN_CHROMIUM_FLIP", "EDGEPIPE_STANDIN_CHROMIUM_HANG", "EDGEPIPE_HOST_LABEL",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_EC2_METADATA_DISABLED"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
 	var out strings.Builder

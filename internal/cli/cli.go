@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 
 	"github.com/edgepipe/edgepipe/internal/engine"
@@ -261,6 +262,8 @@ type common struct {
 	verify    bool
 	signKey   string
 	noPush    bool
+	remote    remotecache.Flags
+	store     *remotecache.Store // opened by engine
 }
 
 func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
@@ -269,6 +272,7 @@ func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
 	fs.BoolVar(&c.json, "json", false, "machine-readable output (run: JSON-lines events)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "verbose: copy tool output to the terminal")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "quiet: no progress lines, only errors and the run's summary")
+	c.remote.Register(fs, env.Getenv)
 	if !runFlags {
 		return
 	}

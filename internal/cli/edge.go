@@ -8,9 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/edgetext"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -51,7 +50,7 @@ func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 				}{*modelGB, rows})
 			}
 			fmt.Fprintf(env.Stdout, "Decode ceiling of a %g GB model: memory bandwidth / model size (decoding reads every weight once a token).\n", *modelGB)
-			return ceilingTable(env.Stdout, rows, "")
+			return edgetext.CeilingTable(env.Stdout, rows, "")
 		}
 
 		r, err := recipe.Load(*recipePath, plan.Catalog{}, append(steps.Names(), "publish"))
@@ -87,30 +86,12 @@ func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 				continue
 			}
 			fmt.Fprintf(env.Stdout, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
-			if err := ceilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
+			if err := edgetext.CeilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-}
-
-func ceilingTable(w io.Writer, rows []catalog.CeilingRow, mark string) error {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tBANDWIDTH GB/s\tCEILING tok/s\tOBSERVED tok/s\tOBSERVED/CEILING")
-	for _, r := range rows {
-		obs, ratio := "-", "-"
-		if r.ObservedTokS > 0 {
-			obs = strconv.FormatFloat(r.ObservedTokS, 'g', -1, 64)
-			ratio = strconv.FormatFloat(r.ObservedOverCeiling, 'f', 2, 64)
-		}
-		tail := ""
-		if r.Device == mark {
-			tail = "\t<- target device"
-		}
-		fmt.Fprintf(tw, "%s\t%g\t%.1f\t%s\t%s%s\n", r.Device, r.BandwidthGBs, r.CeilingTokS, obs, ratio, tail)
-	}
-	return tw.Flush()
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -242,7 +223,7 @@ func cmdPick(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 			return writeJSON(env.Stdout, pj)
 		}
-		printPick(env.Stdout, pk, stepList, missing, instead)
+		edgetext.PrintPick(env.Stdout, pk, stepIDs(stepList), missing, instead)
 		fmt.Fprintf(env.Stdout, "\nWrite it as a recipe: %s -o recipes/%s.yaml\n", pf.commandLine("init"), name)
 		return nil
 	}
@@ -289,73 +270,6 @@ func buildableInstead(pf pickFlags, pk edge.Pick) string {
 	}
 	pf.format = buildableFormat
 	return fmt.Sprintf("this build converts %s, and %s runs it through %s, which loads %s: %s", buildableFormat, d.ID, rt, loads, pf.commandLine("pick"))
-}
-
-func printPick(w io.Writer, pk edge.Pick, stepList []*plan.Step, missing, instead string) {
-	pr := pk.Prediction
-	d, _ := catalog.Lookup(pk.Device)
-	row := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
-	}
-	row("platform", "%s: %s", pk.Platform, pk.Summary)
-	row("device", "%s: %s, %g GB/s, %g GB (%g GB left to apps)", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, d.MemoryGB-d.OSReservedGB)
-	row("format", "%s, KV cache %s, context %d", pk.Format, pk.KVDtype, pk.Context)
-	if pr.Model.HasParams() {
-		row("model", "%s: %s parameters, %.3g GB in %s (%s)", pr.Model.Source, edge.Params(pr.Model.Shape.Params), pr.WeightsGB, pk.Format, pr.Model.From)
-	} else {
-		row("model", "%s: shape unknown, so memory and speed were not checked", pr.Model.Source)
-	}
-	if m := pr.Memory; m != nil {
-		verdict := "fits"
-		if !m.OK() {
-			verdict = "does NOT fit"
-		}
-		limit := fmt.Sprintf("%.2f GB left to apps", m.AvailableGB)
-		if m.LimitIsBudget {
-			limit = fmt.Sprintf("the %g GB budget", m.LimitGB)
-		}
-		row("memory", "%.2f GB against %s: %s (weights %.2f + KV cache %.2f + overhead %.2f GB)", m.NeedGB, limit, verdict, m.WeightsGB, m.KVGB, m.OverheadGB)
-	}
-	if s := pr.Speed; s != nil {
-		line := fmt.Sprintf("ceiling %.1f tok/s (%g GB/s / %.2f GB)", s.CeilingTokS, s.BandwidthGBs, s.ModelGB)
-		if s.ExpectedTokS > 0 {
-			line += fmt.Sprintf("; expected about %.1f tok/s: %s", s.ExpectedTokS, s.Observation)
-		} else {
-			line += "; no field observation on this device, so the ceiling is the only figure"
-		}
-		row("decode", "%s", line)
-	}
-	if missing != "" {
-		row("pipeline", "not available in this build: %s", missing)
-	} else {
-		ids := make([]string, len(stepList))
-		for i, s := range stepList {
-			ids[i] = s.ID
-		}
-		row("pipeline", "%s", strings.Join(ids, " -> "))
-	}
-	if pk.Conversion != "" {
-		row("", "conversion: %s", pk.Conversion)
-	}
-	if instead != "" {
-		row("", "meanwhile: %s", instead)
-	}
-	list := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintln(w, title)
-		for _, it := range items {
-			fmt.Fprintf(w, "  - %s\n", it)
-		}
-	}
-	list("why", pk.Reasons)
-	var warnings []string
-	for _, wn := range pk.Warnings {
-		warnings = append(warnings, "warning: "+wn)
-	}
-	list("warnings", warnings)
-	list("notes", pr.Notes)
 }
 
 func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
@@ -435,4 +349,12 @@ func writeNew(path string, data []byte, force bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+func stepIDs(list []*plan.Step) []string {
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	return ids
 }

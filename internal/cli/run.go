@@ -97,6 +97,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		res, runErr := eng.Run(ctx)
 		rep.Done()
+		c.remoteSummary(env)
 		colour := termstatus.ColourOn(env.StdoutIsTerminal, env.Getenv)
 		if !c.json {
 			runreport.WriteSummary(env.Stdout, env.Stderr, pl, res, colour)
@@ -213,6 +214,11 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 	}
 	opt.Run = provenance.RunFromEnv(env.Getenv)
 	opt.NoPush = c.noPush
+	if c.store, err = c.remote.Open(ctx, opt.Signer, Version); err != nil {
+		return nil, "", "", &ExitError{Code: ExitUsage, Err: err}
+	} else if c.store != nil {
+		opt.Remote = c.store
+	}
 	return engine.NewEngine(pl, opt), ca.Root(), out, nil
 }
 
@@ -349,6 +355,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		eng.SetOnEvent(rep.Event)
 		res, runErr := eng.Run(ctx)
 		rep.Done()
+		c.remoteSummary(env)
 		return runError(res, runErr)
 	}
 }
@@ -393,4 +400,11 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// remoteSummary says what the remote cache moved (not under --json or -q).
+func (c *common) remoteSummary(env *Env) {
+	if c.store != nil && !c.json && !c.quiet {
+		c.store.Summary(env.Stderr)
+	}
 }

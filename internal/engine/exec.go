@@ -63,6 +63,11 @@ type Options struct {
 	Run provenance.Run
 	// NoPush publishes locally only, skipping the targets' remotes.
 	NoPush bool
+	// Remote is a shared remote cache (nil: none): looked up after a local
+	// miss, and given every output this run makes or finds.
+	Remote RemoteCache
+	// RemoteStrict makes a failed upload to Remote a failure of the step.
+	RemoteStrict bool
 }
 
 // Engine runs a plan against the cache.
@@ -290,10 +295,12 @@ func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error
 	if err != nil {
 		return nil, err
 	}
-	if !hit {
+	var out *steps.Output
+	if hit {
+		out, err = e.fromEntry(s, ent)
+	} else if out, hit, err = e.remoteCached(ctx, s, key, tools); err == nil && !hit {
 		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
 	}
-	out, err := e.fromEntry(s, ent)
 	if err != nil {
 		return nil, err
 	}
@@ -481,6 +488,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 				if hit {
 					e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key})
 					e.record(out)
+					err = e.share(ctx, s, key, false)
 				}
 				return err
 			}
@@ -515,8 +523,15 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 		}
 		return err
 	}
-
-	return e.execute(ctx, s, kind, key, tools, true)
+	if out, hit := e.remoteHit(ctx, s, key, tools); hit {
+		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key, Message: "remote cache"})
+		e.record(out)
+		return nil
+	}
+	if err := e.execute(ctx, s, kind, key, tools, true); err != nil {
+		return err
+	}
+	return e.share(ctx, s, key, true)
 }
 
 // execute runs a kind into a fresh folder; with cached set, the folder is

@@ -6,6 +6,7 @@ package host
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -24,5 +25,15 @@ var identity = sync.OnceValue(func() string {
 	if model == "" {
 		model = "unknown CPU"
 	}
-	return fmt.Sprintf("%s/%s; %s; %d cores", runtime.GOOS, runtime.GOARCH, strings.Join(strings.Fields(model), " "), runtime.NumCPU())
+	id := fmt.Sprintf("%s/%s; %s; %d cores", runtime.GOOS, runtime.GOARCH, strings.Join(strings.Fields(model), " "), runtime.NumCPU())
+	if label := strings.TrimSpace(os.Getenv(LabelEnv)); label != "" {
+		id += "; " + label
+	}
+	return id
 })
+
+// LabelEnv names a machine beyond what Identity reads: two machines of one
+// CPU model that measure differently (other memory, other cooling) get
+// different labels, so a remote cache never hands one the other's
+// measurements. Tests use it to play a second host.
+const LabelEnv = "EDGEPIPE_HOST_LABEL"

@@ -260,3 +260,30 @@ func explainS3(err error) error {
 	}
 	return err
 }
+
+// Bucket is an s3:: location opened for object-level access: what the
+// remote cache reads and writes under Prefix.
+type Bucket struct {
+	Client *s3.Client
+	Name   string
+	// Prefix is the key prefix without a trailing slash ("" for the
+	// bucket's root).
+	Prefix string
+}
+
+// OpenS3 opens an s3:: destination for object-level access, with the AWS
+// SDK's standard credential chain.
+func (d *Destination) OpenS3(ctx context.Context) (*Bucket, error) {
+	if d.Kind != KindS3 {
+		return nil, fmt.Errorf("%s is not an s3:: location", d.URL)
+	}
+	cl, err := d.s3.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Bucket{Client: cl, Name: d.s3.bucket, Prefix: d.s3.prefix}, nil
+}
+
+// ExplainS3 adds what to do to S3 errors a user can fix (credentials, a
+// missing bucket).
+func ExplainS3(err error) error { return explainS3(err) }

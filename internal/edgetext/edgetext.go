@@ -1,0 +1,99 @@
+// Package edgetext renders the edge commands' answers (pick, ceiling) as
+// text for a terminal.
+package edgetext
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/edge"
+)
+
+// CeilingTable writes decode ceilings per device as a table, marking the
+// device mark.
+func CeilingTable(w io.Writer, rows []catalog.CeilingRow, mark string) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tBANDWIDTH GB/s\tCEILING tok/s\tOBSERVED tok/s\tOBSERVED/CEILING")
+	for _, r := range rows {
+		obs, ratio := "-", "-"
+		if r.ObservedTokS > 0 {
+			obs = strconv.FormatFloat(r.ObservedTokS, 'g', -1, 64)
+			ratio = strconv.FormatFloat(r.ObservedOverCeiling, 'f', 2, 64)
+		}
+		tail := ""
+		if r.Device == mark {
+			tail = "\t<- target device"
+		}
+		fmt.Fprintf(tw, "%s\t%g\t%.1f\t%s\t%s%s\n", r.Device, r.BandwidthGBs, r.CeilingTokS, obs, ratio, tail)
+	}
+	return tw.Flush()
+}
+
+// PrintPick writes pick's answer: device, format, model, memory, decode
+// speed and the pipeline's steps (stepIDs), with the reasons and warnings.
+func PrintPick(w io.Writer, pk edge.Pick, stepIDs []string, missing, instead string) {
+	pr := pk.Prediction
+	d, _ := catalog.Lookup(pk.Device)
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("platform", "%s: %s", pk.Platform, pk.Summary)
+	row("device", "%s: %s, %g GB/s, %g GB (%g GB left to apps)", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, d.MemoryGB-d.OSReservedGB)
+	row("format", "%s, KV cache %s, context %d", pk.Format, pk.KVDtype, pk.Context)
+	if pr.Model.HasParams() {
+		row("model", "%s: %s parameters, %.3g GB in %s (%s)", pr.Model.Source, edge.Params(pr.Model.Shape.Params), pr.WeightsGB, pk.Format, pr.Model.From)
+	} else {
+		row("model", "%s: shape unknown, so memory and speed were not checked", pr.Model.Source)
+	}
+	if m := pr.Memory; m != nil {
+		verdict := "fits"
+		if !m.OK() {
+			verdict = "does NOT fit"
+		}
+		limit := fmt.Sprintf("%.2f GB left to apps", m.AvailableGB)
+		if m.LimitIsBudget {
+			limit = fmt.Sprintf("the %g GB budget", m.LimitGB)
+		}
+		row("memory", "%.2f GB against %s: %s (weights %.2f + KV cache %.2f + overhead %.2f GB)", m.NeedGB, limit, verdict, m.WeightsGB, m.KVGB, m.OverheadGB)
+	}
+	if s := pr.Speed; s != nil {
+		line := fmt.Sprintf("ceiling %.1f tok/s (%g GB/s / %.2f GB)", s.CeilingTokS, s.BandwidthGBs, s.ModelGB)
+		if s.ExpectedTokS > 0 {
+			line += fmt.Sprintf("; expected about %.1f tok/s: %s", s.ExpectedTokS, s.Observation)
+		} else {
+			line += "; no field observation on this device, so the ceiling is the only figure"
+		}
+		row("decode", "%s", line)
+	}
+	if missing != "" {
+		row("pipeline", "not available in this build: %s", missing)
+	} else {
+		row("pipeline", "%s", strings.Join(stepIDs, " -> "))
+	}
+	if pk.Conversion != "" {
+		row("", "conversion: %s", pk.Conversion)
+	}
+	if instead != "" {
+		row("", "meanwhile: %s", instead)
+	}
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintln(w, title)
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	list("why", pk.Reasons)
+	var warnings []string
+	for _, wn := range pk.Warnings {
+		warnings = append(warnings, "warning: "+wn)
+	}
+	list("warnings", warnings)
+	list("notes", pr.Notes)
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/event"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/tools"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// RemoteCache shares step outputs between machines (package remotecache).
+type RemoteCache interface {
+	// Fetch downloads key's output into c and returns its local entry;
+	// (nil, nil) is a miss, (nil, err) a miss to warn about. The caller
+	// holds key's local lock.
+	Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.Entry, error)
+	// Upload shares a local entry (objects first, the record last);
+	// verify rehashes its files first.
+	Upload(ctx context.Context, ent *cache.Entry, verify bool) error
+}
+
+// remoteHit looks key up in the remote cache after a local miss; the
+// caller holds key's lock. A hit is committed to the local cache and
+// used like a local hit; anything wrong with it is a warning and a miss.
+func (e *Engine) remoteHit(ctx context.Context, s *plan.Step, key string, tl []*tools.Tool) (*steps.Output, bool) {
+	if e.opt.Remote == nil || e.opt.Force {
+		return nil, false
+	}
+	ent, err := e.opt.Remote.Fetch(ctx, e.opt.Cache, key)
+	if err != nil {
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
+		return nil, false
+	}
+	if ent == nil {
+		return nil, false
+	}
+	out, err := e.fromEntry(s, ent)
+	if err != nil {
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
+		return nil, false
+	}
+	out.Tools = tl
+	// Hashed while it downloaded: readers need not hash it again.
+	e.markVerified(key)
+	return out, true
+}
+
+// share uploads key's local entry to the remote cache: after the step
+// ran (fresh), or after a local hit the remote may lack (rehashed first,
+// so a damaged local copy is never shared). A failed upload is a warning,
+// or the step's failure under RemoteStrict (a worker whose output the
+// orchestrator will look for).
+func (e *Engine) share(ctx context.Context, s *plan.Step, key string, fresh bool) error {
+	if e.opt.Remote == nil {
+		return nil
+	}
+	ent, hit, err := e.opt.Cache.Lookup(key)
+	if err == nil && hit {
+		err = e.opt.Remote.Upload(ctx, ent, !fresh)
+	}
+	if err != nil {
+		if e.opt.RemoteStrict {
+			e.emit(event.Event{Type: event.Failed, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
+			return &StepError{Step: s.ID, Err: err}
+		}
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: "not shared: " + err.Error()})
+	}
+	return nil
+}
+
+// remoteCached is cached's fallback for a step whose output this machine
+// lacks (a single step run on a worker): fetch it from the remote cache,
+// holding its key's lock.
+func (e *Engine) remoteCached(ctx context.Context, s *plan.Step, key string, tl []*tools.Tool) (*steps.Output, bool, error) {
+	if e.opt.Remote == nil {
+		return nil, false, nil
+	}
+	release, err := e.opt.Cache.Lock(ctx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	if ent, hit, err := e.opt.Cache.Lookup(key); err != nil || hit {
+		if err != nil {
+			return nil, false, err
+		}
+		out, err := e.fromEntry(s, ent)
+		return out, err == nil, err
+	}
+	out, ok := e.remoteHit(ctx, s, key, tl)
+	if ok {
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: "fetched from the remote cache"})
+	}
+	return out, ok, nil
+}

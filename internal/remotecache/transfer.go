@@ -1,0 +1,183 @@
+package remotecache
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/provenance"
+)
+
+// download streams one object into dst, hashing it on the way; a size or
+// digest that differs from the record's is an error and dst is removed.
+func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
+	o, err := s.be.get(ctx, casName(f.SHA256), f.Size)
+	if errors.Is(err, errNotFound) {
+		return fmt.Errorf("%s: its object %s is missing", f.Path, f.SHA256[:16])
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	defer o.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	// One byte past the size: a longer object is caught, not truncated.
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(o, f.Size+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	s.Stats.BytesDown.Add(n)
+	if err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if n != f.Size || got != f.SHA256 {
+		os.Remove(dst)
+		return fmt.Errorf("%s: its object is corrupt (%d bytes with sha256 %s; the record says %d bytes, %s)", f.Path, n, got[:16], f.Size, f.SHA256[:16])
+	}
+	s.Stats.ObjectsDown.Add(1)
+	return nil
+}
+
+// Has reports whether the remote holds a record for key.
+func (s *Store) Has(ctx context.Context, key string) (bool, error) {
+	return s.be.exists(ctx, recordName(key), -1)
+}
+
+// Upload shares a local entry: every object first, then the record, only
+// if no record exists. Files are opened without following links and must
+// be regular files inside the entry's folder with the size the record
+// says; with verify set, each is rehashed first (an entry found in the
+// local cache rather than just written), so a corrupt local copy is never
+// published. Skipped when the mode does not write.
+func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error {
+	if !s.opt.Mode.Writes() {
+		return nil
+	}
+	if ok, err := s.Has(ctx, ent.Key); err == nil && ok {
+		s.Stats.EntriesKnown.Add(1)
+		return nil
+	}
+	for _, f := range ent.Tree.Files {
+		if err := s.uploadFile(ctx, ent, f, verify); err != nil {
+			return fmt.Errorf("remote cache %s: upload %s of step %s: %w", s.be, f.Path, ent.StepID, err)
+		}
+	}
+	rec := Record{Key: ent.Key, Kind: ent.Kind, StepID: ent.StepID, Tree: ent.Tree, Created: ent.Created,
+		Duration: ent.Duration, Tools: ent.Tools, Writer: s.opt.Version}
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	env := &provenance.Envelope{Payload: payload, PayloadType: RecordType, Signatures: []provenance.Signature{}}
+	if s.opt.Signer != nil {
+		if env, err = s.opt.Signer.Sign(RecordType, payload); err != nil {
+			return fmt.Errorf("sign the record of %s: %w", ent.StepID, err)
+		}
+	}
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(raw)
+	err = s.be.put(ctx, recordName(ent.Key), bytes.NewReader(raw), int64(len(raw)), hex.EncodeToString(sum[:]), true)
+	switch {
+	case errors.Is(err, errExists):
+		s.Stats.RecordsLostRace.Add(1)
+	case err != nil:
+		return fmt.Errorf("remote cache %s: write the record of step %s: %w", s.be, ent.StepID, err)
+	default:
+		s.Stats.RecordsUp.Add(1)
+	}
+	return nil
+}
+
+func (s *Store) uploadFile(ctx context.Context, ent *cache.Entry, f fileDigest, verify bool) error {
+	if ok, err := s.be.exists(ctx, casName(f.SHA256), f.Size); err == nil && ok {
+		s.Stats.ObjectsSkipped.Add(1)
+		return nil
+	}
+	if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
+		return fmt.Errorf("the path leaves the entry's folder")
+	}
+	p := filepath.Join(ent.Dir, filepath.FromSlash(f.Path))
+	// No link is followed, at the file or anywhere above it in the entry.
+	if err := noLinks(ent.Dir, f.Path); err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Size() != f.Size {
+		return fmt.Errorf("is not the regular file of %d bytes the local record lists", f.Size)
+	}
+	if verify {
+		h := sha256.New()
+		if _, err := io.Copy(h, fh); err != nil {
+			return err
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+			return &cache.CorruptError{Key: ent.Key, StepID: ent.StepID, Path: f.Path, Problem: cache.Mismatch(f.SHA256, got)}
+		}
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	if err := s.be.put(ctx, casName(f.SHA256), fh, f.Size, f.SHA256, false); err != nil {
+		return err
+	}
+	s.Stats.BytesUp.Add(f.Size)
+	s.Stats.ObjectsUp.Add(1)
+	return nil
+}
+
+// noLinks refuses a path inside root any of whose parts is a symlink.
+func noLinks(root, rel string) error {
+	cur := root
+	for _, part := range strings.Split(rel, "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink; the remote cache uploads only regular files inside the cache", cur)
+		}
+	}
+	return nil
+}
+
+func readAll(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return b, nil
+}
