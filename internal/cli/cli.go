@@ -49,7 +49,10 @@ const (
 	ExitNotReproduced = 5
 	// ExitPushFailed: every target that passed its gate is published
 	// locally, but a push to a remote (publish: in the recipe) failed.
-	ExitPushFailed  = 6
+	ExitPushFailed = 6
+	// ExitNeedMissing: step run found a step it needs in neither the
+	// local nor the remote cache; nothing ran (run the need first).
+	ExitNeedMissing = 7
 	ExitInterrupted = 130
 )
 
@@ -104,10 +107,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
-		{use: "plan [--json] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
+		{use: "plan [--json] [--bundle FILE] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
 		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
 		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
-		{use: "step run PLAN.json STEP-ID", summary: "run one step of a saved plan", define: cmdStep, complete: stepArgs},
+		{use: "step run PLAN.json|BUNDLE STEP-ID", summary: "run one step of a saved plan or bundle (plan --bundle), on any machine", define: cmdStep, complete: stepArgs},
 		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
 		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},
 		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: dirArgs},
@@ -132,6 +135,7 @@ const exitCodesHelp = `Exit codes:
   4    run --locked: the recipe's lock is missing or out of date (nothing ran)
   5    reproduce: a rebuilt file is not bit-identical to the published one
   6    a push to a remote failed (the local artifacts are published)
+  7    step run: a step it needs is in neither the local nor the remote cache
   130  interrupted`
 
 // newRoot builds the command tree: GNU flags with short forms, help on
@@ -264,6 +268,7 @@ type common struct {
 	noPush    bool
 	remote    remotecache.Flags
 	store     *remotecache.Store // opened by engine
+	strict    bool               // a failed upload fails the step (step run)
 }
 
 func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {

@@ -22,16 +22,6 @@ import (
 	"github.com/edgepipe/edgepipe/steps"
 )
 
-// ceilingTarget is one recipe target's row set in `ceiling --recipe`.
-type ceilingTarget struct {
-	Target   string               `json:"target"`
-	Device   string               `json:"device"`
-	Format   string               `json:"format"`
-	ModelGB  float64              `json:"model_gb,omitempty"`
-	SizeFrom string               `json:"size_from"`
-	Devices  []catalog.CeilingRow `json:"devices,omitempty"`
-}
-
 func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 	modelGB := fs.Float64("model-gb", 0, "model size in GB (1e9 bytes), e.g. 4.7 for an 8B model at 4 bits")
 	recipePath := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
@@ -62,9 +52,9 @@ func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 			outDir = filepath.Join("artifacts", r.Name)
 		}
 		model := edge.ResolveModel(r.Model.Source, r.Dir())
-		var targets []ceilingTarget
+		var targets []edgetext.CeilingTarget
 		for _, t := range r.Targets {
-			ct := ceilingTarget{Target: t.Name, Device: t.Device, Format: t.Format}
+			ct := edgetext.CeilingTarget{Target: t.Name, Device: t.Device, Format: t.Format}
 			ct.ModelGB, ct.SizeFrom = edge.TargetSize(filepath.Join(outDir, t.Name), t.Format, model)
 			if ct.ModelGB > 0 {
 				ct.Devices = catalog.Ceilings(ct.ModelGB)
@@ -73,24 +63,11 @@ func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		if *asJSON {
 			return writeJSON(env.Stdout, struct {
-				Recipe  string          `json:"recipe"`
-				Targets []ceilingTarget `json:"targets"`
+				Recipe  string                   `json:"recipe"`
+				Targets []edgetext.CeilingTarget `json:"targets"`
 			}{r.Name, targets})
 		}
-		for i, ct := range targets {
-			if i > 0 {
-				fmt.Fprintln(env.Stdout)
-			}
-			if ct.ModelGB <= 0 {
-				fmt.Fprintf(env.Stdout, "target %s (%s for %s): size unknown: %s\n", ct.Target, ct.Format, ct.Device, ct.SizeFrom)
-				continue
-			}
-			fmt.Fprintf(env.Stdout, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
-			if err := edgetext.CeilingTable(env.Stdout, ct.Devices, ct.Device); err != nil {
-				return err
-			}
-		}
-		return nil
+		return edgetext.CeilingTargets(env.Stdout, targets)
 	}
 }
 

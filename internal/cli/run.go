@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/progress"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/data"
-	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -138,6 +138,10 @@ func runError(res *engine.RunResult, runErr error) error {
 			step = e
 		}
 	}
+	var need *engine.NeedMissingError
+	if errors.As(step, &need) {
+		return &ExitError{Code: ExitNeedMissing, Err: step}
+	}
 	if step != nil {
 		n := len(res.Failed)
 		if n > 1 {
@@ -217,7 +221,7 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 	if c.store, err = c.remote.Open(ctx, opt.Signer, Version); err != nil {
 		return nil, "", "", &ExitError{Code: ExitUsage, Err: err}
 	} else if c.store != nil {
-		opt.Remote = c.store
+		opt.Remote, opt.RemoteStrict = c.store, c.strict
 	}
 	return engine.NewEngine(pl, opt), ca.Root(), out, nil
 }
@@ -226,6 +230,7 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
 	targets := targetFlag(fs)
+	bundleOut := fs.String("bundle", "", "also write a self-contained step bundle (`FILE`, a tar: the plan, the recipe, its lock and its local files) for `edgepipe step run` on another machine")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
@@ -250,6 +255,11 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		pj.Targets = *targets
+		if *bundleOut != "" {
+			if err := c.writeBundle(ctx, env, pl, pos[0], pj, *bundleOut); err != nil {
+				return err
+			}
+		}
 		if c.json {
 			enc := json.NewEncoder(env.Stdout)
 			enc.SetIndent("", "  ")
@@ -319,15 +329,13 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 	c.register(fs, env, true)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 3 || pos[0] != "run" {
-			return usageErr("usage: edgepipe step run PLAN.json STEP-ID")
+			return usageErr("usage: edgepipe step run PLAN.json|BUNDLE STEP-ID")
 		}
-		b, err := boundedfile.Read(pos[1], boundedfile.ManifestLimit)
+		c.strict = true
+		pj, cleanup, err := c.openSaved(ctx, pos[1])
+		defer cleanup()
 		if err != nil {
-			return usageErr("read the plan: %v", err)
-		}
-		var pj plan.Saved
-		if err := json.Unmarshal(b, &pj); err != nil {
-			return usageErr("%s is not a plan written by `edgepipe plan --json`: %v", pos[1], err)
+			return err
 		}
 		pl, err := loadPlan(pj.Recipe)
 		if err != nil {

@@ -97,3 +97,32 @@ func PrintPick(w io.Writer, pk edge.Pick, stepIDs []string, missing, instead str
 	list("warnings", warnings)
 	list("notes", pr.Notes)
 }
+
+// CeilingTarget is one recipe target's row set in `ceiling --recipe`.
+type CeilingTarget struct {
+	Target   string               `json:"target"`
+	Device   string               `json:"device"`
+	Format   string               `json:"format"`
+	ModelGB  float64              `json:"model_gb,omitempty"`
+	SizeFrom string               `json:"size_from"`
+	Devices  []catalog.CeilingRow `json:"devices,omitempty"`
+}
+
+// CeilingTargets writes each recipe target's size and its ceilings per
+// device (`ceiling --recipe`).
+func CeilingTargets(w io.Writer, targets []CeilingTarget) error {
+	for i, ct := range targets {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if ct.ModelGB <= 0 {
+			fmt.Fprintf(w, "target %s (%s for %s): size unknown: %s\n", ct.Target, ct.Format, ct.Device, ct.SizeFrom)
+			continue
+		}
+		fmt.Fprintf(w, "target %s (%s for %s): %.3g GB, %s\n", ct.Target, ct.Format, ct.Device, ct.ModelGB, ct.SizeFrom)
+		if err := CeilingTable(w, ct.Devices, ct.Device); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -302,7 +302,7 @@ func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error
 	if hit {
 		out, err = e.fromEntry(s, ent)
 	} else if out, hit, err = e.remoteCached(ctx, s, key, tools); err == nil && !hit {
-		return nil, fmt.Errorf("step %s has not run yet (no cache entry %s): run its needs first", s.ID, short(key))
+		return nil, &NeedMissingError{Step: s.ID, Key: key}
 	}
 	if err != nil {
 		return nil, err

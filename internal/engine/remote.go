@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/event"
@@ -9,6 +10,14 @@ import (
 	"github.com/edgepipe/edgepipe/internal/tools"
 	"github.com/edgepipe/edgepipe/steps"
 )
+
+// NeedMissingError is a step whose output a single-step run needs and
+// neither the local nor the remote cache holds: run it first.
+type NeedMissingError struct{ Step, Key string }
+
+func (e *NeedMissingError) Error() string {
+	return fmt.Sprintf("step %s has not run yet (no cache entry %s here or in a remote cache): run its needs first", e.Step, short(e.Key))
+}
 
 // RemoteCache shares step outputs between machines (package remotecache).
 type RemoteCache interface {

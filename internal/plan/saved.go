@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 
 	"github.com/edgepipe/edgepipe/internal/getter"
 )
@@ -98,4 +101,22 @@ func scrubParams(p *Plan, params []byte) []byte {
 		return params
 	}
 	return []byte(getter.Scrub(p.Recipe.Model.Source, string(params)))
+}
+
+// ReadSaved reads a plan written by `edgepipe plan --json` (or the
+// plan.json of a bundle). A relative recipe path is taken relative to the
+// plan's folder, so a plan and its recipe can move together.
+func ReadSaved(path string) (*Saved, error) {
+	b, err := boundedfile.Read(path, boundedfile.ManifestLimit)
+	if err != nil {
+		return nil, fmt.Errorf("read the plan: %v", err)
+	}
+	var pj Saved
+	if err := json.Unmarshal(b, &pj); err != nil {
+		return nil, fmt.Errorf("%s is not a plan written by `edgepipe plan --json` nor a bundle written by `plan --bundle`: %v", path, err)
+	}
+	if pj.Recipe != "" && !filepath.IsAbs(pj.Recipe) {
+		pj.Recipe = filepath.Join(filepath.Dir(path), filepath.FromSlash(pj.Recipe))
+	}
+	return &pj, nil
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 )
 
@@ -180,4 +181,40 @@ func readAll(r io.Reader, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return b, nil
+}
+
+// PutBlob uploads one file to the content-addressed store (a bundle's
+// file too large to embed) and returns its digest. It needs a writing mode.
+func (s *Store) PutBlob(ctx context.Context, path string) (fileDigest, error) {
+	if !s.opt.Mode.Writes() {
+		return fileDigest{}, fmt.Errorf("remote cache %s is read-only here (--remote-cache-mode %s): %s cannot be shared", s.be, s.opt.Mode, path)
+	}
+	sum, size, err := digest.File(path)
+	if err != nil {
+		return fileDigest{}, err
+	}
+	fd := fileDigest{Path: path, SHA256: sum, Size: size}
+	if ok, err := s.be.exists(ctx, casName(fd.SHA256), fd.Size); err == nil && ok {
+		return fd, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fileDigest{}, err
+	}
+	defer f.Close()
+	if err := s.be.put(ctx, casName(fd.SHA256), f, fd.Size, fd.SHA256, false); err != nil {
+		return fileDigest{}, fmt.Errorf("remote cache %s: upload %s: %w", s.be, path, err)
+	}
+	s.Stats.BytesUp.Add(fd.Size)
+	s.Stats.ObjectsUp.Add(1)
+	return fd, nil
+}
+
+// GetBlob downloads one object of the content-addressed store to dst,
+// digest-checked.
+func (s *Store) GetBlob(ctx context.Context, f fileDigest, dst string) error {
+	if !isHex64(f.SHA256) {
+		return fmt.Errorf("bad digest %q", f.SHA256)
+	}
+	return s.download(ctx, f, dst)
 }
