@@ -13,10 +13,13 @@ package argo
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -24,6 +27,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -92,7 +96,7 @@ func Export(o Options) ([]byte, error) {
 	}
 	names := taskNames(o.Steps)
 	dag := template{Name: entrypoint,
-		Inputs: &io{Artifacts: []artifact{{Name: "bundle"}}},
+		Inputs: &ioSpec{Artifacts: []artifact{{Name: "bundle"}}},
 		DAG:    &dagTemplate{}}
 	tmpls := []template{}
 	for _, s := range o.Steps {
@@ -137,11 +141,12 @@ func Export(o Options) ([]byte, error) {
 // stepTemplate is one step's pod: `edgepipe step run` with the step's
 // weight as requests, GPU placement, and retries.
 func stepTemplate(o Options, s Step, name string) template {
-	args := []string{"step", "run", BundlePath, s.ID,
+	cores := strconv.Itoa(max(s.Cores, 1))
+	args := []string{"step", "run", BundlePath, s.ID, "-j", cores,
 		"--remote-cache", "{{workflow.parameters.remote-cache}}", "--remote-cache-mode", "readwrite", "--json"}
 	t := template{Name: name,
 		Metadata: &metadata{Annotations: map[string]string{"edgepipe.dev/step": s.ID}},
-		Inputs:   &io{Artifacts: []artifact{{Name: "bundle", Path: BundlePath}}},
+		Inputs:   &ioSpec{Artifacts: []artifact{{Name: "bundle", Path: BundlePath}}},
 		Container: &container{Image: o.Image, Command: []string{"edgepipe"},
 			Env:          []envVar{{Name: "EDGEPIPE_CACHE", Value: CachePath}},
 			VolumeMounts: []volumeMount{{Name: "cache", MountPath: CachePath}},
@@ -155,11 +160,11 @@ func stepTemplate(o Options, s Step, name string) template {
 		// remote cache; the verified folder is the task's output.
 		args = []string{"step", "run", BundlePath, s.ID, "--out", OutPath,
 			"--remote-cache", "{{workflow.parameters.remote-cache}}", "--remote-cache-mode", "read", "--json"}
-		t.Outputs = &io{Artifacts: []artifact{{Name: "published", Path: OutPath + "/" + s.Target}}}
+		t.Outputs = &ioSpec{Artifacts: []artifact{{Name: "published", Path: OutPath + "/" + s.Target}}}
 		t.Container.Resources.Requests = map[string]string{"cpu": "1", "memory": "512Mi"}
 	} else {
 		t.Container.Resources.Requests = map[string]string{
-			"cpu":    strconv.Itoa(max(s.Cores, 1)),
+			"cpu":    cores,
 			"memory": strconv.FormatInt(max(s.MemoryMB, 256), 10) + "Mi",
 		}
 	}
@@ -185,9 +190,14 @@ func stepTemplate(o Options, s Step, name string) template {
 	return t
 }
 
-// Armor is the bundle as a raw artifact carries it: base64 lines.
+// Armor is the bundle as a raw artifact carries it: gzip (a tar is mostly
+// padding), then base64 lines.
 func Armor(b []byte) string {
-	enc := base64.StdEncoding.EncodeToString(b)
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	zw.Write(b)
+	zw.Close()
+	enc := base64.StdEncoding.EncodeToString(z.Bytes())
 	var sb strings.Builder
 	for len(enc) > 76 {
 		sb.WriteString(enc[:76])
@@ -199,8 +209,11 @@ func Armor(b []byte) string {
 	return sb.String()
 }
 
-// Dearmor reverses Armor; ok is false when b is not base64 text (a bundle
-// as `plan --bundle` wrote it).
+// maxDearmored bounds what armor may inflate to (a gzip bomb).
+const maxDearmored = 64 << 20
+
+// Dearmor reverses Armor; ok is false when b is not armor (a bundle as
+// `plan --bundle` wrote it, a plan).
 func Dearmor(b []byte) (out []byte, ok bool) {
 	clean := bytes.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' {
@@ -208,11 +221,19 @@ func Dearmor(b []byte) (out []byte, ok bool) {
 		}
 		return r
 	}, b)
-	if len(clean) == 0 {
+	z, err := base64.StdEncoding.DecodeString(string(clean))
+	if err != nil || len(z) == 0 {
 		return nil, false
 	}
-	out, err := base64.StdEncoding.DecodeString(string(clean))
-	return out, err == nil
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return nil, false
+	}
+	out, err = io.ReadAll(io.LimitReader(zr, maxDearmored+1))
+	if err != nil || len(out) > maxDearmored {
+		return nil, false
+	}
+	return out, true
 }
 
 var notName = regexp.MustCompile(`[^a-zA-Z0-9]+`)
@@ -260,4 +281,28 @@ func labelValue(s string) string {
 		v = v[:63]
 	}
 	return strings.Trim(v, "-._")
+}
+
+// DearmorFile turns a bundle shipped as text (Armor: what an Argo raw
+// artifact writes into a pod) back into a bundle file next to it and
+// returns that path; any other file is returned as is.
+func DearmorFile(path string) (string, error) {
+	b, err := boundedfile.Read(path, 2*MaxBundleBytes)
+	if err != nil || len(b) == 0 || b[0] == '{' {
+		return path, nil // not armor: the caller reads it and says what is wrong
+	}
+	raw, ok := Dearmor(b)
+	if !ok || len(raw) < 265 || !bytes.HasPrefix(raw[257:], []byte("ustar")) {
+		return path, nil
+	}
+	f, err := os.CreateTemp("", "edgepipe-bundle-*.tar")
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(raw); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), f.Close()
 }

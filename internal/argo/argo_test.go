@@ -1,7 +1,11 @@
 package argo
 
 import (
+	"archive/tar"
 	"bytes"
+	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -114,8 +118,40 @@ func TestExportPlacesGPUStepsAndRetries(t *testing.T) {
 }
 
 func TestExportRefusesAnOversizedBundle(t *testing.T) {
-	_, err := Export(Options{Recipe: "r", Image: "i", RemoteCache: "u", Bundle: make([]byte, MaxBundleBytes)})
+	noise := make([]byte, MaxBundleBytes)
+	rand.New(rand.NewSource(1)).Read(noise) // incompressible
+	_, err := Export(Options{Recipe: "r", Image: "i", RemoteCache: "u", Bundle: noise})
 	if err == nil || !strings.Contains(err.Error(), "remote cache") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDearmorFileGivesBackTheTar(t *testing.T) {
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "plan.json", Mode: 0o644, Size: 2})
+	tw.Write([]byte("{}"))
+	tw.Close()
+	dir := t.TempDir()
+	armored := filepath.Join(dir, "plan.bundle")
+	os.WriteFile(armored, []byte(Armor(tb.Bytes())), 0o644)
+	got, err := DearmorFile(armored)
+	if err != nil || got == armored {
+		t.Fatalf("DearmorFile = %q, %v", got, err)
+	}
+	defer os.Remove(got)
+	if b, _ := os.ReadFile(got); !bytes.Equal(b, tb.Bytes()) {
+		t.Fatal("not the same tar")
+	}
+	plain := filepath.Join(dir, "plan.json")
+	os.WriteFile(plain, []byte(`{"steps": []}`), 0o644)
+	if got, err := DearmorFile(plain); err != nil || got != plain {
+		t.Fatalf("a plan is not armor: %q, %v", got, err)
+	}
+	// Armor of something that is not a tar is left alone too.
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, []byte(Armor([]byte("hello"))), 0o644)
+	if got, err := DearmorFile(other); err != nil || got != other {
+		t.Fatalf("armored non-tar: %q, %v", got, err)
 	}
 }

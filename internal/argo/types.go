@@ -55,8 +55,8 @@ type volume struct {
 type template struct {
 	Name          string            `yaml:"name"`
 	Metadata      *metadata         `yaml:"metadata,omitempty"`
-	Inputs        *io               `yaml:"inputs,omitempty"`
-	Outputs       *io               `yaml:"outputs,omitempty"`
+	Inputs        *ioSpec           `yaml:"inputs,omitempty"`
+	Outputs       *ioSpec           `yaml:"outputs,omitempty"`
 	NodeSelector  map[string]string `yaml:"nodeSelector,omitempty"`
 	Tolerations   []toleration      `yaml:"tolerations,omitempty"`
 	DAG           *dagTemplate      `yaml:"dag,omitempty"`
@@ -64,7 +64,7 @@ type template struct {
 	RetryStrategy *retryStrategy    `yaml:"retryStrategy,omitempty"`
 }
 
-type io struct {
+type ioSpec struct {
 	Artifacts []artifact `yaml:"artifacts,omitempty"`
 }
 

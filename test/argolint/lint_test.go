@@ -86,7 +86,10 @@ func TestExportsLintAndValidate(t *testing.T) {
 	for name, path := range files {
 		t.Run(name, func(t *testing.T) {
 			lintStrict(t, path)
-			validateForSubmission(t, path)
+			wf := validateForSubmission(t, path)
+			if name == "jetson-thor" {
+				checkGPU(t, wf)
+			}
 		})
 	}
 }
@@ -125,7 +128,7 @@ func lintStrict(t *testing.T, path string) {
 // validateForSubmission runs the controller's validation in submission
 // mode (not lint mode, which forgives missing parameters), and checks the
 // shape edgepipe promises: one DAG, a task per step, a final publish.
-func validateForSubmission(t *testing.T, path string) {
+func validateForSubmission(t *testing.T, path string) *wfv1.Workflow {
 	t.Helper()
 	ctx := withLogger()
 	data, err := os.ReadFile(path)
@@ -146,6 +149,30 @@ func validateForSubmission(t *testing.T, path string) {
 		t.Fatalf("workflow/validate %s: %v", path, err)
 	}
 	checkShape(t, wf)
+	return wf
+}
+
+// checkGPU: the NVIDIA steps ask for a GPU and land on GPU nodes; the
+// others do not.
+func checkGPU(t *testing.T, wf *wfv1.Workflow) {
+	t.Helper()
+	gpu := 0
+	for _, tmpl := range wf.Spec.Templates {
+		if tmpl.Container == nil {
+			continue
+		}
+		n := tmpl.Container.Resources.Limits["nvidia.com/gpu"]
+		wants := tmpl.NodeSelector["nvidia.com/gpu.present"] == "true"
+		if n.IsZero() != !wants {
+			t.Errorf("%s: GPU limit %v but node selector %v", tmpl.Name, n.String(), tmpl.NodeSelector)
+		}
+		if wants {
+			gpu++
+		}
+	}
+	if gpu == 0 {
+		t.Error("no step of jetson-thor asks for an NVIDIA GPU")
+	}
 }
 
 func checkShape(t *testing.T, wf *wfv1.Workflow) {
@@ -174,4 +201,55 @@ func checkShape(t *testing.T, wf *wfv1.Workflow) {
 	if steps == 0 {
 		t.Fatalf("no task runs `edgepipe step run`")
 	}
+}
+
+// TestTheChecksBite breaks a real export two ways and expects each check
+// to refuse it: a test that cannot fail proves nothing.
+func TestTheChecksBite(t *testing.T) {
+	files := exportAll(t)
+	good, err := os.ReadFile(files["demo"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// An unknown field: only strict parsing refuses it.
+	unknown := filepath.Join(dir, "unknown-field.yaml")
+	os.WriteFile(unknown, bytes.Replace(good, []byte("  entrypoint: edgepipe\n"), []byte("  entrypoint: edgepipe\n  entryPont: x\n"), 1), 0o644)
+	if lintFails(t, unknown) == "" {
+		t.Error("strict lint accepted an unknown field")
+	}
+	// A dependency on a task that does not exist: lint and validation.
+	dangling := filepath.Join(dir, "dangling.yaml")
+	os.WriteFile(dangling, bytes.Replace(good, []byte("              - source\n"), []byte("              - no-such-task\n"), 1), 0o644)
+	if lintFails(t, dangling) == "" {
+		t.Error("lint accepted a dependency on a missing task")
+	}
+	ctx := withLogger()
+	data, _ := os.ReadFile(dangling)
+	wf := common.ParseObjects(ctx, data, true)[0].Object.(*wfv1.Workflow)
+	err = validate.ValidateWorkflow(ctx, templateresolution.WrapWorkflowTemplateInterface(nil),
+		templateresolution.WrapClusterWorkflowTemplateInterface(nil), wf, nil, validate.ValidateOpts{})
+	if err == nil {
+		t.Error("validation accepted a dependency on a missing task")
+	}
+}
+
+// lintFails lints path and returns what lint printed when it failed.
+func lintFails(t *testing.T, path string) string {
+	t.Helper()
+	ctx := withLogger()
+	ctx, client, err := apiclient.NewClientFromOptsWithContext(ctx, apiclient.Opts{Offline: true, OfflineFiles: []string{path}})
+	if err != nil {
+		return err.Error()
+	}
+	var printed bytes.Buffer
+	res, err := lint.Lint(ctx, &lint.LintOptions{Files: []string{path}, Strict: true,
+		ServiceClients: lint.ServiceClients{WorkflowsClient: client.NewWorkflowServiceClient(ctx)}, Printer: &printed})
+	if err != nil {
+		return err.Error()
+	}
+	if res.Success {
+		return ""
+	}
+	return printed.String()
 }
