@@ -80,7 +80,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := c.ensureToolchains(ctx, env, pl, cacheRoot, pos[0], !*noInstall); err != nil {
 			return err
 		}
-		stopRay, err := ray.start(ctx, env, &c, eng, pl, pos[0], cacheRoot, *targets)
+		stopRay, err := ray(ctx, env, &c, eng, pl, pos[0], cacheRoot, *targets)
 		if err != nil {
 			return err
 		}

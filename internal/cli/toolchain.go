@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/edgepipe/edgepipe/internal/report"
+	"text/tabwriter"
 
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
@@ -32,7 +30,7 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		switch pos[0] {
 		case "list":
-			return toolchainList(env, root)
+			return toolchain.WriteList(env.Stdout, root)
 		case "prune", "remove":
 			return toolchainRemove(env, root, pos[0], pos[1:], *dryRun)
 		}
@@ -100,45 +98,6 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		return nil
 	}
-}
-
-// toolchainList prints every toolchain: kind, whether it is installed,
-// its size on disk and last use; then folders no current lock names.
-func toolchainList(env *Env, root string) error {
-	folders, err := toolchain.Folders(root)
-	if err != nil {
-		return err
-	}
-	byDir := map[string]toolchain.Folder{}
-	for _, f := range folders {
-		byDir[filepath.Base(f.Dir)] = f
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tLAST USED\tTOOLS")
-	var total int64
-	for _, s := range toolchain.Specs() {
-		state, size, used := "no", "-", "-"
-		if in, err := toolchain.Resolve(root, s.Name); err == nil {
-			state = in.Summary()
-		}
-		if f, ok := byDir[s.DirName()]; ok && s.Kind != toolchain.KindExternal {
-			size, used = report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime)
-			total += f.Size
-		}
-		if s.Kind == toolchain.KindExternal {
-			state = "(not installed by edgepipe)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, used, strings.Join(s.Tools, " "))
-	}
-	for _, f := range folders {
-		if !f.Current {
-			total += f.Size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime))
-		}
-	}
-	tw.Flush()
-	fmt.Fprintf(env.Stdout, "%s in %s\n", report.HumanBytes(total), filepath.Join(root, "toolchains"))
-	return nil
 }
 
 // toolchainRemove is `toolchain remove NAME...` (the current installs) and
