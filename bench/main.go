@@ -48,6 +48,7 @@ var benchmarks = []benchmark{
 	demoRerunBench,
 	allTargetsBench,
 	qualityBench,
+	remoteCacheBench,
 }
 
 func main() {

@@ -262,8 +262,11 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 }
 
 // inputsOf returns the outputs of a step's needs, computing them from the
-// cache when this run did not produce them (a single-step run).
-func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, error) {
+// cache when this run did not produce them (a single-step run). Unless
+// full, an output only the remote cache holds is described by its remote
+// record (digests, no folder): enough for a cache key, and nothing is
+// downloaded.
+func (e *Engine) inputsOf(ctx context.Context, s *plan.Step, full bool) ([]*steps.Output, error) {
 	var ins []*steps.Output
 	for _, n := range s.Needs {
 		e.mu.Lock()
@@ -275,7 +278,7 @@ func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, e
 				continue
 			}
 			var err error
-			out, err = e.cached(ctx, ns)
+			out, err = e.cachedAs(ctx, ns, full)
 			if err != nil {
 				return nil, err
 			}
@@ -285,8 +288,14 @@ func (e *Engine) inputsOf(ctx context.Context, s *plan.Step) ([]*steps.Output, e
 	return ins, nil
 }
 
-// cached returns a step's output from the cache without running it.
+// cached returns a step's output, or its remote record, from the cache
+// without running it.
 func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error) {
+	return e.cachedAs(ctx, s, false)
+}
+
+// cachedAs is cached; full downloads an output only the remote cache holds.
+func (e *Engine) cachedAs(ctx context.Context, s *plan.Step, full bool) (*steps.Output, error) {
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
@@ -299,10 +308,20 @@ func (e *Engine) cached(ctx context.Context, s *plan.Step) (*steps.Output, error
 		return nil, err
 	}
 	var out *steps.Output
-	if hit {
+	switch {
+	case hit:
 		out, err = e.fromEntry(s, ent)
-	} else if out, hit, err = e.remoteCached(ctx, s, key, tools); err == nil && !hit {
-		return nil, &NeedMissingError{Step: s.ID, Key: key}
+	case !full:
+		if out, err = e.remoteRecord(ctx, s, key); err == nil && out != nil {
+			return out, nil
+		}
+		if err == nil {
+			err = &NeedMissingError{Step: s.ID, Key: key}
+		}
+	default:
+		if out, hit, err = e.remoteCached(ctx, s, key, tools); err == nil && !hit {
+			err = &NeedMissingError{Step: s.ID, Key: key}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -372,7 +391,7 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 	if !ok {
 		return "", nil, fmt.Errorf("step %s: unknown kind %q", s.ID, s.Kind)
 	}
-	ins, err := e.inputsOf(ctx, s)
+	ins, err := e.inputsOf(ctx, s, false)
 	if err != nil {
 		return "", nil, err
 	}
@@ -545,7 +564,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 // is thrown away after downstream steps had no chance to see it (uncached
 // kinds produce no outputs anyone needs).
 func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key string, tools []*tools.Tool, cached bool) error {
-	ins, err := e.inputsOf(ctx, s)
+	ins, err := e.inputsOf(ctx, s, true)
 	if err != nil {
 		return err
 	}

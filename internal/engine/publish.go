@@ -28,6 +28,17 @@ func (e *Engine) publishKey(s *plan.Step, ins []*steps.Output) (string, error) {
 // publishStatus is "hit" when the target's folder already holds exactly
 // what a run would publish.
 func (e *Engine) publishStatus(ctx context.Context, s *plan.Step) string {
+	// An input only the remote cache holds is not downloaded to answer:
+	// publishing will fetch it, so the publish is still to do.
+	ins, err := e.inputsOf(ctx, s, false)
+	for _, in := range ins {
+		if in.Dir == "" {
+			return "miss"
+		}
+	}
+	if err != nil {
+		return "miss"
+	}
 	req, err := e.publishRequest(ctx, s)
 	if err != nil || !e.publisher().Current(req) {
 		return "miss"
@@ -77,7 +88,7 @@ func (e *Engine) publisher() *publish.Publisher {
 // model, its checks, every step upstream with the tools it ran, the
 // plan-time fit and the data it read.
 func (e *Engine) publishRequest(ctx context.Context, s *plan.Step) (*publish.Request, error) {
-	ins, err := e.inputsOf(ctx, s)
+	ins, err := e.inputsOf(ctx, s, true)
 	if err != nil {
 		return nil, err
 	}

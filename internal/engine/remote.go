@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/tools"
@@ -25,6 +26,9 @@ type RemoteCache interface {
 	// (nil, nil) is a miss, (nil, err) a miss to warn about. The caller
 	// holds key's local lock.
 	Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.Entry, error)
+	// Files reads key's remote record: its output's files, or nil for a
+	// miss. Nothing is downloaded but the record.
+	Files(ctx context.Context, key string) ([]digest.FileDigest, error)
 	// Upload shares a local entry (objects first, the record last);
 	// verify rehashes its files first.
 	Upload(ctx context.Context, ent *cache.Entry, verify bool) error
@@ -103,4 +107,24 @@ func (e *Engine) remoteCached(ctx context.Context, s *plan.Step, key string, tl 
 		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: "fetched from the remote cache"})
 	}
 	return out, ok, nil
+}
+
+// remoteRecord describes an output only the remote cache holds by its
+// record: the files' digests, which is all a cache key needs of an input;
+// nil when the remote has none. It is not recorded as the step's output:
+// a step that reads the files fetches them (inputsOf with full).
+func (e *Engine) remoteRecord(ctx context.Context, s *plan.Step, key string) (*steps.Output, error) {
+	if e.opt.Remote == nil || e.opt.Force {
+		return nil, nil
+	}
+	files, err := e.opt.Remote.Files(ctx, key)
+	if err != nil {
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
+		return nil, nil
+	}
+	if files == nil {
+		return nil, nil
+	}
+	return &steps.Output{StepID: s.ID, Kind: s.Kind, Key: key, Digest: steps.ContentDigest(files), Files: files,
+		Result: &steps.Result{}, CacheHit: true}, nil
 }

@@ -311,3 +311,19 @@ func isHex64(s string) bool {
 	}
 	return true
 }
+
+// Files reads key's record and returns its files (nil for a miss): what a
+// cache key needs of an input, without downloading it.
+func (s *Store) Files(ctx context.Context, key string) ([]digest.FileDigest, error) {
+	if !s.opt.Mode.Reads() {
+		return nil, nil
+	}
+	rec, err := s.Lookup(ctx, key)
+	if rec == nil {
+		return nil, err
+	}
+	if rec.Tree.Files == nil {
+		return []digest.FileDigest{}, nil
+	}
+	return rec.Tree.Files, nil
+}
