@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/progress"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -52,9 +51,9 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		scratch, cleanup, err := scratchFolder(*scratchFlag, *keep)
+		scratch, cleanup, err := reproduce.ScratchFolder(*scratchFlag, *keep)
 		if err != nil {
-			return err
+			return refusal(err)
 		}
 		defer func() { cleanup() }()
 		jobs, memGB := c.budgets(pl)
@@ -103,7 +102,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 			reproduce.Print(env.Stdout, reports)
 		}
 		if code != ExitOK {
-			return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", countDiffering(reports), len(reports))}
+			return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", reproduce.CountDiffering(reports), len(reports))}
 		}
 		return nil
 	}
@@ -123,43 +122,6 @@ func noteLine(asJSON bool, msg string) string {
 		return string(b)
 	}
 	return "note: " + msg
-}
-
-func countDiffering(rs []reproduce.Report) int {
-	n := 0
-	for _, r := range rs {
-		if !r.Identical {
-			n++
-		}
-	}
-	return n
-}
-
-// scratchFolder makes the folder a reproduction works in; cleanup removes
-// it unless it is to be kept.
-func scratchFolder(dir string, keep bool) (string, func(), error) {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "edgepipe-reproduce-")
-		if err != nil {
-			return "", nil, err
-		}
-		dir = d
-	} else {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", nil, err
-		}
-		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-			return "", nil, usageErr("--scratch %s is not empty: a rebuild must not start from anything made before; name an empty or new folder", dir)
-		}
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", nil, err
-	}
-	if keep {
-		return abs, func() {}, nil
-	}
-	return abs, func() { os.RemoveAll(abs) }, nil
 }
 
 // refusal gives a refused reproduction the usage exit code.

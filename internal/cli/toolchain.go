@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"text/tabwriter"
-
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
 )
@@ -175,15 +173,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 			// A tool edgepipe cannot install (mlc_llm, the QNN SDK) is
 			// not a toolchain to install, but the recipe needs it all the
 			// same: it is listed, with how to get it.
-			tools := pl.Tools()
-			st = slices.DeleteFunc(st, func(s toolchain.ToolStatus) bool {
-				if s.InstallCommand == "" && slices.Contains(tools, s.Name) && !local(s.Name) {
-					return false
-				}
-				return !slices.ContainsFunc(needs, func(n toolchain.Need) bool {
-					return n.Name == s.Toolchain && (len(n.Tools) == 0 || slices.Contains(n.Tools, s.Name))
-				})
-			})
+			st = toolchain.ForRecipe(st, needs, pl.Tools(), local)
 			recipeMode = true
 			fix = "edgepipe toolchain install --for " + pos[0]
 			if len(st) == 0 && !c.json {
@@ -198,21 +188,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 				return err
 			}
 		} else {
-			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOOL\tTOOLCHAIN\tFOUND\tVERSION\tPATH / HOW TO INSTALL")
-			for _, s := range st {
-				found, where := "no", s.InstallCommand
-				if s.Found {
-					found, where = "yes", s.Path
-				}
-				if where == "" {
-					where = s.Note
-				} else if !s.Found && s.Note != "" && !strings.Contains(s.Note, s.InstallCommand) {
-					where += "  (" + s.Note + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Toolchain, found, s.Version, where)
-			}
-			tw.Flush()
+			toolchain.WriteDoctor(env.Stdout, st)
 		}
 		for _, s := range st {
 			if !s.Found && s.InstallCommand != "" {

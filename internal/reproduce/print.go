@@ -3,6 +3,8 @@ package reproduce
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -60,4 +62,42 @@ func Print(w io.Writer, reports []Report) {
 			}
 		}
 	}
+}
+
+// CountDiffering is how many reports are not bit-identical.
+func CountDiffering(rs []Report) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Identical {
+			n++
+		}
+	}
+	return n
+}
+
+// ScratchFolder makes the folder a reproduction works in; cleanup removes
+// it unless it is to be kept.
+func ScratchFolder(dir string, keep bool) (string, func(), error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "edgepipe-reproduce-")
+		if err != nil {
+			return "", nil, err
+		}
+		dir = d
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			return "", nil, refused("--scratch %s is not empty: a rebuild must not start from anything made before; name an empty or new folder", dir)
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		return abs, func() {}, nil
+	}
+	return abs, func() { os.RemoveAll(abs) }, nil
 }
