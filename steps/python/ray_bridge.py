@@ -123,6 +123,12 @@ def main():
     ap.add_argument("--bundle", required=True)
     args = ap.parse_args()
     lock = threading.Lock()
+    host = args.address.rsplit(":", 1)[0].strip("[]")
+    if host in ("127.0.0.1", "localhost", "::1"):
+        # Ray turns a loopback address into the machine's network address
+        # (services.resolve_ip_for_localhost) unless it believes it runs a
+        # single-machine cluster: a loopback cluster stays on loopback.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
 
