@@ -31,6 +31,7 @@ type Cluster struct {
 	stdin   io.WriteCloser
 	out     *bufio.Scanner
 	log     string
+	short   string // Ray's temp dir
 }
 
 // Options size the cluster.
@@ -63,10 +64,16 @@ func Start(ctx context.Context, pythonBin string, o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.TempDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(script, b, 0o644); err != nil {
+	if err = os.WriteFile(script, b, 0o644); err != nil {
 		return nil, err
 	}
-	args := []string{script, "--temp-dir", filepath.Join(o.TempDir, "ray-tmp"), "--cpus", fmt.Sprint(max(o.CPUs, 1))}
+	// Ray's sockets live under its temp dir, and a Unix socket path is
+	// at most 107 bytes: a short folder of its own.
+	short, err := os.MkdirTemp("", "epray")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{script, "--temp-dir", short, "--cpus", fmt.Sprint(max(o.CPUs, 1))}
 	if o.HeadCPUs >= 0 {
 		args = append(args, "--head-cpus", fmt.Sprint(o.HeadCPUs))
 	}
@@ -74,7 +81,7 @@ func Start(ctx context.Context, pythonBin string, o Options) (*Cluster, error) {
 		j, _ := json.Marshal(env)
 		args = append(args, "--node-env", string(j))
 	}
-	c := &Cluster{cmd: exec.Command(pythonBin, args...), log: filepath.Join(o.TempDir, "cluster.log")}
+	c := &Cluster{cmd: exec.Command(pythonBin, args...), log: filepath.Join(o.TempDir, "cluster.log"), short: short}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(c.log)
 	if err != nil {
@@ -151,6 +158,7 @@ func (c *Cluster) Close() {
 	}
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	<-done
+	os.RemoveAll(c.short)
 }
 
 func lastBytes(b []byte, n int) string {
