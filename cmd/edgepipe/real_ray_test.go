@@ -29,14 +29,35 @@ type rayEnv struct {
 	work    string
 	srv     *testseaweed.Server
 	cluster *testray.Cluster
-	nodes   []string // each node's EDGEPIPE_CACHE
-	toolchs string   // the machine's installed toolchains (the ray one)
+	nodes    []string // each node's EDGEPIPE_CACHE
+	root     string   // the machine's edgepipe cache: installed toolchains and models
+	standins bool
+}
+
+// freshCache is an empty edgepipe cache with the machine's toolchains (and,
+// for the real tools, its built-in models) linked in.
+func (e *rayEnv) freshCache(dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	links := []string{"toolchains"}
+	if !e.standins {
+		links = append(links, "models")
+	}
+	for _, l := range links {
+		_ = os.Symlink(filepath.Join(e.root, l), filepath.Join(dir, l))
+	}
+	return dir
 }
 
 // quantizeSeconds slows the quantize stand-in so kills land mid-step.
 const quantizeSeconds = 6
 
-func startRay(t *testing.T) *rayEnv {
+// startRay starts the cluster and SeaweedFS; with standins the nodes run
+// the stand-in tools (slowed, for kills), else the machine's installed
+// toolchains and built-in models, linked into each node's empty cache as
+// installed software is on a node image.
+func startRay(t *testing.T, standins bool) *rayEnv {
 	t.Helper()
 	realTier(t)
 	root := os.Getenv("EDGEPIPE_CACHE")
@@ -44,7 +65,7 @@ func startRay(t *testing.T) *rayEnv {
 		home, _ := os.UserHomeDir()
 		root = filepath.Join(home, ".cache", "edgepipe")
 	}
-	e := &rayEnv{t: t, bin: binDir(t), work: t.TempDir(), toolchs: filepath.Join(root, "toolchains")}
+	e := &rayEnv{t: t, bin: binDir(t), work: t.TempDir(), root: root, standins: standins}
 	install := exec.Command(filepath.Join(e.bin, "edgepipe"), "toolchain", "install", "ray")
 	install.Env = append(os.Environ(), "EDGEPIPE_CACHE="+root)
 	if out, err := install.CombinedOutput(); err != nil {
@@ -59,9 +80,14 @@ func startRay(t *testing.T) *rayEnv {
 	for i := range 3 {
 		cache := filepath.Join(e.work, "node", string(rune('0'+i)))
 		e.nodes = append(e.nodes, cache)
-		env := map[string]string{"EDGEPIPE_CACHE": cache, "EDGEPIPE_TOOL_PATH": e.bin,
-			"EDGEPIPE_STANDIN_SLOW": "llama-quantize:" + string(rune('0'+quantizeSeconds)),
+		env := map[string]string{"EDGEPIPE_CACHE": cache,
 			"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+		if standins {
+			env["EDGEPIPE_TOOL_PATH"] = e.bin
+			env["EDGEPIPE_STANDIN_SLOW"] = "llama-quantize:" + string(rune('0'+quantizeSeconds))
+		} else {
+			e.freshCache(cache)
+		}
 		for _, kv := range e.srv.Writer.Env() {
 			k, v, _ := strings.Cut(kv, "=")
 			env[k] = v
@@ -78,7 +104,9 @@ func startRay(t *testing.T) *rayEnv {
 	t.Cleanup(e.cluster.Close)
 	t.Logf("Ray cluster of 3 nodes up at %s in %s", e.cluster.Address, time.Since(start).Round(time.Second))
 	e.checkLoopback()
-	e.writeProject()
+	if standins {
+		e.writeProject()
+	}
 	return e
 }
 
@@ -126,15 +154,14 @@ targets:
 // edgepipe runs the orchestrator with its own cache (the machine's
 // toolchains linked in: the ray one runs the bridge).
 func (e *rayEnv) edgepipe(cache string, args ...string) *exec.Cmd {
-	dir := filepath.Join(e.work, cache)
-	if err := os.MkdirAll(dir, 0o755); err == nil {
-		_ = os.Symlink(e.toolchs, filepath.Join(dir, "toolchains"))
-	}
+	dir := e.freshCache(filepath.Join(e.work, cache))
 	cmd := exec.Command(filepath.Join(e.bin, "edgepipe"), args...)
 	cmd.Dir = e.work
-	cmd.Env = append(os.Environ(), "EDGEPIPE_TOOL_PATH="+e.bin, "EDGEPIPE_CACHE="+dir,
-		"EDGEPIPE_STANDIN_SLOW=llama-quantize:"+string(rune('0'+quantizeSeconds)),
+	cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+dir,
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent")
+	if e.standins {
+		cmd.Env = append(cmd.Env, "EDGEPIPE_TOOL_PATH="+e.bin, "EDGEPIPE_STANDIN_SLOW=llama-quantize:"+string(rune('0'+quantizeSeconds)))
+	}
 	cmd.Env = append(cmd.Env, e.srv.Writer.Env()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
@@ -145,7 +172,15 @@ func (e *rayEnv) edgepipe(cache string, args ...string) *exec.Cmd {
 func (e *rayEnv) rayArgs(prefix, out string) []string {
 	return []string{"run", "--json", "--engine", "ray", "--ray-address", e.cluster.Address,
 		"--ray-edgepipe", filepath.Join(e.bin, "edgepipe"), "--remote-cache", e.srv.URL(prefix),
-		"--out", filepath.Join(e.work, out), "recipe.yaml"}
+		"--out", filepath.Join(e.work, out), e.recipe()}
+}
+
+func (e *rayEnv) recipe() string {
+	if e.standins {
+		return "recipe.yaml"
+	}
+	abs, _ := filepath.Abs("../../recipes/demo.yaml")
+	return abs
 }
 
 func run(t *testing.T, cmd *exec.Cmd) (stdout string) {
@@ -176,14 +211,21 @@ func events(out string) []event.Event {
 // and each folder verifies.
 func (e *rayEnv) sameArtifacts(want, got string) {
 	e.t.Helper()
-	for _, f := range []string{"a/model-q4_k_m.gguf", "b/model-q8_0.gguf"} {
-		w, err1 := os.ReadFile(filepath.Join(e.work, want, f))
-		g, err2 := os.ReadFile(filepath.Join(e.work, got, f))
-		if err1 != nil || err2 != nil || !bytes.Equal(w, g) {
-			e.t.Errorf("%s: %s and %s differ (%v, %v)", f, want, got, err1, err2)
-		}
+	models, _ := filepath.Glob(filepath.Join(e.work, want, "*", "*.gguf"))
+	if len(models) < 2 {
+		e.t.Fatalf("%s holds %d models", want, len(models))
 	}
-	run(e.t, e.edgepipe("verify-cache", "verify", filepath.Join(e.work, got, "a"), filepath.Join(e.work, got, "b")))
+	dirs := []string{"verify"}
+	for _, m := range models {
+		rel, _ := filepath.Rel(filepath.Join(e.work, want), m)
+		w, err1 := os.ReadFile(m)
+		g, err2 := os.ReadFile(filepath.Join(e.work, got, rel))
+		if err1 != nil || err2 != nil || !bytes.Equal(w, g) {
+			e.t.Errorf("%s: %s and %s differ (%v, %v)", rel, want, got, err1, err2)
+		}
+		dirs = append(dirs, filepath.Join(e.work, got, filepath.Dir(rel)))
+	}
+	run(e.t, e.edgepipe("verify-cache", dirs...))
 }
 
 // TestRealRay runs a recipe on a local 3-node Ray cluster: bit-identical
@@ -191,29 +233,10 @@ func (e *rayEnv) sameArtifacts(want, got string) {
 // verified artifacts after a worker node or the orchestrator is killed
 // mid-step.
 func TestRealRay(t *testing.T) {
-	e := startRay(t)
-	run(t, e.edgepipe("local", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local"), "recipe.yaml"))
+	e := startRay(t, true)
+	run(t, e.edgepipe("local", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local"), e.recipe()))
+	e.onRayThenRemoteHits(8)
 
-	out := run(t, e.edgepipe("orch1", e.rayArgs("first", "out-ray")...))
-	onRay := 0
-	for _, ev := range events(out) {
-		if ev.Type == event.Finished && strings.HasPrefix(ev.Message, "on Ray node") {
-			onRay++
-		}
-	}
-	if onRay < 8 {
-		t.Errorf("only %d steps ran on Ray:\n%s", onRay, out)
-	}
-	e.sameArtifacts("out-local", "out-ray")
-
-	// From fresh local caches: every step a remote hit, nothing dispatched.
-	out = run(t, e.edgepipe("orch2", e.rayArgs("first", "out-ray2")...))
-	for _, ev := range events(out) {
-		if (ev.Type == event.Started || ev.Type == event.Finished) && !strings.HasPrefix(ev.Step, "publish:") {
-			t.Errorf("step %s ran again (%s %s)", ev.Step, ev.Type, ev.Message)
-		}
-	}
-	e.sameArtifacts("out-local", "out-ray2")
 
 	t.Run("worker killed mid-step", func(t *testing.T) {
 		cmd := e.edgepipe("orch3", e.rayArgs("kill-worker", "out-kill-worker")...)
@@ -245,6 +268,40 @@ func TestRealRay(t *testing.T) {
 		e.sameArtifacts("out-local", "out-kill-orch")
 	})
 	e.checkLoopback()
+}
+
+// onRayThenRemoteHits runs the recipe on the cluster (at least minSteps
+// steps on Ray, artifacts bit-identical to out-local), then again from
+// fresh local caches: every step a remote hit, nothing dispatched.
+func (e *rayEnv) onRayThenRemoteHits(minSteps int) {
+	t := e.t
+	out := run(t, e.edgepipe("orch1", e.rayArgs("first", "out-ray")...))
+	onRay := 0
+	for _, ev := range events(out) {
+		if ev.Type == event.Finished && strings.HasPrefix(ev.Message, "on Ray node") {
+			onRay++
+		}
+	}
+	if onRay < minSteps {
+		t.Errorf("only %d steps ran on Ray:\n%s", onRay, out)
+	}
+	e.sameArtifacts("out-local", "out-ray")
+	out = run(t, e.edgepipe("orch2", e.rayArgs("first", "out-ray2")...))
+	for _, ev := range events(out) {
+		if (ev.Type == event.Started || ev.Type == event.Finished) && !strings.HasPrefix(ev.Step, "publish:") {
+			t.Errorf("step %s ran again (%s %s)", ev.Step, ev.Type, ev.Message)
+		}
+	}
+	e.sameArtifacts("out-local", "out-ray2")
+}
+
+// TestRealRayDemo runs recipes/demo.yaml (real llama.cpp and transformers)
+// on the cluster: its models bit-identical to a local -j 2 run, then all
+// remote hits from fresh caches.
+func TestRealRayDemo(t *testing.T) {
+	e := startRay(t, false)
+	run(t, e.edgepipe("local", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local"), e.recipe()))
+	e.onRayThenRemoteHits(9)
 }
 
 // waitForQuantize waits until a quantize stand-in runs on a worker node
