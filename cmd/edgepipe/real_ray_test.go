@@ -24,11 +24,11 @@ import (
 // each node with its own empty edgepipe cache and nothing shared but a
 // SeaweedFS bucket; edgepipe and the tool stand-ins are this test binary.
 type rayEnv struct {
-	t       *testing.T
-	bin     string
-	work    string
-	srv     *testseaweed.Server
-	cluster *testray.Cluster
+	t        *testing.T
+	bin      string
+	work     string
+	srv      *testseaweed.Server
+	cluster  *testray.Cluster
 	nodes    []string // each node's EDGEPIPE_CACHE
 	root     string   // the machine's edgepipe cache: installed toolchains and models
 	standins bool
@@ -236,7 +236,6 @@ func TestRealRay(t *testing.T) {
 	e := startRay(t, true)
 	run(t, e.edgepipe("local", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local"), e.recipe()))
 	e.onRayThenRemoteHits(8)
-
 
 	t.Run("worker killed mid-step", func(t *testing.T) {
 		cmd := e.edgepipe("orch3", e.rayArgs("kill-worker", "out-kill-worker")...)

@@ -61,7 +61,7 @@ func (x *Executor) Dispatch(ctx context.Context, d engine.Dispatch) (string, str
 	}
 	where := "Ray node " + r.Node
 	if r.Event == "error" {
-		return "", "Ray", fmt.Errorf("Ray could not run it: %s", r.Error)
+		return "", "Ray", fmt.Errorf("ray could not run it: %s", r.Error)
 	}
 	if r.Exit != 0 {
 		return "", where, fmt.Errorf("`edgepipe step run` exited %d on %s:\n%s", r.Exit, where, failureText(r.Output))

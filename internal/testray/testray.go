@@ -167,3 +167,38 @@ func lastBytes(b []byte, n int) string {
 	}
 	return string(b)
 }
+
+// NodeEnvs makes n node environments under dir: each node's own empty
+// edgepipe cache (nodeN) with the named folders of the machine's cache at
+// root linked in (toolchains, models: installed software, as on a node
+// image), plus the variables in extra (KEY=VALUE).
+func NodeEnvs(dir, root string, n int, links, extra []string) ([]map[string]string, error) {
+	var envs []map[string]string
+	for i := range n {
+		cache, err := FreshCache(filepath.Join(dir, fmt.Sprintf("node%d", i)), root, links...)
+		if err != nil {
+			return nil, err
+		}
+		env := map[string]string{"EDGEPIPE_CACHE": cache}
+		for _, kv := range extra {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		envs = append(envs, env)
+	}
+	return envs, nil
+}
+
+// FreshCache makes an empty edgepipe cache at dir with the named folders
+// of the cache at root linked in.
+func FreshCache(dir, root string, links ...string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, l := range links {
+		if err := os.Symlink(filepath.Join(root, l), filepath.Join(dir, l)); err != nil && !os.IsExist(err) {
+			return "", err
+		}
+	}
+	return dir, nil
+}
