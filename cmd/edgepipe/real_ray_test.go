@@ -136,9 +136,7 @@ func (e *rayEnv) writeProject() {
 	}
 	must(os.MkdirAll(filepath.Join(e.work, "model"), 0o755))
 	must(os.WriteFile(filepath.Join(e.work, "model", "config.json"), []byte(`{"hidden_size": 576}`), 0o644))
-	weights := make([]byte, 4<<20)
-	rand.New(rand.NewSource(16)).Read(weights)
-	must(os.WriteFile(filepath.Join(e.work, "model", "model.safetensors"), weights, 0o644))
+	e.newModel(16)
 	must(os.WriteFile(filepath.Join(e.work, "eval.txt"), bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog\n"), 40), 0o644))
 	must(os.WriteFile(filepath.Join(e.work, "recipe.yaml"), []byte(`edgepipe: 1
 name: raytest
@@ -149,6 +147,16 @@ targets:
   a: {device: x86-laptop, format: gguf-q4_k_m}
   b: {device: x86-laptop, format: gguf-q8_0}
 `), 0o644))
+}
+
+// newModel writes other model weights: every step's key changes, so no
+// node's local cache holds any step of the next run.
+func (e *rayEnv) newModel(seed int64) {
+	weights := make([]byte, 4<<20)
+	rand.New(rand.NewSource(seed)).Read(weights)
+	if err := os.WriteFile(filepath.Join(e.work, "model", "model.safetensors"), weights, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // edgepipe runs the orchestrator with its own cache (the machine's
@@ -238,6 +246,8 @@ func TestRealRay(t *testing.T) {
 	e.onRayThenRemoteHits(8)
 
 	t.Run("worker killed mid-step", func(t *testing.T) {
+		e.newModel(17)
+		run(t, e.edgepipe("local2", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local2"), e.recipe()))
 		cmd := e.edgepipe("orch3", e.rayArgs("kill-worker", "out-kill-worker")...)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
@@ -252,10 +262,12 @@ func TestRealRay(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("the run after a lost node: %v\n%s\n%s", err, se.String(), so.String())
 		}
-		e.sameArtifacts("out-local", "out-kill-worker")
+		e.sameArtifacts("out-local2", "out-kill-worker")
 	})
 
 	t.Run("orchestrator killed mid-run", func(t *testing.T) {
+		e.newModel(18)
+		run(t, e.edgepipe("local3", "run", "-j", "2", "--out", filepath.Join(e.work, "out-local3"), e.recipe()))
 		cmd := e.edgepipe("orch4", e.rayArgs("kill-orchestrator", "out-kill-orch")...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -264,7 +276,7 @@ func TestRealRay(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		run(t, e.edgepipe("orch4", e.rayArgs("kill-orchestrator", "out-kill-orch")...))
-		e.sameArtifacts("out-local", "out-kill-orch")
+		e.sameArtifacts("out-local3", "out-kill-orch")
 	})
 	e.checkLoopback()
 }
