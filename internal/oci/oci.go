@@ -494,3 +494,10 @@ func explain(ref registry.Reference, err error) error {
 	}
 	return err
 }
+
+// Repository opens the repository of ref (its tag is ignored) for
+// object-level access, with the Docker config's credentials unless opt
+// gives others: the remote cache's OCI store.
+func Repository(ref registry.Reference, opt Options) (*remote.Repository, error) {
+	return opt.repository(ref)
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"oras.land/oras-go/v2/registry"
+	orasremote "oras.land/oras-go/v2/registry/remote"
 
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/oci"
@@ -206,4 +207,16 @@ func PullOCI(ctx context.Context, raw, dest string, insecure bool, accept func(s
 		return "", err
 	}
 	return "oci://" + d.oci.String() + "@" + desc.Digest.String(), nil
+}
+
+// OCIRepository opens an oci:// destination's repository for object-level
+// access (the remote cache); a tag in the URL is refused there.
+func (d *Destination) OCIRepository() (*orasremote.Repository, error) {
+	if d.Kind != KindOCI {
+		return nil, fmt.Errorf("%s is not an oci:// location", d.URL)
+	}
+	if d.oci.Reference != "" {
+		return nil, fmt.Errorf("%s names a tag: a remote cache is a repository, oci://HOST[:PORT]/REPOSITORY", d.URL)
+	}
+	return oci.Repository(d.oci, oci.Options{PlainHTTP: d.PlainHTTP()})
 }

@@ -136,8 +136,9 @@ type Store struct {
 	Stats Stats
 }
 
-// Open parses url (s3::http(s)://HOST/BUCKET/PREFIX) and connects with
-// the AWS SDK's standard credential chain.
+// Open parses url, s3::http(s)://HOST/BUCKET/PREFIX (credentials from the
+// AWS SDK's standard chain) or oci://HOST[:PORT]/REPOSITORY (credentials
+// from the Docker config), and connects.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if opt.Mode == "" {
 		opt.Mode = ReadWrite
@@ -154,7 +155,11 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		}
 		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}}, nil
 	case remote.KindOCI:
-		return nil, fmt.Errorf("--remote-cache %s: OCI registries are not a remote cache yet; use an S3-compatible store (s3::https://HOST/BUCKET/PREFIX)", url)
+		repo, err := d.OCIRepository()
+		if err != nil {
+			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
+		}
+		return &Store{URL: url, opt: opt, be: &ociBackend{repo: repo, url: url}}, nil
 	}
 	return nil, fmt.Errorf("--remote-cache %s: unsupported", url)
 }
