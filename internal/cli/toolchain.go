@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
 )
@@ -28,7 +29,7 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		switch pos[0] {
 		case "list":
-			return toolchain.WriteList(env.Stdout, root)
+			return toolchain.WriteList(env.Stdout, root, report.HumanBytes)
 		case "prune", "remove":
 			return toolchainRemove(env, root, pos[0], pos[1:], *dryRun)
 		}

@@ -7,13 +7,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/edgepipe/edgepipe/internal/report"
 )
 
-// WriteList prints every toolchain: kind, whether it is installed,
+// WriteList prints every toolchain (sizes as human writes them): kind, whether it is installed,
 // its size on disk and last use; then folders no current lock names.
-func WriteList(w io.Writer, root string) error {
+func WriteList(w io.Writer, root string, human func(int64) string) error {
 	folders, err := Folders(root)
 	if err != nil {
 		return err
@@ -31,7 +29,7 @@ func WriteList(w io.Writer, root string) error {
 			state = in.Summary()
 		}
 		if f, ok := byDir[s.DirName()]; ok && s.Kind != KindExternal {
-			size, used = report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime)
+			size, used = human(f.Size), f.LastUsed.Local().Format(time.DateTime)
 			total += f.Size
 		}
 		if s.Kind == KindExternal {
@@ -42,10 +40,10 @@ func WriteList(w io.Writer, root string) error {
 	for _, f := range folders {
 		if !f.Current {
 			total += f.Size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", human(f.Size), f.LastUsed.Local().Format(time.DateTime))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s in %s\n", report.HumanBytes(total), filepath.Join(root, "toolchains"))
+	fmt.Fprintf(w, "%s in %s\n", human(total), filepath.Join(root, "toolchains"))
 	return nil
 }
