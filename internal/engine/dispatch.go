@@ -26,6 +26,7 @@ type Dispatch struct {
 	Key       string // the key this machine computed
 	Resources steps.Resources
 	MemoryMB  int64
+	Force     bool // --force: the worker reruns the step even when cached
 }
 
 // dispatch hands a step that missed both caches to the Dispatcher, then
@@ -37,7 +38,7 @@ func (e *Engine) dispatch(ctx context.Context, s *plan.Step, kind steps.Kind, ke
 	mem, _ := e.predictMemory(s.Kind, r, e.modelBytes(ctx, false))
 	started := time.Now()
 	e.emit(event.Event{Type: event.Started, Step: s.ID, Kind: s.Kind, Key: key, Message: "dispatched"})
-	wkey, where, err := e.opt.Dispatch.Dispatch(ctx, Dispatch{Step: s, Key: key, Resources: r, MemoryMB: mem})
+	wkey, where, err := e.opt.Dispatch.Dispatch(ctx, Dispatch{Step: s, Key: key, Resources: r, MemoryMB: mem, Force: e.opt.Force})
 	if err == nil && wkey == "" {
 		wkey = key
 	}
@@ -46,7 +47,7 @@ func (e *Engine) dispatch(ctx context.Context, s *plan.Step, kind steps.Kind, ke
 		var hit bool
 		// A host-bound step (bench) is keyed by the worker's host: its
 		// key is the worker's, not this machine's.
-		if out, hit = e.remoteHit(ctx, s, wkey, tl); !hit {
+		if out, hit = e.fetchRemote(ctx, s, wkey, tl); !hit {
 			err = fmt.Errorf("it ran on %s, but its output (key %s) is not in the remote cache", where, short(wkey))
 		}
 	}

@@ -115,6 +115,11 @@ func TestTaskResources(t *testing.T) {
 	if argv != "/usr/bin/edgepipe step run {bundle} b --remote-cache s3::u --remote-cache-mode readwrite -j 2 --json" {
 		t.Errorf("argv %s", argv)
 	}
+	forced := dispatch("f", steps.Resources{})
+	forced.Force = true
+	if argv := x.Task(forced).Argv; argv[len(argv)-1] != "--force" {
+		t.Errorf("--force is not passed on: %v", argv)
+	}
 	if cpu := x.Task(dispatch("c", steps.Resources{})); cpu.NumGPUs != 0 || cpu.Resources != nil || cpu.NumCPUs != 1 {
 		t.Errorf("a CPU step: %+v", cpu)
 	}

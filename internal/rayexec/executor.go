@@ -39,6 +39,9 @@ func (x *Executor) Task(d engine.Dispatch) Task {
 	t := Task{ID: d.Step.ID, NumCPUs: float64(cores), Memory: max(d.MemoryMB, 0) << 20, MaxRetries: x.MaxRetries,
 		Argv: []string{x.Edgepipe, "step", "run", "{bundle}", d.Step.ID,
 			"--remote-cache", x.RemoteCache, "--remote-cache-mode", "readwrite", "-j", strconv.Itoa(cores), "--json"}}
+	if d.Force {
+		t.Argv = append(t.Argv, "--force")
+	}
 	h := d.Resources.Host
 	if h.NvidiaGPU {
 		t.NumGPUs = 1
