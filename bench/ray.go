@@ -46,7 +46,7 @@ func runRay(ctx context.Context, e *env) (result, error) {
 			return res, err
 		}
 	}
-	srv, err := testseaweed.Start(ctx, weed, filepath.Join(dir, "s3"))
+	srv, err := testseaweed.Start(ctx, weed, dir) // its data under dir/data
 	if err != nil {
 		return res, err
 	}

@@ -54,7 +54,7 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	srv, err := testseaweed.Start(ctx, weed, filepath.Join(work, "s3"))
+	srv, err := testseaweed.Start(ctx, weed, work) // its data under work/data
 	if err != nil {
 		return err
 	}
