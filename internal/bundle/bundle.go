@@ -209,7 +209,10 @@ func writeTar(out string, fill func(*tar.Writer) error) error {
 	}
 	defer os.Remove(tmp.Name())
 	tw := tar.NewWriter(tmp)
-	err = fill(tw)
+	err = tmp.Chmod(0o644) // CreateTemp's 0600: the bundle is meant to travel
+	if err == nil {
+		err = fill(tw)
+	}
 	if err == nil {
 		err = tw.Close()
 	}

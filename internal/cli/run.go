@@ -359,8 +359,13 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if _, ok := pl.Step(pos[2]); !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
 		}
-		eng, _, _, err := c.engine(ctx, env, pl, []string{pos[2]})
+		eng, cacheRoot, _, err := c.engine(ctx, env, pl, []string{pos[2]})
 		if err != nil {
+			return err
+		}
+		// A worker installs what the step and the steps above it run (their
+		// tools' identities are in its key), as run does on first use.
+		if err := c.ensureToolchains(ctx, env, pl.Upstream(pos[2]), cacheRoot, pj.Recipe, true); err != nil {
 			return err
 		}
 		rep := progress.New(env.progress(), c.json, 1)

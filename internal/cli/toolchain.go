@@ -51,7 +51,7 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 			names := pos[1:]
 			if len(names) == 0 {
 				for _, s := range toolchain.Specs() {
-					if s.Kind != toolchain.KindExternal {
+					if s.Available() {
 						names = append(names, s.Name)
 					}
 				}

@@ -481,7 +481,7 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 			msg = "fetched before the run, for the lock"
 		}
 		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: out.Key, Message: msg})
-		return nil
+		return e.share(ctx, s, out.Key, false)
 	}
 	kind, _ := steps.Lookup(s.Kind)
 	if hr, ok := kind.(steps.HostRequirer); ok {

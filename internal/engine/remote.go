@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
@@ -81,6 +82,10 @@ func (e *Engine) share(ctx context.Context, s *plan.Step, key string, fresh bool
 	ent, hit, err := e.opt.Cache.Lookup(key)
 	if err == nil && hit {
 		err = e.opt.Remote.Upload(ctx, ent, !fresh)
+	}
+	var quiet interface{ Quiet() bool }
+	if err != nil && !e.opt.RemoteStrict && errors.As(err, &quiet) && quiet.Quiet() {
+		return nil // said once already (an unreachable remote cache)
 	}
 	if err != nil {
 		if e.opt.RemoteStrict {

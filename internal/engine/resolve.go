@@ -45,6 +45,14 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 			}
 			return out, err
 		}
+		// Another machine may have fetched or made it: the remote cache
+		// answers before anything is fetched here.
+		if out, hit, err := e.remoteCached(ctx, s, key, tools); err != nil || hit {
+			if hit {
+				e.record(out)
+			}
+			return out, err
+		}
 	}
 	if refetch && steps.MovingRevision(e.plan.Source()) {
 		kind, _ := steps.Lookup(s.Kind)

@@ -136,3 +136,31 @@ func (p *Plan) Tools() []string {
 	}
 	return out
 }
+
+// Upstream is a shallow copy of the plan holding only step id and the
+// steps it needs, directly or not: what one step job must be able to key
+// (every one of their tools' identities) and run.
+func (p *Plan) Upstream(id string) *Plan {
+	keep := map[string]bool{}
+	var need func(id string)
+	need = func(id string) {
+		if keep[id] {
+			return
+		}
+		keep[id] = true
+		if s, ok := p.Step(id); ok {
+			for _, n := range s.Needs {
+				need(n)
+			}
+		}
+	}
+	need(id)
+	sub := *p
+	sub.Steps = nil
+	for _, s := range p.Steps {
+		if keep[s.ID] {
+			sub.Steps = append(sub.Steps, s)
+		}
+	}
+	return &sub
+}

@@ -76,3 +76,46 @@ func mustReadRecord(t *testing.T, s *Store, key string) []byte {
 	}
 	return b
 }
+
+// An entry whose file was swapped for a link (to something outside the
+// cache) is never uploaded: no link is followed.
+func TestUploadFollowsNoLinks(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	reg := testregistry.StartT(t, testregistry.Options{})
+	ctx := context.Background()
+	w, err := Open(ctx, "oci://"+reg.Host+"/links", Options{Mode: ReadWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("not for sharing"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range []string{"file", "folder"} {
+		key := strings.Repeat(map[string]string{"file": "1a", "folder": "2b"}[where], 32)
+		ent := commitEntry(t, openCache(t), key, map[string]string{"sub/model.gguf": "not for sharing"})
+		target, link := secret, filepath.Join(ent.Dir, "sub", "model.gguf")
+		if where == "folder" {
+			target, link = filepath.Dir(secret), filepath.Join(ent.Dir, "sub")
+			if err := os.Rename(secret, filepath.Join(target, "model.gguf")); err != nil {
+				t.Fatal(err)
+			}
+			secret = filepath.Join(target, "model.gguf")
+		}
+		if err := os.Chmod(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Upload(ctx, ent, false); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("%s link: uploaded (%v)", where, err)
+		}
+		if ok, _ := w.Has(ctx, key); ok {
+			t.Errorf("%s link: a record was written", where)
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -134,6 +135,31 @@ type Store struct {
 	opt   Options
 	be    backend
 	Stats Stats
+	// failures counts transport errors in a row; at maxFailures the store
+	// is down for the rest of the run (a circuit breaker: a dead remote
+	// must not cost every step its timeouts).
+	failures atomic.Int32
+}
+
+const maxFailures = 3
+
+// errDown is what every call answers once the store is down.
+var errDown = errors.New("unreachable: not used for the rest of this run")
+
+func (s *Store) down() bool { return s.failures.Load() >= maxFailures }
+
+// observe feeds the circuit breaker: an error the server did not answer
+// (no connection, a timeout) counts, anything else resets the count.
+func (s *Store) observe(err error) error {
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) {
+		if s.failures.Add(1) == maxFailures {
+			return fmt.Errorf("%w (%d failures in a row; the last: %v)", errDown, maxFailures, err)
+		}
+		return err
+	}
+	s.failures.Store(0)
+	return err
 }
 
 // Open parses url, s3::http(s)://HOST/BUCKET/PREFIX (credentials from the
@@ -177,7 +203,11 @@ const recordLimit = 8 << 20
 // nil without error is a miss. A record that fails a check is a miss and
 // an error the caller reports as a warning.
 func (s *Store) Lookup(ctx context.Context, key string) (*Record, error) {
+	if s.down() {
+		return nil, nil
+	}
 	o, err := s.be.get(ctx, recordName(key), recordLimit)
+	err = s.observe(err)
 	if errors.Is(err, errNotFound) {
 		return nil, nil
 	}

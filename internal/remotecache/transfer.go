@@ -73,7 +73,15 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 	if !s.opt.Mode.Writes() {
 		return nil
 	}
-	if ok, err := s.Has(ctx, ent.Key); err == nil && ok {
+	if s.down() {
+		// Said once already, when the store went down.
+		return quietError{fmt.Errorf("remote cache %s: %w", s.be, errDown)}
+	}
+	ok, err := s.Has(ctx, ent.Key)
+	if err = s.observe(err); err != nil && s.down() {
+		return fmt.Errorf("remote cache %s: %w", s.be, err)
+	}
+	if err == nil && ok {
 		s.Stats.EntriesKnown.Add(1)
 		return nil
 	}
@@ -218,3 +226,10 @@ func (s *Store) GetBlob(ctx context.Context, f fileDigest, dst string) error {
 	}
 	return s.download(ctx, f, dst)
 }
+
+// quietError is an error the run has reported already: a caller that
+// may go on without the remote cache need not say it again.
+type quietError struct{ error }
+
+func (quietError) Quiet() bool     { return true }
+func (e quietError) Unwrap() error { return e.error }

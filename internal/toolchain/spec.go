@@ -346,3 +346,14 @@ func cpuIdentity() string {
 	}
 	return id
 }
+
+// Available reports whether edgepipe can install the toolchain on this
+// platform: a binary toolchain only where a build is pinned for it
+// (seaweedfs ships for Linux x86-64 only).
+func (s Spec) Available() bool {
+	if s.Kind != KindBinary {
+		return s.Kind != KindExternal
+	}
+	_, ok := s.pinFor(runtime.GOOS, runtime.GOARCH)
+	return ok
+}
