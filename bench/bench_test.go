@@ -19,43 +19,6 @@ import (
 	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
-func TestParseProcIO(t *testing.T) {
-	in := "rchar: 12345\nwchar: 10\nsyscr: 7\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
-	got, err := parseProcIO([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["rchar"] != 12345 || got["read_bytes"] != 4096 {
-		t.Errorf("got %v", got)
-	}
-	if _, err := parseProcIO([]byte("wchar: 1\n")); err == nil {
-		t.Error("no error for counters without rchar")
-	}
-	if _, err := parseProcIO([]byte("rchar: x\n")); err == nil {
-		t.Error("no error for a non-numeric counter")
-	}
-}
-
-func TestParseStat(t *testing.T) {
-	// The command name may hold spaces and parentheses.
-	line := "4242 (my (odd) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 1000000 321 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"
-	ppid, rss, ok := parseStat([]byte(line))
-	if !ok || ppid != 17 || rss != 321 {
-		t.Errorf("parseStat = %d, %d, %v; want 17, 321, true", ppid, rss, ok)
-	}
-	if _, _, ok := parseStat([]byte("4242 (short) S 1")); ok {
-		t.Error("accepted a truncated stat line")
-	}
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip("no /proc here")
-	}
-	ppid, rss, ok = parseStat(self)
-	if !ok || ppid != os.Getppid() || rss <= 0 {
-		t.Errorf("own stat: ppid %d rss %d ok %v; want ppid %d and rss > 0", ppid, rss, ok, os.Getppid())
-	}
-}
-
 func TestMedian(t *testing.T) {
 	if got := median([]time.Duration{5, 1, 3}); got != 3 {
 		t.Errorf("odd count: %v", got)

@@ -49,6 +49,7 @@ var benchmarks = []benchmark{
 	allTargetsBench,
 	qualityBench,
 	remoteCacheBench,
+	rayBench,
 }
 
 func main() {

@@ -70,6 +70,21 @@ type Resources struct {
 	OwnWaitPolicy bool
 	// Network marks steps whose failures may be transient and are retried.
 	Network bool
+	// Host is what a machine needs to run the step, for the executors
+	// that place steps on other machines (Ray, Argo Workflows).
+	Host HostNeeds
+}
+
+// HostNeeds are a step's host requirements beyond cores and memory.
+type HostNeeds struct {
+	// NvidiaGPU: the step runs only where an NVIDIA GPU is.
+	NvidiaGPU bool
+	// Device: the step builds for this catalog device and must run on
+	// it (TensorRT engines are built on the GPU they run on).
+	Device string
+	// PrefersMacOS: the step does more on macOS (Core ML prediction) and
+	// runs elsewhere with less; placed on macOS when the cluster has it.
+	PrefersMacOS bool
 }
 
 // ParamsOf returns a step's parameters as the kind's own type. Params of

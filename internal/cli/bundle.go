@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/edgepipe/edgepipe/data"
+	"github.com/edgepipe/edgepipe/internal/argo"
 	"github.com/edgepipe/edgepipe/internal/bundle"
 	"github.com/edgepipe/edgepipe/internal/plan"
 )
@@ -33,12 +34,19 @@ func (c *common) writeBundle(ctx context.Context, env *Env, pl *plan.Plan, recip
 // recipe path is relative to the plan's folder.
 func (c *common) openSaved(ctx context.Context, path string) (*plan.Saved, func(), error) {
 	cleanup := func() {}
+	// A bundle that came as text (an Argo raw artifact) is decoded first.
+	if p, err := argo.DearmorFile(path); err != nil {
+		return nil, cleanup, err
+	} else if p != path {
+		path, cleanup = p, func() { os.Remove(p) }
+	}
 	if bundle.IsBundle(path) {
 		dir, err := os.MkdirTemp("", "edgepipe-bundle-")
 		if err != nil {
 			return nil, cleanup, err
 		}
-		cleanup = func() { os.RemoveAll(dir) }
+		undo := cleanup
+		cleanup = func() { os.RemoveAll(dir); undo() }
 		store, err := c.remote.Open(ctx, nil, Version)
 		if err != nil {
 			return nil, cleanup, usageErr("%v", err)

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/progress"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/edgepipe/edgepipe/data"
@@ -53,9 +51,9 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		scratch, cleanup, err := scratchFolder(*scratchFlag, *keep)
+		scratch, cleanup, err := reproduce.ScratchFolder(*scratchFlag, *keep)
 		if err != nil {
-			return err
+			return refusal(err)
 		}
 		defer func() { cleanup() }()
 		jobs, memGB := c.budgets(pl)
@@ -101,10 +99,10 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 			b, _ := json.Marshal(reproduceFinished{Time: time.Now(), Event: "reproduce-finished", Recipe: recipe, ExitCode: code, Artifacts: reports})
 			fmt.Fprintln(env.Stdout, string(b))
 		} else {
-			printReproduce(env, reports)
+			reproduce.Print(env.Stdout, reports)
 		}
 		if code != ExitOK {
-			return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", countDiffering(reports), len(reports))}
+			return &ExitError{Code: code, Err: fmt.Errorf("%d of %d folder(s) are not bit-identical to their rebuild", reproduce.CountDiffering(reports), len(reports))}
 		}
 		return nil
 	}
@@ -124,97 +122,6 @@ func noteLine(asJSON bool, msg string) string {
 		return string(b)
 	}
 	return "note: " + msg
-}
-
-func countDiffering(rs []reproduce.Report) int {
-	n := 0
-	for _, r := range rs {
-		if !r.Identical {
-			n++
-		}
-	}
-	return n
-}
-
-// scratchFolder makes the folder a reproduction works in; cleanup removes
-// it unless it is to be kept.
-func scratchFolder(dir string, keep bool) (string, func(), error) {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "edgepipe-reproduce-")
-		if err != nil {
-			return "", nil, err
-		}
-		dir = d
-	} else {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", nil, err
-		}
-		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-			return "", nil, usageErr("--scratch %s is not empty: a rebuild must not start from anything made before; name an empty or new folder", dir)
-		}
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", nil, err
-	}
-	if keep {
-		return abs, func() {}, nil
-	}
-	return abs, func() { os.RemoveAll(abs) }, nil
-}
-
-func printReproduce(env *Env, reports []reproduce.Report) {
-	for _, r := range reports {
-		verdict := "bit-identical"
-		if !r.Identical {
-			verdict = "NOT bit-identical"
-		}
-		fmt.Fprintf(env.Stdout, "%s (%s, %s): %s\n", r.Dir, r.Target, r.Format, verdict)
-		logs := 0
-		for _, f := range r.Files {
-			if f.Status == reproduce.Log {
-				logs++
-				continue
-			}
-			line := fmt.Sprintf("  %-10s %s", f.Status, f.Path)
-			switch f.Status {
-			case reproduce.Differs:
-				line += fmt.Sprintf(" (published sha256 %s, rebuilt %s)", f.Published, f.Rebuilt)
-			case reproduce.Tampered:
-				line += " (" + f.OnDisk + ")"
-			}
-			fmt.Fprintln(env.Stdout, line)
-		}
-		if logs > 0 {
-			fmt.Fprintf(env.Stdout, "  %d step log(s) not compared: they record times and paths\n", logs)
-		}
-		if len(r.SourceDiffers) > 0 {
-			fmt.Fprintf(env.Stdout, "  source differs from the manifest's: %s\n", strings.Join(r.SourceDiffers, ", "))
-		}
-		if p := r.Perplexity; p != nil {
-			fmt.Fprintf(env.Stdout, "  perplexity: published %.4f, rebuilt %.4f (delta %+.4f; baselines %.4f and %.4f)\n",
-				p.Published, p.Rebuilt, p.Delta, p.Baseline, p.RebuiltBaseline)
-			if r.Identical && (p.Delta != 0 || p.Baseline != p.RebuiltBaseline) {
-				fmt.Fprintln(env.Stdout, "  note: the files are identical but the gate measured other numbers: the evaluation text or the evaluating tools differ from the original run's")
-			}
-		}
-		counts := map[string]int{}
-		for _, s := range r.Steps {
-			counts[s.Status]++
-		}
-		if len(r.Steps) > 0 {
-			fmt.Fprintf(env.Stdout, "  steps: %d made the same files as the original still in the cache, %d other files, %d original not in the cache\n",
-				counts[reproduce.Identical], counts[reproduce.Differs], counts[reproduce.OriginalGone])
-		}
-		for _, s := range r.Steps {
-			if s.Status == reproduce.Differs {
-				fmt.Fprintf(env.Stdout, "  step %s: output differs from the cached original (%s)\n", s.ID, strings.Join(s.Files, ", "))
-			}
-			if s.Argv != "" {
-				fmt.Fprintf(env.Stdout, "  step %s: command line differs: %s\n", s.ID, s.Argv)
-			}
-		}
-	}
 }
 
 // refusal gives a refused reproduction the usage exit code.

@@ -51,6 +51,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	locked := fs.Bool("locked", false, "fail (exit 4) unless RECIPE.lock exists and the recipe resolves exactly to it (CI)")
 	updateLock := fs.Bool("update-lock", false, "resolve the recipe afresh and rewrite RECIPE.lock")
 	noInstall := fs.Bool("no-install", false, "fail instead of installing the pinned toolchains the steps need (strict CI)")
+	ray := registerRay(fs, env)
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
@@ -79,6 +80,11 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := c.ensureToolchains(ctx, env, pl, cacheRoot, pos[0], !*noInstall); err != nil {
 			return err
 		}
+		stopRay, err := ray(ctx, env, &c, eng, pl, pos[0], cacheRoot, *targets)
+		if err != nil {
+			return err
+		}
+		defer stopRay()
 		if !c.json {
 			for _, d := range plan.Notes(pl) {
 				fmt.Fprintf(env.Stderr, "note: %s\n", d.Msg)

@@ -8,11 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/edgepipe/edgepipe/internal/report"
-
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/spf13/pflag"
 )
@@ -32,7 +29,7 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		switch pos[0] {
 		case "list":
-			return toolchainList(env, root)
+			return toolchain.WriteList(env.Stdout, root, report.HumanBytes)
 		case "prune", "remove":
 			return toolchainRemove(env, root, pos[0], pos[1:], *dryRun)
 		}
@@ -100,45 +97,6 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		return nil
 	}
-}
-
-// toolchainList prints every toolchain: kind, whether it is installed,
-// its size on disk and last use; then folders no current lock names.
-func toolchainList(env *Env, root string) error {
-	folders, err := toolchain.Folders(root)
-	if err != nil {
-		return err
-	}
-	byDir := map[string]toolchain.Folder{}
-	for _, f := range folders {
-		byDir[filepath.Base(f.Dir)] = f
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tLAST USED\tTOOLS")
-	var total int64
-	for _, s := range toolchain.Specs() {
-		state, size, used := "no", "-", "-"
-		if in, err := toolchain.Resolve(root, s.Name); err == nil {
-			state = in.Summary()
-		}
-		if f, ok := byDir[s.DirName()]; ok && s.Kind != toolchain.KindExternal {
-			size, used = report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime)
-			total += f.Size
-		}
-		if s.Kind == toolchain.KindExternal {
-			state = "(not installed by edgepipe)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, used, strings.Join(s.Tools, " "))
-	}
-	for _, f := range folders {
-		if !f.Current {
-			total += f.Size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", report.HumanBytes(f.Size), f.LastUsed.Local().Format(time.DateTime))
-		}
-	}
-	tw.Flush()
-	fmt.Fprintf(env.Stdout, "%s in %s\n", report.HumanBytes(total), filepath.Join(root, "toolchains"))
-	return nil
 }
 
 // toolchainRemove is `toolchain remove NAME...` (the current installs) and
@@ -216,15 +174,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 			// A tool edgepipe cannot install (mlc_llm, the QNN SDK) is
 			// not a toolchain to install, but the recipe needs it all the
 			// same: it is listed, with how to get it.
-			tools := pl.Tools()
-			st = slices.DeleteFunc(st, func(s toolchain.ToolStatus) bool {
-				if s.InstallCommand == "" && slices.Contains(tools, s.Name) && !local(s.Name) {
-					return false
-				}
-				return !slices.ContainsFunc(needs, func(n toolchain.Need) bool {
-					return n.Name == s.Toolchain && (len(n.Tools) == 0 || slices.Contains(n.Tools, s.Name))
-				})
-			})
+			st = toolchain.ForRecipe(st, needs, pl.Tools(), local)
 			recipeMode = true
 			fix = "edgepipe toolchain install --for " + pos[0]
 			if len(st) == 0 && !c.json {
@@ -239,21 +189,7 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 				return err
 			}
 		} else {
-			tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOOL\tTOOLCHAIN\tFOUND\tVERSION\tPATH / HOW TO INSTALL")
-			for _, s := range st {
-				found, where := "no", s.InstallCommand
-				if s.Found {
-					found, where = "yes", s.Path
-				}
-				if where == "" {
-					where = s.Note
-				} else if !s.Found && s.Note != "" && !strings.Contains(s.Note, s.InstallCommand) {
-					where += "  (" + s.Note + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Toolchain, found, s.Version, where)
-			}
-			tw.Flush()
+			toolchain.WriteDoctor(env.Stdout, st)
 		}
 		for _, s := range st {
 			if !s.Found && s.InstallCommand != "" {

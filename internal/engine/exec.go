@@ -68,6 +68,9 @@ type Options struct {
 	Remote RemoteCache
 	// RemoteStrict makes a failed upload to Remote a failure of the step.
 	RemoteStrict bool
+	// Dispatch runs the steps that miss both caches on other machines
+	// (Ray) instead of here; their outputs come back through Remote.
+	Dispatch Dispatcher
 }
 
 // Engine runs a plan against the cache.
@@ -546,6 +549,9 @@ func (e *Engine) runStepOnce(ctx context.Context, s *plan.Step) error {
 		e.emit(event.Event{Type: event.Cached, Step: s.ID, Kind: s.Kind, Key: key, Message: "remote cache"})
 		e.record(out)
 		return nil
+	}
+	if e.opt.Dispatch != nil {
+		return e.dispatch(ctx, s, kind, key, tools)
 	}
 	if err := e.execute(ctx, s, kind, key, tools, true); err != nil {
 		return err

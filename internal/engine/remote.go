@@ -39,7 +39,16 @@ type RemoteCache interface {
 // caller holds key's lock. A hit is committed to the local cache and
 // used like a local hit; anything wrong with it is a warning and a miss.
 func (e *Engine) remoteHit(ctx context.Context, s *plan.Step, key string, tl []*tools.Tool) (*steps.Output, bool) {
-	if e.opt.Remote == nil || e.opt.Force {
+	if e.opt.Force {
+		return nil, false
+	}
+	return e.fetchRemote(ctx, s, key, tl)
+}
+
+// fetchRemote is remoteHit even under --force: the output of a step that
+// just ran elsewhere (Dispatch).
+func (e *Engine) fetchRemote(ctx context.Context, s *plan.Step, key string, tl []*tools.Tool) (*steps.Output, bool) {
+	if e.opt.Remote == nil {
 		return nil, false
 	}
 	ent, err := e.opt.Remote.Fetch(ctx, e.opt.Cache, key)

@@ -16,6 +16,7 @@ const (
 	MemoryModel    = "model"    // MemoryMB + ModelFactor x the model's bytes
 	MemoryMeasured = "measured" // the peak RSS of the kind's last run on a model of about this size
 	MemoryUnknown  = "unknown"  // the model's size is not known yet (not fetched): the kind's fixed part
+	MemoryEstimate = "estimate" // MemoryMB + ModelFactor x a size estimated from the model's shape (not fetched)
 )
 
 // measuredHeadroom is added to a measured peak: ru_maxrss is one process's
@@ -92,7 +93,18 @@ func (e *Engine) predictMemory(kind string, r steps.Resources, modelBytes int64)
 // Predict says, for each step of the plan, the memory weight and cores the
 // scheduler will use and how long it took last time.
 func (e *Engine) Predict(ctx context.Context) map[string]Prediction {
+	return e.PredictAssuming(ctx, 0)
+}
+
+// PredictAssuming is Predict for a model not fetched here, whose size
+// (estimated from its shape) is assumedBytes: the weights of a plan run
+// elsewhere (Ray, Argo Workflows) must not fall back to the fixed part.
+func (e *Engine) PredictAssuming(ctx context.Context, assumedBytes int64) map[string]Prediction {
 	mb := e.modelBytes(ctx, true)
+	assumed := mb <= 0 && assumedBytes > 0
+	if assumed {
+		mb = assumedBytes
+	}
 	out := map[string]Prediction{}
 	for _, s := range e.plan.Steps {
 		k, ok := steps.Lookup(s.Kind)
@@ -101,6 +113,9 @@ func (e *Engine) Predict(ctx context.Context) map[string]Prediction {
 		}
 		r := k.Resources(s.Params)
 		mem, basis := e.predictMemory(s.Kind, r, mb)
+		if assumed && basis == MemoryModel {
+			basis = MemoryEstimate
+		}
 		hi := max(r.Cores, 1)
 		lo := hi
 		if r.MinCores > 0 && r.MinCores < hi {

@@ -2,7 +2,12 @@
 // progress output, the --json event stream, CI summaries and reports.
 package event
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+)
 
 // Event is one thing that happened during a run, for progress output, the
 // --json event stream and CI summaries.
@@ -48,3 +53,16 @@ const (
 	// output does not show it; --json does.
 	Overhead = "overhead"
 )
+
+// StepSeconds reads JSON-lines events (`run --json`) and returns how long
+// each step that ran took (publishing excluded).
+func StepSeconds(jsonl []byte) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range bytes.Split(jsonl, []byte("\n")) {
+		var ev Event
+		if json.Unmarshal(line, &ev) == nil && ev.Type == Finished && !strings.HasPrefix(ev.Step, "publish:") {
+			out[ev.Step] = ev.Seconds
+		}
+	}
+	return out
+}

@@ -19,7 +19,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Tools are the stand-ins by the tool name they replace.
@@ -43,6 +45,7 @@ func Main(name string, args []string) int {
 		fmt.Printf("edgepipe stand-in for %s (not the real tool)\n", name)
 		return 0
 	}
+	slowDown(name)
 	if err := f(args, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "%s (stand-in): %v\n", name, err)
 		return 1
@@ -174,3 +177,13 @@ func CopyCheckpointFiles(from, to string) error {
 }
 
 func PrintJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// slowDown sleeps first when EDGEPIPE_STANDIN_SLOW=NAME:SECONDS names this
+// stand-in: tests that kill a machine or edgepipe mid-step need a step
+// that is still running.
+func slowDown(name string) {
+	tool, secs, ok := strings.Cut(os.Getenv("EDGEPIPE_STANDIN_SLOW"), ":")
+	if n, err := strconv.Atoi(secs); ok && err == nil && tool == name {
+		time.Sleep(time.Duration(n) * time.Second)
+	}
+}

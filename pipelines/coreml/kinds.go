@@ -148,7 +148,8 @@ func (coremlValidate) Tools(any) []string { return []string{ToolCoreMLValidate} 
 func (coremlValidate) Resources(any) steps.Resources {
 	// Two fp32 copies of the model (unconverted and simulated INT4) and
 	// the package's weights read back.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6}
+	// On macOS the Core ML model itself is scored too.
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6, Host: steps.HostNeeds{PrefersMacOS: true}}
 }
 
 // coremlReport is coreml_validate.py's result line.

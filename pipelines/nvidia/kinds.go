@@ -120,7 +120,7 @@ func (edgellmBuild) NewParams() any     { return &BuildParams{} }
 
 func (modeloptQuantize) Tools(any) []string { return []string{ToolModelOpt} }
 func (modeloptQuantize) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 6144}
+	return steps.Resources{Cores: 2, MemoryMB: 6144, Host: steps.HostNeeds{NvidiaGPU: true}}
 }
 
 // modeloptFormats maps a format to modelopt's config and export.
@@ -184,8 +184,8 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 func (trtllmBuild) Name() string       { return "trtllm-build" }
 func (trtllmBuild) Version() int       { return 1 }
 func (trtllmBuild) Tools(any) []string { return []string{ToolTRTLLMBuild} }
-func (trtllmBuild) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 8192}
+func (trtllmBuild) Resources(p any) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 8192, Host: buildHost(p)}
 }
 
 func (trtllmBuild) Run(ctx context.Context, sc *steps.Context) error {
@@ -215,8 +215,13 @@ func (edgellmBuild) Version() int { return 1 }
 func (edgellmBuild) Tools(any) []string {
 	return []string{ToolEdgeLLMExport, ToolEdgeLLMBuild}
 }
-func (edgellmBuild) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MemoryMB: 8192}
+func (edgellmBuild) Resources(p any) steps.Resources {
+	return steps.Resources{Cores: 2, MemoryMB: 8192, Host: buildHost(p)}
+}
+
+// buildHost: an engine is built on the GPU it runs on, so on the device.
+func buildHost(p any) steps.HostNeeds {
+	return steps.HostNeeds{NvidiaGPU: true, Device: steps.ParamsOf[BuildParams](p).Device}
 }
 
 func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
