@@ -259,6 +259,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"llmcompressor": {"python", "llmcompressor", "compressed-tensors", "torch", "transformers"},
 		"coreml":        {"python", "coremltools", "torch", "transformers"},
 		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
+		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {

@@ -29,28 +29,56 @@ var qnnWeightTypes = map[string]string{
 	"qnn-w4a16": "int4",
 }
 
+// qnnMinTop1 is the least share of positions where the compiled model
+// picks PyTorch's top-1 token on the first evaluation chunk (the HTP
+// backend's second logits check). See the README's measured results.
+var qnnMinTop1 = map[string]float64{
+	"qnn-w8a16": 0.6,
+	"qnn-w4a16": 0.5,
+}
+
 // expandQNN: source -> fp32 prefill export (no KV cache: HTP graphs have
 // static shapes) -> QNN QDQ (static shape [1, context], calibrated on the
-// recipe's calibration text) -> onnx-validate of the QDQ model on ONNX
-// Runtime's CPU provider (logits gate, perplexity against the transformers
-// baseline). With `backend: ai-hub` or `backend: qnn-sdk` a qnn-compile
-// step turns the validated QDQ model into a Hexagon context binary, which
-// becomes the published model; the default `ort-qdq` publishes the QDQ
-// model itself (what ONNX Runtime's QNN execution provider loads).
+// recipe's calibration text). Then, by backend:
+//   - qnn-htp (the default): qnn-htp compiles the QDQ model with QNN's HTP
+//     backend into an EPContext model + context binary for the device's
+//     SoC and gates it on the HTP simulator; the QDQ graph takes input_ids
+//     only (positions and mask folded) and W4A16 weights are per channel;
+//   - ort-qdq: onnx-validate scores the QDQ model on ONNX Runtime's CPU
+//     provider, and the QDQ model is published;
+//   - ai-hub / qnn-sdk: as ort-qdq, then a qnn-compile step (stand-ins
+//     here) turns the QDQ model into a context binary.
 func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ppl := t.Quality.Perplexity
 	baseline := plan.HFBaseline(r, t, add)
 	fp32 := onnx.ExportStep(t, false, add)
 	opts := t.Options.(*Options)
+	backend := opts.backend()
 	params := &QDQParams{SeqLen: ppl.Context, WeightType: qnnWeightTypes[f.Name], ActivationType: "uint16",
 		Samples: plan.Or(opts.Samples, DefaultSamples)}
-	suffix := plan.OptionSuffix(t.Options, "samples")
-	qdq := add(&plan.Step{ID: fmt.Sprintf("qnn-qdq:%s@s%d%s", f.Name[len("qnn-"):], ppl.Context, suffix), Kind: "qnn-qdq",
+	id := fmt.Sprintf("qnn-qdq:%s@s%d", f.Name[len("qnn-"):], ppl.Context)
+	if backend == QNNBackendHTP {
+		// The HTP backend's form of the graph: static inputs folded, and
+		// 4-bit weights per output channel (MatMuls as 1x1 Convs, the only
+		// per-channel weights QNN takes).
+		params.StaticInputs = true
+		params.PerChannel = params.WeightType == "int4"
+		id += "+htp"
+	}
+	qdq := add(&plan.Step{ID: id + plan.OptionSuffix(t.Options, "samples"), Kind: "qnn-qdq",
 		Needs: []string{fp32.ID, plan.SourceStepID}, Params: params,
 		Data: plan.CalibrationData(r)}, t.Name)
+	if backend == QNNBackendHTP {
+		d, _ := catalog.Lookup(t.Device)
+		hp := &HTPParams{Eval: plan.EvalOf(ppl), Device: d.ID, SoCModel: d.SoCModel, HTPArch: d.HTPArch,
+			MaxAbsLogitDiff: plan.Or(opts.MaxAbsLogitDiff, qnnLogitLimits[f.Name]),
+			MinTop1:         plan.Or(opts.MinTop1, qnnMinTop1[f.Name])}
+		suffix := plan.OptionSuffix(t.Options, "max_abs_logit_diff", "min_top1_agreement")
+		htp := add(&plan.Step{ID: fmt.Sprintf("qnn-htp:%s:%s%s", d.ID, qdq.ID[len("qnn-qdq:"):], suffix), Kind: "qnn-htp",
+			Needs: []string{qdq.ID, plan.SourceStepID, baseline.ID}, Params: hp, Data: plan.EvalData(r)}, t.Name)
+		return htp, []string{htp.ID}
+	}
 	check := onnx.ValidateStep(r, t, qnnLogitLimits[f.Name], qdq, baseline, add)
-
-	backend := opts.backend()
 	if backend == QNNBackendORT {
 		return qdq, []string{check.ID}
 	}
