@@ -50,10 +50,16 @@ var qnnMinTop1 = map[string]float64{
 //     here) turns the QDQ model into a context binary.
 func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ppl := t.Quality.Perplexity
-	baseline := plan.HFBaseline(r, t, add)
-	fp32 := onnx.ExportStep(t, false, add)
 	opts := t.Options.(*Options)
 	backend := opts.backend()
+	if n := plan.Or(opts.GateChunks, 0); backend == QNNBackendHTP && n > 0 && (ppl.MaxChunks == 0 || n < ppl.MaxChunks) {
+		// Fewer chunks on the simulator; the baseline scores the same ones.
+		short := *t
+		short.Quality.Perplexity.MaxChunks = n
+		t = &short
+	}
+	baseline := plan.HFBaseline(r, t, add)
+	fp32 := onnx.ExportStep(t, false, add)
 	params := &QDQParams{SeqLen: ppl.Context, WeightType: qnnWeightTypes[f.Name], ActivationType: "uint16",
 		Samples: plan.Or(opts.Samples, DefaultSamples)}
 	id := fmt.Sprintf("qnn-qdq:%s@s%d", f.Name[len("qnn-"):], ppl.Context)
@@ -70,10 +76,10 @@ func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 		Data: plan.CalibrationData(r)}, t.Name)
 	if backend == QNNBackendHTP {
 		d, _ := catalog.Lookup(t.Device)
-		hp := &HTPParams{Eval: plan.EvalOf(ppl), Device: d.ID, SoCModel: d.SoCModel, HTPArch: d.HTPArch,
+		hp := &HTPParams{Eval: plan.EvalOf(t.Quality.Perplexity), Device: d.ID, SoCModel: d.SoCModel, HTPArch: d.HTPArch,
 			MaxAbsLogitDiff: plan.Or(opts.MaxAbsLogitDiff, qnnLogitLimits[f.Name]),
 			MinTop1:         plan.Or(opts.MinTop1, qnnMinTop1[f.Name])}
-		suffix := plan.OptionSuffix(t.Options, "max_abs_logit_diff", "min_top1_agreement")
+		suffix := plan.OptionSuffix(t.Options, "max_abs_logit_diff", "min_top1_agreement", "gate_chunks")
 		htp := add(&plan.Step{ID: fmt.Sprintf("qnn-htp:%s:%s%s", d.ID, qdq.ID[len("qnn-qdq:"):], suffix), Kind: "qnn-htp",
 			Needs: []string{qdq.ID, plan.SourceStepID, baseline.ID}, Params: hp, Data: plan.EvalData(r)}, t.Name)
 		return htp, []string{htp.ID}
