@@ -97,6 +97,75 @@ def fold_static_inputs(model, n, work):
     return out, folded
 
 
+def fuse_rms_norms(model):
+    """Replaces each RMSNorm chain, Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .)
+    -> Mul(x, .) [-> Cast] -> Mul(gamma, .), with one SimplifiedLayerNormalization(x, gamma)
+    node, which QNN runs as its RmsNorm op. Left as separate float nodes, the HTP backend
+    computes the chain in fp16, where the square of an activation outlier (over 256)
+    overflows; quantized separately, 16 bits cannot hold a mean of squares spanning many
+    orders of magnitude. Returns how many it fused."""
+    from onnx import helper, numpy_helper
+
+    consumers = {}
+    for node in model.graph.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    producers = {o: node for node in model.graph.node for o in node.output}
+    inits = {i.name: i for i in model.graph.initializer}
+
+    def const(name):
+        if name in inits:
+            return numpy_helper.to_array(inits[name])
+        node = producers.get(name)
+        if node is not None and node.op_type == "Constant":
+            return numpy_helper.to_array(node.attribute[0].t)
+        return None
+
+    def only(name, *ops):
+        nxt = consumers.get(name, [])
+        return nxt[0] if len(nxt) == 1 and nxt[0].op_type in ops else None
+
+    drop, add, fused = set(), {}, 0
+    for rm in [n for n in model.graph.node if n.op_type == "ReduceMean"]:
+        pw = producers.get(rm.input[0])
+        if pw is None or pw.op_type != "Pow":
+            continue
+        x = pw.input[0]
+        ad = only(rm.output[0], "Add")
+        sq = ad and only(ad.output[0], "Sqrt")
+        dv = sq and only(sq.output[0], "Div", "Reciprocal")
+        mx = dv and only(dv.output[0], "Mul")
+        if not mx or x not in mx.input:
+            continue
+        eps = const(ad.input[1] if ad.input[0] == rm.output[0] else ad.input[0])
+        chain = [pw, rm, ad, sq, dv, mx]
+        nxt = only(mx.output[0], "Cast", "Mul")
+        if nxt is not None and nxt.op_type == "Cast":
+            chain.append(nxt)
+            nxt = only(nxt.output[0], "Mul")
+        if nxt is None or eps is None:
+            continue
+        gamma = [i for i in nxt.input if i in inits]
+        if len(gamma) != 1:
+            continue
+        chain.append(nxt)
+        node = helper.make_node("SimplifiedLayerNormalization", [x, gamma[0]], [nxt.output[0]],
+                                name=rm.name.rsplit("/", 1)[0] + "/SimplifiedLayerNormalization",
+                                axis=-1, epsilon=float(eps.reshape(-1)[0]), stash_type=1)
+        add[pw.name] = node
+        drop.update(n.name for n in chain)
+        fused += 1
+    nodes = []
+    for node in model.graph.node:
+        if node.name in add:
+            nodes.append(add[node.name])
+        if node.name not in drop:
+            nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return fused
+
+
 def matmuls_as_convs(model, n):
     """Rewrites each MatMul of an activation [1, n, K] by a weight initializer [K, N] as
     Reshape [n, K, 1, 1] -> Conv (weight [N, K, 1, 1]) -> Reshape [1, n, N]: the same product,
@@ -234,8 +303,13 @@ def main() -> int:
             path, folded = fold_static_inputs(model, n, work)
             model = onnx.load(path)
         masked = clamp_mask_constants(model, args.mask_value)
+        rms = fuse_rms_norms(model) if args.static_inputs else 0
         convs = matmuls_as_convs(model, n) if args.per_channel else []
         overrides = {}
+        for node in model.graph.node:
+            if node.op_type == "SimplifiedLayerNormalization":
+                # The RMSNorm scales (gamma) at 8 bits, whatever the weights' type.
+                overrides[node.input[1]] = [{"quant_type": QuantType.QUInt8}]
         if convs:
             # The output projection (the last Conv: lm_head, whose 49K rows are the embedding
             # table's) and the embedding table Gather reads keep 8 bits: every logit and every
@@ -293,7 +367,7 @@ def main() -> int:
     print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
                       "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
                       "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked, "float_nodes": len(float_nodes),
-                      "static_inputs": folded, "per_channel_convs": len(convs),
+                      "static_inputs": folded, "per_channel_convs": len(convs), "rms_norms": rms,
                       "bytes": size}))
     return 0
 
