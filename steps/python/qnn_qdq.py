@@ -99,7 +99,7 @@ def fold_static_inputs(model, n, work):
 
 def fuse_rms_norms(model):
     """Replaces each RMSNorm chain, Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .)
-    -> Mul(x, .) [-> Cast] -> Mul(gamma, .), with one SimplifiedLayerNormalization(x, gamma)
+    -> Mul(x, .) (or Div(x, .)) [-> Cast] -> Mul(gamma, .), with one SimplifiedLayerNormalization(x, gamma)
     node, which QNN runs as its RmsNorm op. Left as separate float nodes, the HTP backend
     computes the chain in fp16, where the square of an activation outlier (over 256)
     overflows; quantized separately, 16 bits cannot hold a mean of squares spanning many
@@ -134,11 +134,17 @@ def fuse_rms_norms(model):
         ad = only(rm.output[0], "Add")
         sq = ad and only(ad.output[0], "Sqrt")
         dv = sq and only(sq.output[0], "Div", "Reciprocal")
-        mx = dv and only(dv.output[0], "Mul")
-        if not mx or x not in mx.input:
+        if not dv:
             continue
+        if dv.op_type == "Div" and dv.input[0] == x:
+            # x / sqrt(...): ONNX Runtime's optimizer folds Div(1, .) -> Mul(x, .) into this.
+            mx, chain = dv, [pw, rm, ad, sq, dv]
+        else:
+            mx = only(dv.output[0], "Mul")
+            if not mx or x not in mx.input:
+                continue
+            chain = [pw, rm, ad, sq, dv, mx]
         eps = const(ad.input[1] if ad.input[0] == rm.output[0] else ad.input[0])
-        chain = [pw, rm, ad, sq, dv, mx]
         nxt = only(mx.output[0], "Cast", "Mul")
         if nxt is not None and nxt.op_type == "Cast":
             chain.append(nxt)
