@@ -120,7 +120,7 @@ func QNNWeightCheck(p *plan.Plan) recipe.Diagnostics {
 		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
 			Msg: fmt.Sprintf("target %q: qnn-w4a16 through the ort-qdq backend quantizes MatMul weights per tensor, which at 4 bits breaks LLMs "+
 				"(measured on builtin:smollm2-135m: perplexity 159,146, the gate fails it)", t.Name),
-			Hint: "use qnn-w8a16, or backend: ai-hub or qnn-sdk, whose converters quantize 4-bit weights per channel or per block"})
+			Hint: "use qnn-w8a16, or the default backend qnn-htp, which quantizes 4-bit weights per output channel (as 1x1 Convs)"})
 	}
 	return diags
 }

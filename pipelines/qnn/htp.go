@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -104,6 +105,9 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 		args = append(args, "--chunks", strconv.Itoa(p.MaxChunks))
 	}
 	if err := sc.RunTool(ctx, ToolHTP, args...); err != nil {
+		if refused := refusedNodes(sc.LogPath); refused != "" {
+			return fmt.Errorf("QNN's HTP backend refused nodes of the graph for %s (CPU fallback is disabled, so none runs on the CPU):\n%s\n%w", p.Device, refused, err)
+		}
 		return err
 	}
 	var res htpResult
@@ -129,6 +133,23 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	recordHTP(sc, p, &res, bpp.PPL)
 	return nil
+}
+
+// refusedNodes is what qnn_htp.py quoted from QNN's execution provider
+// about the nodes it refused (op type, node name, reason), at most 20
+// lines; "" when the log has none.
+func refusedNodes(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "qnn_htp: refused: "); ok && len(lines) < 20 {
+			lines = append(lines, "  "+rest)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // checkHTPOutputs refuses a run that wrote no EPContext model, no context

@@ -38,7 +38,7 @@ import ppl_scoring
 EP = "QNNExecutionProvider"
 
 
-def qnn_session(ort, qnn, path, soc_model, htp_arch, context_out=None):
+def qnn_session(ort, qnn, path, soc_model, htp_arch, context_out=None, verbose=False):
     """An ONNX Runtime session whose every node runs on QNN's HTP backend."""
     so = ort.SessionOptions()
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
@@ -46,7 +46,7 @@ def qnn_session(ort, qnn, path, soc_model, htp_arch, context_out=None):
         so.add_session_config_entry("ep.context_enable", "1")
         so.add_session_config_entry("ep.context_file_path", context_out)
         so.add_session_config_entry("ep.context_embed_mode", "0")
-    so.log_severity_level = 2
+    so.log_severity_level = 0 if verbose else 2
     devices = [d for d in ort.get_ep_devices() if d.ep_name == EP]
     if not devices:
         raise SystemExit(f"qnn_htp: onnxruntime-qnn registered no {EP} device")
@@ -55,11 +55,42 @@ def qnn_session(ort, qnn, path, soc_model, htp_arch, context_out=None):
     return ort.InferenceSession(path, sess_options=so)
 
 
-def refused(err):
-    """The ops named in a session error (QNN's validation messages name the node)."""
-    msg = str(err)
-    names = sorted(set(re.findall(r"node[ _]?(?:name)?[:=]? ?'?([/\w.\-]+/\w+[\w.\-]*)", msg)))
-    return msg, names
+def with_captured_stderr(fn):
+    """Runs fn() with file descriptor 2 (where ONNX Runtime and QNN log) copied to a file;
+    returns (fn's result or the exception it raised, the text logged)."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            result = fn()
+        except Exception as e:  # onnxruntime raises its own exception types
+            result = e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode("utf-8", "replace")
+    sys.stderr.write(text)
+    return result, text
+
+
+def refused_lines(text):
+    """What QNN's execution provider says about the nodes it refused, from a verbose log: its
+    "Validation FAILED for N nodes in OrtNodeUnit (OP)" entries with the operator type, node name
+    and reason lines under them, and backendValidateOpConfig failures."""
+    out, keep = [], False
+    for line in text.splitlines():
+        if re.search(r"Validation FAILED|backendValidateOpConfig|failed for node", line):
+            keep = True
+            out.append(re.sub(r"^.*?\] ", "", line.strip()))
+        elif keep and line[:1] in ("\t", " ") and line.strip():
+            out.append("  " + line.strip())
+        else:
+            keep = False
+    return out
 
 
 def main() -> int:
@@ -91,13 +122,19 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     ctx_model = os.path.join(args.out, "model_ctx.onnx")
     t0 = time.monotonic()
-    try:
-        s = qnn_session(ort, qnn, args.qdq, args.soc_model, args.htp_arch, context_out=ctx_model)
-    except Exception as e:  # onnxruntime raises its own exception types
-        msg, names = refused(e)
-        print(f"qnn_htp: the QNN HTP backend refused the graph (CPU fallback is disabled): {msg}", file=sys.stderr)
-        if names:
-            print("qnn_htp: nodes named in the error: " + ", ".join(names), file=sys.stderr)
+    s, logged = with_captured_stderr(
+        lambda: qnn_session(ort, qnn, args.qdq, args.soc_model, args.htp_arch, context_out=ctx_model))
+    if isinstance(s, Exception):
+        print(f"qnn_htp: the QNN HTP backend refused the graph (CPU fallback is disabled, so no node may run on "
+              f"the CPU): {s}", file=sys.stderr)
+        # QNN's execution provider names the nodes it refuses only in its verbose log: ask again.
+        _, logged = with_captured_stderr(lambda: qnn_session(ort, qnn, args.qdq, args.soc_model, args.htp_arch,
+                                                             verbose=True))
+        lines = refused_lines(logged)
+        for line in lines[:40]:
+            print(f"qnn_htp: refused: {line}", file=sys.stderr)
+        if not lines:
+            print("qnn_htp: the verbose log names no refused node", file=sys.stderr)
         return 3
     compile_s = time.monotonic() - t0
     del s
