@@ -269,6 +269,7 @@ def main() -> int:
 
     import numpy as np
     import onnx
+    import onnx.version_converter
     from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
     from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
@@ -309,7 +310,14 @@ def main() -> int:
             path, folded = fold_static_inputs(model, n, work)
             model = onnx.load(path)
         masked = clamp_mask_constants(model, args.mask_value)
-        rms = fuse_rms_norms(model) if args.static_inputs else 0
+        rms = 0
+        if args.static_inputs:
+            # The quantizer moves models to opset 21 (16-bit Q/DQ) with ONNX's version
+            # converter, which does not know SimplifiedLayerNormalization: convert first.
+            opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+            if opset < 21:
+                model = onnx.version_converter.convert_version(model, 21)
+            rms = fuse_rms_norms(model)
         convs = matmuls_as_convs(model, n) if args.per_channel else []
         overrides = {}
         for node in model.graph.node:
