@@ -121,6 +121,7 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 		FloatNodes  int      `json:"float_nodes"`
 		Static      []string `json:"static_inputs"`
 		ConvWeights int      `json:"per_channel_convs"`
+		RMSNorms    int      `json:"rms_norms"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQDQ, err)
@@ -143,6 +144,9 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 	if len(res.Static) > 0 {
 		sc.Result.SetFact("static_inputs", fmt.Sprintf("%s folded into constants: the graph takes input_ids only, %d tokens from position 0",
 			strings.Join(res.Static, " and "), seq))
+	}
+	if res.RMSNorms > 0 {
+		sc.Result.SetFact("rms_norms", fmt.Sprintf("%d RMSNorm chains fused into SimplifiedLayerNormalization (QNN's RmsNorm op), quantized like the rest", res.RMSNorms))
 	}
 	if p.PerChannel {
 		if res.ConvWeights == 0 {

@@ -136,8 +136,10 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var folded []string
+	floatNodes, rms := 5, 0
 	if *static {
 		folded = []string{"attention_mask", "position_ids"}
+		floatNodes, rms = 0, 2*max(h.KVLayers, 1)+1
 	}
 	convs := 0
 	if *perChannel {
@@ -145,7 +147,8 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "seq_len": *seq, "samples": *samples,
 		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true,
-		"mask_constants": max(h.KVLayers, 1), "float_nodes": 5, "static_inputs": folded, "per_channel_convs": convs})
+		"mask_constants": max(h.KVLayers, 1), "float_nodes": floatNodes, "static_inputs": folded, "per_channel_convs": convs,
+		"rms_norms": rms})
 }
 
 // qnnAIHub: qnn_ai_hub.py --onnx F --device NAME --seq-len N --out FILE [--timeout S]
