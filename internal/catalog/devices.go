@@ -246,8 +246,8 @@ func checkDevice(d Device) error {
 	if d.NPUTOPS < 0 || d.OSReservedGB < 0 || d.OSReservedGB >= d.MemoryGB {
 		bad("npu_tops must be >= 0 and os_reserved_gb in [0, memory_gb)")
 	}
-	if (d.SoCModel != 0 || d.HTPArch != 0) && (d.Family != "qualcomm-hexagon" || d.SoCModel <= 0 || d.HTPArch < 68) {
-		bad("soc_model and htp_arch are for qualcomm-hexagon devices, both set (htp_arch 68 or newer)")
+	if err := checkQNNSoC(d); err != nil {
+		errs = append(errs, err)
 	}
 	for key, v := range map[string]float64{
 		"memory_bandwidth_gb_s": d.MemoryBandwidthGBs,
@@ -289,6 +289,17 @@ func checkDevice(d Device) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkQNNSoC: soc_model and htp_arch come together, on Hexagon devices.
+func checkQNNSoC(d Device) error {
+	if d.SoCModel == 0 && d.HTPArch == 0 {
+		return nil
+	}
+	if d.Family != "qualcomm-hexagon" || d.SoCModel <= 0 || d.HTPArch < 68 {
+		return errors.New("soc_model and htp_arch are for qualcomm-hexagon devices, both set (htp_arch 68 or newer)")
+	}
+	return nil
 }
 
 func patternMatchesAny(pattern string) bool {
