@@ -277,7 +277,7 @@ func TestSnapdragonQNNSoCs(t *testing.T) {
 		}
 	}
 	bad := Device{ID: "x", Family: "apple-ane", SoCModel: 57, HTPArch: 75}
-	if checkQNNSoC(bad) == nil {
+	if CheckQNNSoC(bad) == nil {
 		t.Error("soc_model on a non-Hexagon device was accepted")
 	}
 }
