@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// realQNNRecipe is recipes/android.yaml's two targets at a size the real
+// realQNNRecipe is recipes/android.yaml's W8A16 target at a size the real
 // tier affords: QNN's HTP simulator takes minutes per chunk of 128 tokens
-// on two loaded cores, so the gate here is 2 chunks of 64 tokens.
+// on two loaded cores, so the gate here is 2 chunks of 64 tokens. (W4A16
+// fails the default gate: recipes/android-w4a16.yaml and the README.)
 const realQNNRecipe = `edgepipe: 1
 name: qnn-htp-real
 model:
@@ -28,15 +29,10 @@ targets:
   phone-w8:
     device: snapdragon-8-gen-3
     format: qnn-w8a16
-    with: {samples: 2}
-  phone-w4:
-    device: snapdragon-8-gen-3
-    format: qnn-w4a16
-    with: {samples: 2}
 `
 
-// TestRealQNNHTP builds the built-in model's QNN W8A16 and W4A16 targets
-// with the default backend, qnn-htp: the QDQ flow, then Qualcomm's QNN HTP
+// TestRealQNNHTP builds the built-in model's QNN W8A16 target with the
+// default backend, qnn-htp: the QDQ flow, then Qualcomm's QNN HTP
 // backend (onnxruntime-qnn) compiles an EPContext model and context binary
 // for the Snapdragon 8 Gen 3 and gates it on the HTP simulator with CPU
 // fallback disabled. It checks the manifest names the backend, QNN's
@@ -50,8 +46,8 @@ func TestRealQNNHTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(work, "artifacts")
-	run("run", "--keep-going", "--out", out, recipe)
-	for _, target := range []string{"phone-w8", "phone-w4"} {
+	run("run", "--out", out, recipe)
+	for _, target := range []string{"phone-w8"} {
 		dir := filepath.Join(out, target)
 		run("verify", dir)
 		for _, f := range []string{"model_ctx.onnx", "model_ctx_qnn.bin", "tokenizer.json"} {
