@@ -23,7 +23,7 @@ func Family() plan.Family {
 			Labels: map[string]string{"qnn": "QNN"},
 			Formats: []catalog.Format{
 				{Name: "qnn-w8a16", Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
-					Note: "INT8 weights and 16-bit activations: a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) and gated on its HTP simulator here; not run on a phone here"},
+					Note: "INT8 weights (per output channel with qnn-htp) and 16-bit activations: a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) and gated on its HTP simulator here; not run on a phone here"},
 				{Name: "qnn-w4a16", Family: "qnn", BitsPerWeight: 4, RunsHere: "partly",
 					Note: "INT4 weights (per output channel) and 16-bit activations: a Hexagon context binary compiled by QNN's HTP backend and gated on its HTP simulator here; not run on a phone here"},
 			},
