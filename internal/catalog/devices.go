@@ -34,6 +34,12 @@ type Device struct {
 	// shader-f16 feature (WebLLM needs it for q4f16_1; without it the
 	// picker chooses q4f32_1); nil for devices that are not WebGPU.
 	ShaderF16 *bool `json:"shader_f16,omitempty" yaml:"shader_f16"`
+	// SoCModel and HTPArch are a Snapdragon's QNN SoC model id (the QNN
+	// SDK's QnnTypes.h, QNN_SOC_MODEL_*) and its Hexagon HTP architecture
+	// (v75 is 75): QNN's HTP backend compiles a context binary for exactly
+	// these. 0 for devices without a Hexagon NPU.
+	SoCModel int `json:"soc_model,omitempty" yaml:"soc_model"`
+	HTPArch  int `json:"htp_arch,omitempty" yaml:"htp_arch"`
 	// PreferredFormat is the format the domain brief's picker chooses for
 	// this device; compatibility fixes suggest it.
 	PreferredFormat string        `json:"preferred_format" yaml:"preferred_format"`
@@ -240,11 +246,16 @@ func checkDevice(d Device) error {
 	if d.NPUTOPS < 0 || d.OSReservedGB < 0 || d.OSReservedGB >= d.MemoryGB {
 		bad("npu_tops must be >= 0 and os_reserved_gb in [0, memory_gb)")
 	}
+	if err := checkQNNSoC(d); err != nil {
+		errs = append(errs, err)
+	}
 	for key, v := range map[string]float64{
 		"memory_bandwidth_gb_s": d.MemoryBandwidthGBs,
 		"memory_gb":             d.MemoryGB,
 		"npu_tops":              d.NPUTOPS,
 		"os_reserved_gb":        d.OSReservedGB,
+		"soc_model":             float64(d.SoCModel),
+		"htp_arch":              float64(d.HTPArch),
 	} {
 		if v != 0 && strings.TrimSpace(d.Sources[key]) == "" {
 			bad("%s = %g has no entry in sources", key, v)
@@ -278,6 +289,17 @@ func checkDevice(d Device) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkQNNSoC: soc_model and htp_arch come together, on Hexagon devices.
+func checkQNNSoC(d Device) error {
+	if d.SoCModel == 0 && d.HTPArch == 0 {
+		return nil
+	}
+	if d.Family != "qualcomm-hexagon" || d.SoCModel <= 0 || d.HTPArch < 68 {
+		return errors.New("soc_model and htp_arch are for qualcomm-hexagon devices, both set (htp_arch 68 or newer)")
+	}
+	return nil
 }
 
 func patternMatchesAny(pattern string) bool {

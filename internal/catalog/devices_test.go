@@ -263,3 +263,21 @@ func TestParseDevicesRejects(t *testing.T) {
 		t.Error("an empty catalog parses")
 	}
 }
+
+func TestSnapdragonQNNSoCs(t *testing.T) {
+	for id, want := range map[string][2]int{
+		"snapdragon-8-gen-3": {57, 75}, "snapdragon-8-elite": {69, 79}, "snapdragon-8-gen-4": {69, 79}, "snapdragon-x-elite": {60, 73},
+	} {
+		d, ok := Lookup(id)
+		if !ok {
+			t.Fatalf("%s: not in the catalog", id)
+		}
+		if d.SoCModel != want[0] || d.HTPArch != want[1] || d.Sources["soc_model"] == "" || d.Sources["htp_arch"] == "" {
+			t.Errorf("%s: soc_model %d, htp_arch %d (sources %q, %q), want %v", id, d.SoCModel, d.HTPArch, d.Sources["soc_model"], d.Sources["htp_arch"], want)
+		}
+	}
+	bad := Device{ID: "x", Family: "apple-ane", SoCModel: 57, HTPArch: 75}
+	if CheckQNNSoC(bad) == nil {
+		t.Error("soc_model on a non-Hexagon device was accepted")
+	}
+}

@@ -5,4 +5,5 @@ var (
 	FixFor       = fixFor
 	ParseDevices = parseDevices
 	DevicesYAML  = devicesYAML
+	CheckQNNSoC  = checkQNNSoC
 )

@@ -16,6 +16,7 @@ func TestPickFollowsTheBrief(t *testing.T) {
 	}{
 		{"ios", "apple-a18", "coreml-int4", "f16"},
 		{"android", "snapdragon-8-gen-3", "qnn-w4a16", "f16"},
+		{"windows-arm", "snapdragon-x-elite", "qnn-w4a16", "f16"},
 		{"browser", "webgpu-android", "mlc-q4f32_1", "f16"},
 		{"jetson-nano", "jetson-orin-nano-super", "gguf-q4_k_m", "f16"},
 		{"jetson-agx", "jetson-agx-orin", "trtllm-int4", "f16"}, // not the brief's NVFP4: Orin has no FP4/FP8 tensor cores
@@ -36,7 +37,7 @@ func TestPickFollowsTheBrief(t *testing.T) {
 			t.Errorf("%s: %+v", tc.platform, p)
 		}
 	}
-	if got := Platforms(); strings.Join(got, " ") != "ios android browser jetson-nano jetson-agx jetson-thor laptop intel-npu amd-npu gpu" {
+	if got := Platforms(); strings.Join(got, " ") != "ios android windows-arm browser jetson-nano jetson-agx jetson-thor laptop intel-npu amd-npu gpu" {
 		t.Errorf("platforms %v", got)
 	}
 }
@@ -97,7 +98,7 @@ func TestPickWhenNothingFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Format != "qnn-w4a16" || len(p.Warnings) != 2 || !strings.Contains(p.Warnings[0], "over its max_memory_gb of 2") ||
-		!strings.Contains(p.Warnings[1], "the other candidates for android miss them too (qnn-w8a16 on snapdragon-8-gen-3)") {
+		!strings.Contains(p.Warnings[1], "the other candidates for android miss them too (qnn-w8a16 on snapdragon-8-gen-3, qnn-w4a16 on snapdragon-8-elite, qnn-w8a16 on snapdragon-8-elite)") {
 		t.Errorf("%+v", p.Warnings)
 	}
 }

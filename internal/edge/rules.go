@@ -24,10 +24,18 @@ var platformRules = []platformRule{
 	},
 	{
 		Name: "android", Summary: "Android apps (Qualcomm Hexagon NPU)",
-		Devices: []string{"snapdragon-8-gen-3"}, Formats: []string{"qnn-w4a16", "qnn-w8a16"}, KVDtype: "f16",
+		Devices: []string{"snapdragon-8-gen-3", "snapdragon-8-elite"}, Formats: []string{"qnn-w4a16", "qnn-w8a16"}, KVDtype: "f16",
 		Reasons: []string{
-			"Android flagships run models on the Hexagon NPU through the QNN SDK or Qualcomm AI Hub, converted from PyTorch or ONNX (domain brief)",
+			"Android flagships run models on the Hexagon NPU through the QNN SDK or Qualcomm AI Hub, converted from PyTorch or ONNX (domain brief); edgepipe compiles the Hexagon context binary for the phone's SoC with QNN's HTP backend (recipes/android.yaml)",
 			"QNN INT4 weights with 16-bit activations first: decode is bandwidth-bound (77 GB/s on a Snapdragon 8 Gen 3), so 4-bit weights decode about twice as fast as INT8 (qnn-w8a16 keeps more quality)",
+		},
+	},
+	{
+		Name: "windows-arm", Summary: "Windows on Arm laptops (Snapdragon X Elite Hexagon NPU)",
+		Devices: []string{"snapdragon-x-elite"}, Formats: []string{"qnn-w4a16", "qnn-w8a16"}, KVDtype: "f16",
+		Reasons: []string{
+			"Copilot+ laptops on the Snapdragon X Elite run models on its 45-TOPS Hexagon NPU through QNN (ONNX Runtime's QNN execution provider loads the EPContext model and context binary); edgepipe compiles it for the SC8380XP (soc_model 60, htp_arch v73) with QNN's HTP backend",
+			"QNN INT4 weights with 16-bit activations first: decode is bandwidth-bound (135 GB/s), so 4-bit weights decode about twice as fast as INT8 (qnn-w8a16 keeps more quality)",
 		},
 	},
 	{

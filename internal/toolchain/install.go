@@ -44,6 +44,10 @@ const pythonVersion = "3.11"
 // not in the middle of a conversion.
 var smokeImports = map[string]string{
 	Llama: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
+	// QNN's HTP backend is a manylinux_2_35 x86-64 library: registering the
+	// plugin execution provider loads it, so an older glibc fails here.
+	"qnn": "import onnxruntime, onnxruntime_qnn; onnxruntime.register_execution_provider_library(" +
+		"'QNNExecutionProvider', onnxruntime_qnn.get_library_path())",
 }
 
 func toolchainsDir(cacheDir string) string { return filepath.Join(cacheDir, "toolchains") }

@@ -260,6 +260,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"coreml":        {"python", "coremltools", "torch", "transformers"},
 		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
 		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
+		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {
@@ -270,10 +271,33 @@ func (in *Installed) summary(pinnedOnly bool) string {
 			parts = append(parts, k+" "+v)
 		}
 	}
+	if in.Name == "qnn" {
+		if v := qnnVersion(in.Dir); v != "" {
+			parts = append(parts, "QNN "+v)
+		}
+	}
 	if len(parts) == 0 {
 		return in.Name
 	}
 	return strings.Join(parts, ", ")
+}
+
+var qnnVersionPat = regexp.MustCompile(`(?m)^qnn_version\s*=\s*['"]([0-9][0-9A-Za-z.+-]*)['"]`)
+
+// qnnVersion is the QNN SDK version onnxruntime-qnn was built with, as its
+// build_and_package_info.py records it ("" when not found).
+func qnnVersion(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "lib", "python3*", "site-packages", "onnxruntime_qnn", "build_and_package_info.py"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if m := qnnVersionPat.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	return ""
 }
 
 // majorMinor cuts "3.11.7" to "3.11".

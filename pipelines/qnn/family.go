@@ -1,8 +1,10 @@
 // Package qnn is the QNN format family (Qualcomm Hexagon): the onnx
 // family's static-shape prefill export, ONNX Runtime's QNN QDQ flow
-// calibrated on the recipe's text, the QDQ model gated on ONNX Runtime's CPU
-// provider, and optionally a Hexagon context binary from Qualcomm AI Hub or
-// the QNN SDK (not run here: stand-ins in tests).
+// calibrated on the recipe's text, then by default a Hexagon context binary
+// compiled by QNN's HTP backend (onnxruntime-qnn) for the device's SoC and
+// gated on the HTP simulator; or the QDQ model gated on ONNX Runtime's CPU
+// provider (ort-qdq), optionally compiled by Qualcomm AI Hub or the QNN SDK
+// (not run here: stand-ins in tests).
 package qnn
 
 import (
@@ -21,17 +23,20 @@ func Family() plan.Family {
 			Labels: map[string]string{"qnn": "QNN"},
 			Formats: []catalog.Format{
 				{Name: "qnn-w8a16", Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
-					Note: "QDQ ONNX, INT8 weights and 16-bit activations; the QDQ model runs on ONNX Runtime's CPU provider here, the Hexagon context binary needs the QNN SDK or Qualcomm AI Hub"},
+					Note: "INT8 weights (per output channel with qnn-htp) and 16-bit activations: a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) and gated on its HTP simulator here; not run on a phone here"},
 				{Name: "qnn-w4a16", Family: "qnn", BitsPerWeight: 4, RunsHere: "partly",
-					Note: "QDQ ONNX, INT4 weights and 16-bit activations; validated on the CPU provider here, compiled for Hexagon by the QNN SDK or Qualcomm AI Hub"},
+					Note: "INT4 weights (per output channel) and 16-bit activations: a Hexagon context binary compiled by QNN's HTP backend and gated on its HTP simulator here; not run on a phone here"},
 			},
 		},
 		Options: func(string) any { return &Options{} },
 		Expand:  expandQNN,
-		Kinds:   []steps.Kind{qnnQDQ{}, qnnCompile{}},
-		Toolchains: []toolchain.Spec{toolchain.External(SDK, []string{ToolONNXConverter, ToolModelLibGenerator, ToolContextBinaryGenerator},
-			"not run here: needs Qualcomm's QNN SDK (set QNN_SDK_ROOT and put $QNN_SDK_ROOT/bin/x86_64-linux-clang on "+
-				"--tool-path); only used by QNN targets with `backend: qnn-sdk`")},
+		Kinds:   []steps.Kind{qnnQDQ{}, qnnCompile{}, qnnHTP{}},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolHTP},
+			"onnxruntime-qnn 2.7.0 with QNN 2.51.0's HTP backend (backend: qnn-htp): compiles Hexagon context binaries and runs them "+
+				"on Qualcomm's HTP simulator (x86-64 Linux, glibc 2.35+); no phone is used"),
+			toolchain.External(SDK, []string{ToolONNXConverter, ToolModelLibGenerator, ToolContextBinaryGenerator},
+				"not run here (stand-in in tests): needs Qualcomm's full QNN SDK (set QNN_SDK_ROOT and put $QNN_SDK_ROOT/bin/x86_64-linux-clang on "+
+					"--tool-path); only used by QNN targets with `backend: qnn-sdk`")},
 		ToolsFrom: map[string][]string{onnx.Toolchain: {ToolQDQ, ToolAIHub}},
 		Notes:     QNNWeightCheck,
 	}
@@ -40,16 +45,18 @@ func Family() plan.Family {
 // Options are a QNN target's with: options.
 type Options struct {
 	onnx.ExportOptions `yaml:",inline"`
-	Backend            *string `yaml:"backend" enum:"ort-qdq,ai-hub,qnn-sdk" doc:"What makes the published model: ort-qdq (the QDQ model ONNX Runtime's QNN execution provider loads; the default), ai-hub (a Hexagon context binary from Qualcomm AI Hub's compile job) or qnn-sdk (one from the local QNN SDK)."`
-	Samples            *int    `yaml:"samples" min:"1" doc:"Calibration windows of the recipe's calibration text (default 4)."`
-	HubDevice          *string `yaml:"hub_device" doc:"backend ai-hub: the Qualcomm AI Hub device name (default: the one known for the target's device)."`
-	DSPArch            *string `yaml:"dsp_arch" doc:"backend qnn-sdk: the Hexagon architecture (v73, v75, ...; default: the one known for the target's device)."`
-	HubTimeoutS        *int    `yaml:"hub_timeout_s" min:"1" doc:"backend ai-hub: seconds to wait for the compile job (default 1800)."`
+	Backend            *string  `yaml:"backend" enum:"qnn-htp,ort-qdq,ai-hub,qnn-sdk" doc:"What makes the published model: qnn-htp (the default: a Hexagon context binary and its EPContext wrapper, compiled by QNN's HTP backend from onnxruntime-qnn for the device's SoC and gated on the HTP simulator), ort-qdq (the QDQ model, gated on ONNX Runtime's CPU provider), ai-hub (a context binary from Qualcomm AI Hub's compile job) or qnn-sdk (one from the local QNN SDK); ai-hub and qnn-sdk are not run by edgepipe's tests (stand-ins)."`
+	MinTop1            *float64 `yaml:"min_top1_agreement" min:"0" doc:"backend qnn-htp: the least share of positions of the first evaluation chunk where the compiled model, on the HTP simulator, picks PyTorch's top-1 token (default 0.6 for qnn-w8a16, 0.5 for qnn-w4a16; under it fails the target)."`
+	GateChunks         *int     `yaml:"gate_chunks" min:"1" doc:"backend qnn-htp: the evaluation chunks the HTP simulator scores, when fewer than the recipe's max_chunks (the simulator takes minutes per chunk); the baseline is scored on the same chunks."`
+	Samples            *int     `yaml:"samples" min:"1" doc:"Calibration windows of the recipe's calibration text (default 4)."`
+	HubDevice          *string  `yaml:"hub_device" doc:"backend ai-hub: the Qualcomm AI Hub device name (default: the one known for the target's device)."`
+	DSPArch            *string  `yaml:"dsp_arch" doc:"backend qnn-sdk: the Hexagon architecture (v73, v75, ...; default: the one known for the target's device)."`
+	HubTimeoutS        *int     `yaml:"hub_timeout_s" min:"1" doc:"backend ai-hub: seconds to wait for the compile job (default 1800)."`
 }
 
 func (o *Options) backend() string {
 	if o == nil || o.Backend == nil {
-		return QNNBackendORT
+		return QNNBackendHTP
 	}
 	return *o.Backend
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
 	"github.com/edgepipe/edgepipe/steps"
@@ -39,6 +40,7 @@ const (
 
 // QNN backends a target chooses with `with: {backend: ...}`.
 const (
+	QNNBackendHTP   = "qnn-htp"
 	QNNBackendORT   = "ort-qdq"
 	QNNBackendAIHub = "ai-hub"
 	QNNBackendSDK   = "qnn-sdk"
@@ -58,6 +60,11 @@ type QDQParams struct {
 	ActivationType string `json:"activation_type"`
 	// Samples are the calibration windows.
 	Samples int `json:"samples"`
+	// StaticInputs folds attention_mask and position_ids into constants
+	// (the graph takes input_ids only); PerChannel quantizes the MatMul
+	// weights per output channel as 1x1 Convs. Both for the HTP backend.
+	StaticInputs bool `json:"static_inputs,omitempty"`
+	PerChannel   bool `json:"per_channel,omitempty"`
 }
 
 func (qnnQDQ) NewParams() any     { return &QDQParams{} }
@@ -96,16 +103,25 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 	args := []string{"--onnx", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--tokenizer", src.Dir,
 		"--calibration", calib, "--out", sc.Out, "--seq-len", strconv.Itoa(seq), "--samples", strconv.Itoa(samples),
 		"--weight-type", wt, "--activation-type", at}
+	if p.StaticInputs {
+		args = append(args, "--static-inputs")
+	}
+	if p.PerChannel {
+		args = append(args, "--per-channel")
+	}
 	if err := sc.RunTool(ctx, ToolQDQ, args...); err != nil {
 		return err
 	}
 	var res struct {
-		Model       string `json:"model"`
-		Quantize    int    `json:"quantize_linear"`
-		Dequantize  int    `json:"dequantize_linear"`
-		Preprocesed bool   `json:"preprocessed"`
-		Masks       int    `json:"mask_constants"`
-		FloatNodes  int    `json:"float_nodes"`
+		Model       string   `json:"model"`
+		Quantize    int      `json:"quantize_linear"`
+		Dequantize  int      `json:"dequantize_linear"`
+		Preprocesed bool     `json:"preprocessed"`
+		Masks       int      `json:"mask_constants"`
+		FloatNodes  int      `json:"float_nodes"`
+		Static      []string `json:"static_inputs"`
+		ConvWeights int      `json:"per_channel_convs"`
+		RMSNorms    int      `json:"rms_norms"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQDQ, err)
@@ -124,6 +140,19 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("quantization", fmt.Sprintf("weights %s, activations %s, MinMax calibration, static shape [1, %d]", wt, at, seq))
 	if res.FloatNodes > 0 {
 		sc.Result.SetFact("float_nodes", fmt.Sprintf("%d RMSNorm statistics nodes (Pow, ReduceMean, Add, Sqrt, Div) left unquantized", res.FloatNodes))
+	}
+	if len(res.Static) > 0 {
+		sc.Result.SetFact("static_inputs", fmt.Sprintf("%s folded into constants: the graph takes input_ids only, %d tokens from position 0",
+			strings.Join(res.Static, " and "), seq))
+	}
+	if res.RMSNorms > 0 {
+		sc.Result.SetFact("rms_norms", fmt.Sprintf("%d RMSNorm chains fused into SimplifiedLayerNormalization (QNN's RmsNorm op), quantized like the rest", res.RMSNorms))
+	}
+	if p.PerChannel {
+		if res.ConvWeights == 0 {
+			return fmt.Errorf("qnn-qdq: per-channel weights were asked for, but %s rewrote no MatMul as a Conv (see %s)", ToolQDQ, sc.LogPath)
+		}
+		sc.Result.SetFact("per_channel", fmt.Sprintf("%d MatMul weights quantized per output channel as 1x1 Convs", res.ConvWeights))
 	}
 	if res.Masks > 0 {
 		sc.Result.SetFact("mask_constants", fmt.Sprintf("%d -inf attention-mask constants set to -1000 so 16-bit activations can hold them", res.Masks))

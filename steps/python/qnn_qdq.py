@@ -39,11 +39,19 @@ TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt
 
 
 def clamp_mask_constants(model, floor):
-    """Replace -inf and values below floor in float Constant / ConstantOfShape tensors."""
+    """Replace -inf and values below floor in float Constant / ConstantOfShape tensors and initializers."""
     import numpy as np
     from onnx import numpy_helper
 
     count = 0
+    for init in model.graph.initializer:
+        if init.data_type != 1 or init.data_location == 1:
+            continue
+        v = numpy_helper.to_array(init)
+        low = v < floor
+        if v.size and v.size < 1 << 24 and low.any():
+            init.CopyFrom(numpy_helper.from_array(np.where(low, np.float32(floor), v).astype(np.float32), init.name))
+            count += 1
     for node in model.graph.node:
         if node.op_type not in ("Constant", "ConstantOfShape"):
             continue
@@ -57,6 +65,161 @@ def clamp_mask_constants(model, floor):
                 attr.t.CopyFrom(numpy_helper.from_array(v, attr.t.name))
                 count += 1
     return count
+
+
+def fold_static_inputs(model, n, work):
+    """The graph for exactly n tokens from position 0, unpadded: attention_mask (ones) and
+    position_ids (0..n-1) become constants and ONNX Runtime's basic optimizations fold what
+    depends on them (the causal mask, the rotary cos/sin tables), so the graph takes input_ids
+    only. QNN's HTP backend refuses the rotary embedding's float MatMul of inv_freq by the
+    positions (backendValidateOpConfig, error 3110); folded, it is a constant table.
+    Returns (path of the folded model, names of the inputs made constant)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    values = {"attention_mask": np.ones((1, n), dtype=np.int64),
+              "position_ids": np.arange(n, dtype=np.int64)[None, :]}
+    folded = []
+    for inp in list(model.graph.input):
+        if inp.name in values:
+            model.graph.input.remove(inp)
+            model.graph.initializer.append(numpy_helper.from_array(values[inp.name], inp.name))
+            folded.append(inp.name)
+    src = os.path.join(work, "static.onnx")
+    onnx.save_model(model, src)
+    out = os.path.join(work, "folded.onnx")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = out
+    ort.InferenceSession(src, sess_options=so, providers=["CPUExecutionProvider"])
+    return out, folded
+
+
+def fuse_rms_norms(model):
+    """Replaces each RMSNorm chain, Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .)
+    -> Mul(x, .) (or Div(x, .)) [-> Cast] -> Mul(gamma, .), with one SimplifiedLayerNormalization(x, gamma)
+    node, which QNN runs as its RmsNorm op. Left as separate float nodes, the HTP backend
+    computes the chain in fp16, where the square of an activation outlier (over 256)
+    overflows; quantized separately, 16 bits cannot hold a mean of squares spanning many
+    orders of magnitude. Returns how many it fused."""
+    from onnx import helper, numpy_helper
+
+    consumers = {}
+    for node in model.graph.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    producers = {o: node for node in model.graph.node for o in node.output}
+    inits = {i.name: i for i in model.graph.initializer}
+
+    def const(name):
+        if name in inits:
+            return numpy_helper.to_array(inits[name])
+        node = producers.get(name)
+        if node is not None and node.op_type == "Constant":
+            return numpy_helper.to_array(node.attribute[0].t)
+        return None
+
+    def only(name, *ops):
+        nxt = consumers.get(name, [])
+        return nxt[0] if len(nxt) == 1 and nxt[0].op_type in ops else None
+
+    drop, add, fused = set(), {}, 0
+    for rm in [n for n in model.graph.node if n.op_type == "ReduceMean"]:
+        pw = producers.get(rm.input[0])
+        if pw is None or pw.op_type != "Pow":
+            continue
+        x = pw.input[0]
+        ad = only(rm.output[0], "Add")
+        sq = ad and only(ad.output[0], "Sqrt")
+        dv = sq and only(sq.output[0], "Div", "Reciprocal")
+        if not dv:
+            continue
+        if dv.op_type == "Div" and dv.input[0] == x:
+            # x / sqrt(...): ONNX Runtime's optimizer folds Div(1, .) -> Mul(x, .) into this.
+            mx, chain = dv, [pw, rm, ad, sq, dv]
+        else:
+            mx = only(dv.output[0], "Mul")
+            if not mx or x not in mx.input:
+                continue
+            chain = [pw, rm, ad, sq, dv, mx]
+        eps = const(ad.input[1] if ad.input[0] == rm.output[0] else ad.input[0])
+        nxt = only(mx.output[0], "Cast", "Mul")
+        if nxt is not None and nxt.op_type == "Cast":
+            chain.append(nxt)
+            nxt = only(nxt.output[0], "Mul")
+        if nxt is None or eps is None:
+            continue
+        gamma = [i for i in nxt.input if i in inits]
+        if len(gamma) != 1:
+            continue
+        chain.append(nxt)
+        node = helper.make_node("SimplifiedLayerNormalization", [x, gamma[0]], [nxt.output[0]],
+                                name=rm.name.rsplit("/", 1)[0] + "/SimplifiedLayerNormalization",
+                                axis=-1, epsilon=float(eps.reshape(-1)[0]), stash_type=1)
+        add[pw.name] = node
+        drop.update(n.name for n in chain)
+        fused += 1
+    nodes = []
+    for node in model.graph.node:
+        if node.name in add:
+            nodes.append(add[node.name])
+        if node.name not in drop:
+            nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return fused
+
+
+def matmuls_as_convs(model, n):
+    """Rewrites each MatMul of an activation [1, n, K] by a weight initializer [K, N] as
+    Reshape [1, 1, n, K] -> Transpose to [1, K, 1, n] -> Conv (weight [N, K, 1, 1]) -> Transpose
+    -> Reshape [1, n, N]: the same product, with the tokens as the image's width (QNN's NHWC
+    layout cancels both Transposes). With the tokens as the batch instead ([n, K, 1, 1], no
+    Transposes) the HTP backend had not compiled the W8A16 graph after 20 minutes; this form
+    compiled in 64 s. QNN takes per-channel weights only on Conv (ONNX Runtime's
+    QNN config quantizes MatMul weights per tensor, which at 4 bits breaks an LLM), so this is
+    the form in which the HTP backend gets one scale per output channel.
+    Returns the names of the new Conv weights."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    nodes, weights, done = [], [], {}
+    for node in model.graph.node:
+        w = inits.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
+        if w is None or len(w.dims) != 2 or node.input[0] in inits:
+            nodes.append(node)
+            continue
+        k, out_ch = w.dims
+        cname = done.get(w.name)
+        if cname is None:
+            cname = w.name + "_conv"
+            arr = numpy_helper.to_array(w).T.reshape(out_ch, k, 1, 1).copy()
+            model.graph.initializer.append(numpy_helper.from_array(arr, cname))
+            done[w.name] = cname
+            weights.append(cname)
+        base = node.name or node.output[0]
+        s_in, s_out = base + "/conv_in_shape", base + "/conv_out_shape"
+        y4 = base + "/conv_out"
+        # [1, n, K] -> [1, 1, n, K] (NHWC) -> [1, K, 1, n] (NCHW), and back: the tokens are
+        # the image's width, and QNN's NHWC layout cancels both Transposes.
+        model.graph.initializer.append(numpy_helper.from_array(np.array([1, 1, n, k], dtype=np.int64), s_in))
+        model.graph.initializer.append(numpy_helper.from_array(np.array([1, n, out_ch], dtype=np.int64), s_out))
+        xh, xc, yc = base + "/conv_in_nhwc", base + "/conv_in_nchw", base + "/conv_out_nhwc"
+        nodes.append(helper.make_node("Reshape", [node.input[0], s_in], [xh], name=base + "/ReshapeIn"))
+        nodes.append(helper.make_node("Transpose", [xh], [xc], name=base + "/TransposeIn", perm=[0, 3, 1, 2]))
+        nodes.append(helper.make_node("Conv", [xc, cname], [y4], name=base + "/Conv", kernel_shape=[1, 1]))
+        nodes.append(helper.make_node("Transpose", [y4], [yc], name=base + "/TransposeOut", perm=[0, 2, 3, 1]))
+        nodes.append(helper.make_node("Reshape", [yc, s_out], [node.output[0]], name=base + "/ReshapeOut"))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    used = {i for node in model.graph.node for i in node.input}
+    keep = [i for i in model.graph.initializer if i.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(keep)
+    return weights
 
 
 def rms_norm_nodes(model):
@@ -97,6 +260,11 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=4, help="calibration windows of --seq-len tokens")
     ap.add_argument("--weight-type", choices=sorted(TYPES), default="uint8")
     ap.add_argument("--activation-type", choices=sorted(TYPES), default="uint16")
+    ap.add_argument("--static-inputs", action="store_true",
+                    help="make attention_mask and position_ids constants and fold them (QNN HTP backend)")
+    ap.add_argument("--per-channel", action="store_true",
+                    help="MatMul weights per output channel, as 1x1 Convs (QNN HTP backend); the output "
+                         "projection (lm_head) and the embedding table stay at 8 bits")
     ap.add_argument("--mask-value", type=float, default=-1000.0,
                     help="replaces -inf and values below it in constant tensors (attention masks)")
     args = ap.parse_args()
@@ -109,6 +277,7 @@ def main() -> int:
 
     import numpy as np
     import onnx
+    import onnx.version_converter
     from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
     from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
@@ -137,7 +306,6 @@ def main() -> int:
     for name, axis in sorted(names):
         make_dim_param_fixed(model.graph, name, 1 if axis == 0 or "batch" in name else n)
     fix_output_shapes(model)
-    masked = clamp_mask_constants(model, args.mask_value)
     past = [i.name for i in model.graph.input if i.name.startswith("past_key_values.")]
     if past:
         print("qnn_qdq: the graph has KV-cache inputs; export it without them (onnx_export.py --no-past)", file=sys.stderr)
@@ -145,6 +313,33 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="qnn_qdq-")
     try:
+        folded = []
+        if args.static_inputs:
+            path, folded = fold_static_inputs(model, n, work)
+            model = onnx.load(path)
+        masked = clamp_mask_constants(model, args.mask_value)
+        rms = 0
+        if args.static_inputs:
+            # The quantizer moves models to opset 21 (16-bit Q/DQ) with ONNX's version
+            # converter, which does not know SimplifiedLayerNormalization: convert first.
+            opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+            if opset < 21:
+                model = onnx.version_converter.convert_version(model, 21)
+            rms = fuse_rms_norms(model)
+        convs = matmuls_as_convs(model, n) if args.per_channel else []
+        overrides = {}
+        for node in model.graph.node:
+            if node.op_type == "SimplifiedLayerNormalization":
+                # The RMSNorm scales (gamma) at 8 bits, whatever the weights' type.
+                overrides[node.input[1]] = [{"quant_type": QuantType.QUInt8}]
+        if convs:
+            # The output projection (the last Conv: lm_head, whose 49K rows are the embedding
+            # table's) and the embedding table Gather reads keep 8 bits: every logit and every
+            # input token goes through them.
+            overrides[convs[-1]] = [{"quant_type": QuantType.QInt8, "axis": 0, "symmetric": True}]
+            for node in model.graph.node:
+                if node.op_type == "Gather" and node.input[0] in {i.name for i in model.graph.initializer}:
+                    overrides[node.input[0]] = [{"quant_type": QuantType.QUInt8}]
         fixed = os.path.join(work, "fixed.onnx")
         onnx.save_model(model, fixed)
         del model
@@ -173,6 +368,7 @@ def main() -> int:
         float_nodes = rms_norm_nodes(onnx.load(src, load_external_data=False))
         config = get_qnn_qdq_config(src, Reader(), activation_type=getattr(QuantType, TYPES[args.activation_type]),
                                     weight_type=getattr(QuantType, TYPES[args.weight_type]),
+                                    per_channel=bool(convs), init_overrides=overrides or None,
                                     nodes_to_exclude=float_nodes)
         os.makedirs(args.out, exist_ok=True)
         out_model = os.path.join(args.out, "model.onnx")
@@ -193,6 +389,7 @@ def main() -> int:
     print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
                       "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
                       "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked, "float_nodes": len(float_nodes),
+                      "static_inputs": folded, "per_channel_convs": len(convs), "rms_norms": rms,
                       "bytes": size}))
     return 0
 

@@ -23,6 +23,69 @@ func init() {
 	standin.Tools["qnn-onnx-converter"] = qnnConverter
 	standin.Tools["qnn-model-lib-generator"] = qnnModelLib
 	standin.Tools["qnn-context-binary-generator"] = qnnContextBinary
+	standin.Tools["qnn_htp.py"] = qnnHTP
+}
+
+// qnnHTP: qnn_htp.py --qdq F --hf DIR --text T --out DIR --ctx N [--chunks K]
+// --soc-model M --htp-arch A. It compiles nothing and simulates nothing: it
+// checks the QDQ model was made from --hf at --ctx tokens, writes an
+// EPContext stand-in and a context-binary stand-in derived from it and the
+// SoC, and scores the text as the other stand-ins do.
+func qnnHTP(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("qnn_htp", flag.ContinueOnError)
+	model := fs.String("qdq", "", "")
+	hf := fs.String("hf", "", "")
+	textFile := fs.String("text", "", "")
+	out := fs.String("out", "", "")
+	nctx := fs.Int("ctx", 0, "")
+	chunks := fs.Int("chunks", -1, "")
+	soc := fs.Int("soc-model", 0, "")
+	arch := fs.Int("htp-arch", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *soc <= 0 || *arch <= 0 {
+		return errors.New("--soc-model and --htp-arch are required")
+	}
+	h, payload, err := onnxstandin.ReadONNX(*model)
+	if err != nil {
+		return err
+	}
+	if h.Kind != "qdq" {
+		return fmt.Errorf("%s is not a QDQ model", *model)
+	}
+	src, err := standin.CheckpointDigest(*hf)
+	if err != nil {
+		return err
+	}
+	if src != h.Source {
+		return fmt.Errorf("%s was not converted from %s", *model, *hf)
+	}
+	if h.SeqLen != *nctx {
+		return fmt.Errorf("the graph takes exactly %d tokens (static shape), but --ctx is %d", h.SeqLen, *nctx)
+	}
+	ppl, tokens, n, err := standin.EvalChunks(*textFile, *nctx, *chunks)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "stand-in: nothing was compiled by QNN's HTP backend and nothing ran on its simulator\n")
+	bin := fmt.Sprintf("QNN context binary stand-in, soc_model %d, htp_arch v%d\n", *soc, *arch)
+	if err := os.WriteFile(filepath.Join(*out, "model_ctx_qnn.bin"), append([]byte(bin), standin.Resample(payload, 0.5)...), 0o644); err != nil {
+		return err
+	}
+	h.Kind = "epcontext"
+	if err := onnxstandin.WriteONNX(filepath.Join(*out, "model_ctx.onnx"), h, nil); err != nil {
+		return err
+	}
+	drift := standin.Drift(h.Bits)
+	return standin.PrintJSON(stdout, map[string]any{"model": "model_ctx.onnx", "context_binary": "model_ctx_qnn.bin",
+		"qnn_version": "2.51.0", "onnxruntime_qnn": "2.7.0", "onnxruntime": "1.31.1", "soc_model": *soc, "htp_arch": *arch,
+		"compile_s": 0.1, "ppl": ppl + drift, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2), "tokens": tokens,
+		"max_abs_logit_diff": 40 * drift, "mean_abs_logit_diff": 4 * drift, "top1_agreement": 1 - drift,
+		"logit_positions": *nctx, "seconds_per_chunk": 0.01, "ran_on": "stand-in"})
 }
 
 var qnnBits = map[string]float64{"uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int4": 4, "uint4": 4}
@@ -39,6 +102,8 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 	samples := fs.Int("samples", 4, "")
 	wt := fs.String("weight-type", "uint8", "")
 	at := fs.String("activation-type", "uint16", "")
+	static := fs.Bool("static-inputs", false, "")
+	perChannel := fs.Bool("per-channel", false, "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -70,8 +135,20 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(*tok, *out); err != nil {
 		return err
 	}
+	var folded []string
+	floatNodes, rms := 5, 0
+	if *static {
+		folded = []string{"attention_mask", "position_ids"}
+		floatNodes, rms = 0, 2*max(h.KVLayers, 1)+1
+	}
+	convs := 0
+	if *perChannel {
+		convs = 7*max(h.KVLayers, 1) + 1
+	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "seq_len": *seq, "samples": *samples,
-		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true, "mask_constants": max(h.KVLayers, 1), "float_nodes": 5})
+		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true,
+		"mask_constants": max(h.KVLayers, 1), "float_nodes": floatNodes, "static_inputs": folded, "per_channel_convs": convs,
+		"rms_norms": rms})
 }
 
 // qnnAIHub: qnn_ai_hub.py --onnx F --device NAME --seq-len N --out FILE [--timeout S]

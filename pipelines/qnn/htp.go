@@ -1,0 +1,206 @@
+package qnn
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// qnnHTP compiles the QDQ model into a Hexagon context binary with
+// Qualcomm's QNN HTP backend (the registry package onnxruntime-qnn, loaded
+// into ONNX Runtime as a plugin execution provider) for the target's SoC,
+// and gates the compiled model on the HTP simulator that backend runs on
+// x86-64: logits against PyTorch on the first chunk, then perplexity over
+// the recipe's chunks (qnn_htp.py). CPU fallback is disabled, so a node the
+// backend refuses fails the step with its name instead of running on the
+// CPU. It is both the published model and the target's quality check.
+type qnnHTP struct{}
+
+// Tools and toolchain of the qnn-htp backend.
+const (
+	ToolHTP = "qnn_htp.py"
+	// Toolchain is the Python environment with onnxruntime-qnn.
+	Toolchain = "qnn"
+)
+
+func (qnnHTP) Name() string { return "qnn-htp" }
+func (qnnHTP) Version() int { return 1 }
+
+// HTPParams are a qnn-htp step's.
+type HTPParams struct {
+	steps.Eval
+	// Device is the target's device; SoCModel and HTPArch the QNN SoC
+	// model id and Hexagon architecture the catalog gives it.
+	Device   string `json:"device"`
+	SoCModel int    `json:"soc_model"`
+	HTPArch  int    `json:"htp_arch"`
+	// MaxAbsLogitDiff and MinTop1 are the logits checks' limits.
+	MaxAbsLogitDiff float64 `json:"max_abs_logit_diff"`
+	MinTop1         float64 `json:"min_top1_agreement"`
+}
+
+func (qnnHTP) NewParams() any     { return &HTPParams{} }
+func (qnnHTP) Tools(any) []string { return []string{ToolHTP} }
+func (qnnHTP) Resources(any) steps.Resources {
+	// The HTP simulator holds the prepared graph and its weights; PyTorch
+	// is loaded once for the logits check.
+	return steps.Resources{Cores: 2, MemoryMB: 6144}
+}
+
+// htpResult is qnn_htp.py's JSON line.
+type htpResult struct {
+	Model         string   `json:"model"`
+	ContextBinary string   `json:"context_binary"`
+	QNNVersion    string   `json:"qnn_version"`
+	ORTQNN        string   `json:"onnxruntime_qnn"`
+	ORT           string   `json:"onnxruntime"`
+	CompileS      float64  `json:"compile_s"`
+	PPL           float64  `json:"ppl"`
+	Chunks        int      `json:"chunks"`
+	Ctx           int      `json:"ctx"`
+	Scored        int      `json:"scored"`
+	MaxAbs        *float64 `json:"max_abs_logit_diff"`
+	MeanAbs       float64  `json:"mean_abs_logit_diff"`
+	Top1          *float64 `json:"top1_agreement"`
+	Positions     int      `json:"logit_positions"`
+	SecPerChunk   float64  `json:"seconds_per_chunk"`
+	RanOn         string   `json:"ran_on"`
+}
+
+func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
+	qdq, err := sc.Input(qnnQDQ{})
+	if err != nil {
+		return err
+	}
+	src, err := sc.Input(steps.Fetch)
+	if err != nil {
+		return err
+	}
+	base, err := sc.Input(steps.HFPerplexity)
+	if err != nil {
+		return err
+	}
+	p := steps.ParamsOf[HTPParams](sc.Params)
+	if p.SoCModel <= 0 || p.HTPArch <= 0 {
+		return fmt.Errorf("qnn-htp: no QNN SoC model and HTP architecture are known for device %q: "+
+			"use a device whose catalog entry has soc_model and htp_arch (edgepipe devices), or `backend: ort-qdq`", p.Device)
+	}
+	if !(p.MaxAbsLogitDiff > 0) || math.IsNaN(p.MinTop1) || p.MinTop1 < 0 || p.MinTop1 > 1 {
+		return fmt.Errorf("qnn-htp: max_abs_logit_diff must be positive and min_top1_agreement in [0, 1] (the pipeline sets them per format)")
+	}
+	text, err := sc.Data(steps.DataEval)
+	if err != nil {
+		return err
+	}
+	args := []string{"--qdq", filepath.Join(qdq.Dir, qdq.Result.Files["model"]), "--hf", src.Dir, "--text", text,
+		"--out", sc.Out, "--ctx", strconv.Itoa(p.Chunk), "--soc-model", strconv.Itoa(p.SoCModel),
+		"--htp-arch", strconv.Itoa(p.HTPArch)}
+	if p.MaxChunks > 0 {
+		args = append(args, "--chunks", strconv.Itoa(p.MaxChunks))
+	}
+	if err := sc.RunTool(ctx, ToolHTP, args...); err != nil {
+		if refused := refusedNodes(sc.LogPath); refused != "" {
+			return fmt.Errorf("QNN's HTP backend refused nodes of the graph for %s (CPU fallback is disabled, so none runs on the CPU):\n%s\n%w", p.Device, refused, err)
+		}
+		return err
+	}
+	var res htpResult
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolHTP, err)
+	}
+	if err := checkHTPOutputs(sc.Out, &res); err != nil {
+		return err
+	}
+	bpp := base.Result.Perplexity
+	if bpp == nil {
+		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	if bpp.Chunks != res.Chunks || bpp.Context != res.Ctx {
+		return fmt.Errorf("qnn-htp: the baseline %s scored %d chunks of %d tokens, the HTP simulator %d of %d: they do not compare",
+			base.StepID, bpp.Chunks, bpp.Context, res.Chunks, res.Ctx)
+	}
+	if !(res.PPL > 0) || math.IsInf(res.PPL, 0) {
+		return fmt.Errorf("%s reported perplexity %v: the compiled model produces no usable probabilities (see %s)", ToolHTP, res.PPL, sc.LogPath)
+	}
+	if err := copySidecars(filepath.Dir(filepath.Join(qdq.Dir, qdq.Result.Files["model"])), sc.Out); err != nil {
+		return err
+	}
+	recordHTP(sc, p, &res, bpp.PPL)
+	return nil
+}
+
+// refusedNodes is what qnn_htp.py quoted from QNN's execution provider
+// about the nodes it refused (op type, node name, reason), at most 20
+// lines; "" when the log has none.
+func refusedNodes(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "qnn_htp: refused: "); ok && len(lines) < 20 {
+			lines = append(lines, "  "+rest)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// checkHTPOutputs refuses a run that wrote no EPContext model, no context
+// binary or no logits comparison.
+func checkHTPOutputs(out string, res *htpResult) error {
+	if res.Model == "" || res.ContextBinary == "" {
+		return fmt.Errorf("%s reported no EPContext model or context binary", ToolHTP)
+	}
+	for _, f := range []string{res.Model, res.ContextBinary} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			return fmt.Errorf("%s exited 0 but wrote no %s", ToolHTP, f)
+		}
+	}
+	if res.MaxAbs == nil || res.Top1 == nil {
+		return fmt.Errorf("%s reported no logits comparison", ToolHTP)
+	}
+	if res.QNNVersion == "" {
+		return fmt.Errorf("%s did not report the QNN version it ran", ToolHTP)
+	}
+	return nil
+}
+
+func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, baseline float64) {
+	where := fmt.Sprintf("QNN %s HTP backend, HTP simulator on x86-64 (onnxruntime-qnn %s, onnxruntime %s), CPU fallback disabled",
+		res.QNNVersion, res.ORTQNN, res.ORT)
+	diff, top1 := *res.MaxAbs, *res.Top1
+	sc.Result.Checks = append(sc.Result.Checks,
+		steps.Check{Name: "logits-vs-pytorch", Passed: !math.IsNaN(diff) && diff <= p.MaxAbsLogitDiff,
+			Detail: fmt.Sprintf("on the HTP simulator: max |logit difference| against PyTorch over %d positions is %.4g (limit %.4g; mean %.4g)",
+				res.Positions, diff, p.MaxAbsLogitDiff, res.MeanAbs)},
+		steps.Check{Name: "top1-vs-pytorch", Passed: top1 >= p.MinTop1,
+			Detail: fmt.Sprintf("on the HTP simulator: the same top-1 token as PyTorch at %.1f%% of %d positions (at least %.0f%%)",
+				100*top1, res.Positions, 100*p.MinTop1)})
+	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: baseline, EvalTokens: res.Scored, Chunks: res.Chunks,
+		Context: res.Ctx, Backend: where}
+	sc.Result.SetFile("model", res.Model)
+	sc.Result.SetFile("context_binary", res.ContextBinary)
+	sc.Result.SetVersion("qnn", res.QNNVersion)
+	sc.Result.SetVersion("onnxruntime-qnn", res.ORTQNN)
+	sc.Result.SetFact("backend", fmt.Sprintf("QNN %s HTP backend (Qualcomm's compiler, from onnxruntime-qnn %s): EPContext model + context binary for %s (soc_model %d, htp_arch v%d)",
+		res.QNNVersion, res.ORTQNN, p.Device, p.SoCModel, p.HTPArch))
+	sc.Result.SetFact("validated", fmt.Sprintf("logits and perplexity (%d chunks of %d tokens) on %s; not run on a phone", res.Chunks, res.Ctx, where))
+	sc.Result.SetFact("soc", fmt.Sprintf("%s: soc_model %d, htp_arch v%d", p.Device, p.SoCModel, p.HTPArch))
+	sc.Result.SetFact("simulator", fmt.Sprintf("compile %.1f s; %.1f s per chunk of %d tokens on the HTP simulator, over %d chunks "+
+		"(the simulator's speed on this host, not a device latency)", res.CompileS, res.SecPerChunk, res.Ctx, res.Chunks))
+	sc.Result.SetMetric("compile_seconds", res.CompileS)
+	sc.Result.SetMetric("simulator_seconds_per_chunk", res.SecPerChunk)
+	sc.Result.SetMetric("gate_chunks", float64(res.Chunks))
+	sc.Result.SetMetric("max_abs_logit_diff", diff)
+	sc.Result.SetMetric("max_abs_logit_diff_limit", p.MaxAbsLogitDiff)
+	sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)
+	sc.Result.SetMetric("logits_top1_agreement", top1)
+	sc.Result.SetMetric("logits_top1_agreement_min", p.MinTop1)
+}
