@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 
@@ -110,4 +111,32 @@ func ReadJSONLine(logPath string, v any) error {
 		return fmt.Errorf("no JSON result line in its output (see %s)", logPath)
 	}
 	return json.Unmarshal(last, v)
+}
+
+// Scored is what a quality script printed for the converted model it
+// scored: its perplexity, the tokens it scored, in how many chunks of how
+// many tokens.
+type Scored struct {
+	PPL                 float64
+	Tokens, Chunks, Ctx int
+}
+
+// AgainstBaseline turns a converted model's score into the gate's
+// perplexity against the baseline step base. It refuses what cannot be
+// gated: a perplexity that is not a finite positive number (the model
+// gives no usable probabilities), a baseline that recorded none, and a
+// baseline that scored other chunks, since only the same chunks compare.
+func AgainstBaseline(base Input, tool, logPath string, s Scored, backend string) (*Perplexity, error) {
+	if !(s.PPL > 0) || math.IsInf(s.PPL, 0) {
+		return nil, fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", tool, s.PPL, logPath)
+	}
+	bpp := base.Result.Perplexity
+	if bpp == nil {
+		return nil, fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	if bpp.Chunks != s.Chunks || bpp.Context != s.Ctx {
+		return nil, fmt.Errorf("%s: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
+			tool, base.StepID, bpp.Chunks, bpp.Context, s.Chunks, s.Ctx)
+	}
+	return &Perplexity{PPL: s.PPL, Baseline: bpp.PPL, EvalTokens: s.Tokens, Chunks: s.Chunks, Context: s.Ctx, Backend: backend}, nil
 }

@@ -248,14 +248,10 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if res.MaxAbs == nil {
 		return fmt.Errorf("%s reported no logits comparison (see %s)", ToolValidate, sc.LogPath)
 	}
-	bpp := base.Result.Perplexity
-	if bpp == nil {
-		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
-	}
-	// The baseline only compares when it scored the same chunks.
-	if bpp.Chunks != res.Chunks || bpp.Context != res.Ctx {
-		return fmt.Errorf("onnx-validate: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
-			base.StepID, bpp.Chunks, bpp.Context, res.Chunks, res.Ctx)
+	pp, err := steps.AgainstBaseline(base, ToolValidate, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+		"onnxruntime "+strings.Join(res.ProviderList, ","))
+	if err != nil {
+		return err
 	}
 	diff := *res.MaxAbs
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{
@@ -264,11 +260,7 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 		Detail: fmt.Sprintf("max |logit difference| against PyTorch over %d positions is %.4g (limit %.4g; mean %.4g, same top-1 token %.1f%%)",
 			res.Positions, diff, limit, res.MeanAbs, 100*res.Top1),
 	})
-	if !(res.PPL > 0) || math.IsInf(res.PPL, 0) {
-		return fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", ToolValidate, res.PPL, sc.LogPath)
-	}
-	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: bpp.PPL, EvalTokens: res.Scored, Chunks: res.Chunks,
-		Context: res.Ctx, Backend: "onnxruntime " + strings.Join(res.ProviderList, ",")}
+	sc.Result.Perplexity = pp
 	sc.Result.SetMetric("max_abs_logit_diff", diff)
 	sc.Result.SetMetric("max_abs_logit_diff_limit", limit)
 	sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)

@@ -3,7 +3,6 @@ package openvino
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -304,22 +303,15 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolValidate, err)
 	}
-	bpp := base.Result.Perplexity
-	if bpp == nil {
-		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
-	}
-	if bpp.Chunks != res.Chunks || bpp.Context != res.Ctx {
-		return fmt.Errorf("openvino-validate: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
-			base.StepID, bpp.Chunks, bpp.Context, res.Chunks, res.Ctx)
-	}
-	if !(res.PPL > 0) || math.IsInf(res.PPL, 0) {
-		return fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", ToolValidate, res.PPL, sc.LogPath)
+	pp, err := steps.AgainstBaseline(base, ToolValidate, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+		fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.Precision))
+	if err != nil {
+		return err
 	}
 	if res.Device != "CPU" {
 		return fmt.Errorf("%s ran on %q, not the CPU plugin it was asked for (see %s)", ToolValidate, res.Device, sc.LogPath)
 	}
-	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: bpp.PPL, EvalTokens: res.Scored, Chunks: res.Chunks,
-		Context: res.Ctx, Backend: fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.Precision)}
+	sc.Result.Perplexity = pp
 	if res.MaxAbs != nil {
 		// Recorded, not gated: 4-bit weights move logits by whole units
 		// while perplexity barely moves; perplexity is the gate.

@@ -117,21 +117,14 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	if err := checkHTPOutputs(sc.Out, &res); err != nil {
 		return err
 	}
-	bpp := base.Result.Perplexity
-	if bpp == nil {
-		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
-	}
-	if bpp.Chunks != res.Chunks || bpp.Context != res.Ctx {
-		return fmt.Errorf("qnn-htp: the baseline %s scored %d chunks of %d tokens, the HTP simulator %d of %d: they do not compare",
-			base.StepID, bpp.Chunks, bpp.Context, res.Chunks, res.Ctx)
-	}
-	if !(res.PPL > 0) || math.IsInf(res.PPL, 0) {
-		return fmt.Errorf("%s reported perplexity %v: the compiled model produces no usable probabilities (see %s)", ToolHTP, res.PPL, sc.LogPath)
+	pp, err := steps.AgainstBaseline(base, ToolHTP, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx}, "")
+	if err != nil {
+		return err
 	}
 	if err := copySidecars(filepath.Dir(filepath.Join(qdq.Dir, qdq.Result.Files["model"])), sc.Out); err != nil {
 		return err
 	}
-	recordHTP(sc, p, &res, bpp.PPL)
+	recordHTP(sc, p, &res, pp)
 	return nil
 }
 
@@ -172,7 +165,7 @@ func checkHTPOutputs(out string, res *htpResult) error {
 	return nil
 }
 
-func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, baseline float64) {
+func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, pp *steps.Perplexity) {
 	where := fmt.Sprintf("QNN %s HTP backend, HTP simulator on x86-64 (onnxruntime-qnn %s, onnxruntime %s), CPU fallback disabled",
 		res.QNNVersion, res.ORTQNN, res.ORT)
 	diff, top1 := *res.MaxAbs, *res.Top1
@@ -183,8 +176,8 @@ func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, baseline float64
 		steps.Check{Name: "top1-vs-pytorch", Passed: top1 >= p.MinTop1,
 			Detail: fmt.Sprintf("on the HTP simulator: the same top-1 token as PyTorch at %.1f%% of %d positions (at least %.0f%%)",
 				100*top1, res.Positions, 100*p.MinTop1)})
-	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: baseline, EvalTokens: res.Scored, Chunks: res.Chunks,
-		Context: res.Ctx, Backend: where}
+	pp.Backend = where
+	sc.Result.Perplexity = pp
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetFile("context_binary", res.ContextBinary)
 	sc.Result.SetVersion("qnn", res.QNNVersion)
