@@ -18,7 +18,16 @@ import (
 // writers and a crash at any moment see either the old or the new content.
 // The temp name carries our pid so a cleaner can tell a dead writer's
 // leftovers from a live one's.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is Write for content streamed by fill (an archive, say), which
+// must not be held in memory whole.
+func WriteFunc(path string, perm os.FileMode, fill func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
@@ -31,7 +40,7 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	if err = fill(f); err != nil {
 		return err
 	}
 	if err = f.Chmod(perm); err != nil {

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/lockfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
@@ -203,29 +204,18 @@ func Write(ctx context.Context, out string, sv *plan.Saved, recipePath string, f
 }
 
 func writeTar(out string, fill func(*tar.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	tw := tar.NewWriter(tmp)
-	err = tmp.Chmod(0o644) // CreateTemp's 0600: the bundle is meant to travel
-	if err == nil {
-		err = fill(tw)
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	// 0644, not a temp file's 0600: the bundle is meant to travel.
+	err := atomicfile.WriteFunc(out, 0o644, func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		if err := fill(tw); err != nil {
+			return err
+		}
+		return tw.Close()
+	})
 	if err != nil {
 		return fmt.Errorf("write the bundle %s: %w", out, err)
 	}
-	return os.Rename(tmp.Name(), out)
+	return nil
 }
 
 func addFile(tw *tar.Writer, path, name string) error {
