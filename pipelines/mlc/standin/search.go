@@ -77,13 +77,7 @@ func SearchQuantize(rows [][]float32, cols int, f32 bool) (qweight, qscale []byt
 				q[lo+k] = uint32(c[k] + maxInt)
 			}
 		}
-		for w := 0; w < words; w++ {
-			var word uint32
-			for e := 0; e < perWord; e++ {
-				word |= q[w*perWord+e] << (4 * e)
-			}
-			binary.LittleEndian.PutUint32(qweight[4*(r*words+w):], word)
-		}
+		packRow(qweight, q, r, words)
 	}
 	return qweight, qscale
 }

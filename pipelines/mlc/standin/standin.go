@@ -334,13 +334,7 @@ func Q4F16Quantize(rows [][]float32, cols int) (qweight, qscale []byte) {
 				q[c] = uint32(min(max(x, 0), 2*maxInt))
 			}
 		}
-		for w := 0; w < words; w++ {
-			var word uint32
-			for e := 0; e < perWord; e++ {
-				word |= q[w*perWord+e] << (4 * e)
-			}
-			binary.LittleEndian.PutUint32(qweight[4*(r*words+w):], word)
-		}
+		packRow(qweight, q, r, words)
 	}
 	return qweight, qscale
 }
@@ -727,13 +721,7 @@ func Q4F32Quantize(rows [][]float32, cols int) (qweight, qscale []byte) {
 				q[c] = uint32(min(max(math.RoundToEven(float64(v)), 0), 2*maxInt))
 			}
 		}
-		for w := 0; w < words; w++ {
-			var word uint32
-			for e := 0; e < perWord; e++ {
-				word |= q[w*perWord+e] << (4 * e)
-			}
-			binary.LittleEndian.PutUint32(qweight[4*(r*words+w):], word)
-		}
+		packRow(qweight, q, r, words)
 	}
 	return qweight, qscale
 }
@@ -781,4 +769,16 @@ func encodeFloats(v []float32, f32 bool) ([]byte, string) {
 		return b, "float32"
 	}
 	return b, "float16"
+}
+
+// packRow is pack_weight for row r: eight 4-bit codes per little-endian
+// uint32, element e of a word at bits 4e..4e+3.
+func packRow(qweight []byte, q []uint32, r, words int) {
+	for w := 0; w < words; w++ {
+		var word uint32
+		for e := 0; e < 8; e++ {
+			word |= q[w*8+e] << (4 * e)
+		}
+		binary.LittleEndian.PutUint32(qweight[4*(r*words+w):], word)
+	}
 }
