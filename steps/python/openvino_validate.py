@@ -28,6 +28,7 @@ import os
 import sys
 
 import openvino_census
+import logits_check
 import ppl_scoring
 
 
@@ -85,7 +86,7 @@ def main() -> int:
 
     import numpy as np
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -111,18 +112,7 @@ def main() -> int:
         request.infer(feeds(compiled, inputs, np))
         logits = np.asarray(request.get_tensor("logits").data)[0].astype(np.float64)
         if i == 0 and not args.no_logits_check:
-            model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32)
-            model.eval()
-            with torch.inference_mode():
-                ref = model(torch.tensor([inputs])).logits[0].double().numpy()
-            del model
-            diff = np.abs(logits - ref)
-            check = {"max_abs_logit_diff": float(diff.max()), "mean_abs_logit_diff": float(diff.mean()),
-                     "top1_agreement": float((logits.argmax(-1) == ref.argmax(-1)).mean()),
-                     "logit_positions": int(logits.shape[0])}
-            print(f"logits vs PyTorch on chunk 1: max |diff| {check['max_abs_logit_diff']:.6g}, "
-                  f"mean {check['mean_abs_logit_diff']:.6g}, same top-1 {check['top1_agreement']:.4f}",
-                  file=sys.stderr, flush=True)
+            check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
         scorer.add(logits, chunk, total=n_chunk)
 
     out = {"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n_ctx, "scored": scorer.count, "tokens": len(tokens),

@@ -33,6 +33,7 @@ import re
 import sys
 import time
 
+import logits_check
 import ppl_scoring
 
 EP = "QNNExecutionProvider"
@@ -155,7 +156,7 @@ def main() -> int:
         return 2
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.hf)
     with open(args.text, encoding="utf-8") as f:
@@ -188,18 +189,7 @@ def main() -> int:
         times.append(time.monotonic() - t0)
         print(f"chunk {i + 1}/{n_chunk} on the HTP simulator: {times[-1]:.1f} s", file=sys.stderr, flush=True)
         if i == 0:
-            model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32)
-            model.eval()
-            with torch.inference_mode():
-                ref = model(torch.tensor([inputs])).logits[0].double().numpy()
-            del model
-            diff = np.abs(logits - ref)
-            check = {"max_abs_logit_diff": float(diff.max()), "mean_abs_logit_diff": float(diff.mean()),
-                     "top1_agreement": float((logits.argmax(-1) == ref.argmax(-1)).mean()),
-                     "logit_positions": int(logits.shape[0])}
-            print(f"logits vs PyTorch on chunk 1: max |diff| {check['max_abs_logit_diff']:.6g}, "
-                  f"mean {check['mean_abs_logit_diff']:.6g}, same top-1 {check['top1_agreement']:.4f}",
-                  file=sys.stderr, flush=True)
+            check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
         scorer.add(logits, chunk, total=n_chunk)
 
     out.update({"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n, "scored": scorer.count, "tokens": len(tokens),
