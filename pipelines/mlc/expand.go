@@ -82,6 +82,10 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 		if p.Rounding != RoundingRTN {
 			st.ID += "+rounding=" + p.Rounding
 		}
+		p.AWQ = p.Rounding == RoundingRTN && plan.Or(opts.AWQ, true)
+		if p.Rounding == RoundingRTN && !p.AWQ {
+			st.ID += "+awq=false"
+		}
 		p.CalibContext = t.Quality.Perplexity.Context
 		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks)
 		if p.CalibChunks != DefaultCalibrationChunks {

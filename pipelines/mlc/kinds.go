@@ -56,6 +56,9 @@ type WeightParams struct {
 	Scales string `json:"scales,omitempty"`
 	// Rounding is RoundingGPTQ or RoundingRTN with imatrix scales.
 	Rounding string `json:"rounding,omitempty"`
+	// AWQ: the native converter rescales input columns by their
+	// activations before quantizing (imatrix scales with rtn only).
+	AWQ bool `json:"awq,omitempty"`
 	// CalibContext and CalibChunks: the windows of calibration text the
 	// imatrix pass reads (scales imatrix only).
 	CalibContext int `json:"calib_context,omitempty"`

@@ -61,7 +61,11 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 		if err != nil {
 			return err
 		}
-		args = append(args, "--rounding", p.Rounding, "--calibration", text, "--calib-ctx", strconv.Itoa(p.CalibContext), "--calib-chunks", strconv.Itoa(p.CalibChunks))
+		awq := "off"
+		if p.AWQ {
+			awq = "on"
+		}
+		args = append(args, "--rounding", p.Rounding, "--awq", awq, "--calibration", text, "--calib-ctx", strconv.Itoa(p.CalibContext), "--calib-chunks", strconv.Itoa(p.CalibChunks))
 	}
 	if err := sc.RunTool(ctx, ToolNative, args...); err != nil {
 		return err
@@ -73,6 +77,11 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 		BitsPerPar  float64 `json:"bits_per_param"`
 		TotalParams int64   `json:"total_params"`
 		Torch       string  `json:"torch"`
+		AWQ         map[string]struct {
+			MeanAlpha      float64 `json:"mean_alpha"`
+			OutputError    float64 `json:"output_error"`
+			OutputErrorRaw float64 `json:"output_error_unscaled"`
+		} `json:"awq"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolNative, err)
@@ -88,6 +97,15 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if p.Scales == ScalesImatrix {
 		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))
+	}
+	if p.AWQ {
+		sc.Result.SetFact("awq", "each linear layer's input columns rescaled by their calibration activations (AWQ), folded into the norms and the v/up rows that produce them; the exponent searched per layer for the least output error")
+		for kind, a := range res.AWQ {
+			sc.Result.SetMetric("awq_alpha_"+kind, a.MeanAlpha)
+			if a.OutputErrorRaw > 0 {
+				sc.Result.SetMetric("awq_error_ratio_"+kind, a.OutputError/a.OutputErrorRaw)
+			}
+		}
 	}
 	sc.Result.SetFact("backend", "native: edgepipe's mlc_native.py (not mlc_llm), following mlc_llm's group quantization at mlc-ai/mlc-llm@79d603f0 and tvmjs.dump_tensor_cache at apache/tvm@09067173 (torch "+res.Torch+")")
 	sc.Result.SetMetric("shards", float64(res.Shards))

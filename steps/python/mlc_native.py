@@ -200,16 +200,9 @@ def quantize(w, torch, scales="mlc", importance=None):
         scale = scale.to(w.dtype)
     elif scales in ("mse", "imatrix"):
         # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
-        store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
-        imp = None
-        if importance is not None:
-            imp = torch.nn.functional.pad(importance.float(), (0, pad)).reshape(groups, GROUP)
-            # A column no calibration token reached still counts a little, so a group of them
-            # is fitted rather than left to chance.
-            imp = imp + 1e-3 * float(imp.mean()) + 1e-12
-        parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch, imp) for i in range(0, rows, SEARCH_ROWS)]
-        q = torch.cat([c for c, _ in parts]) + MAX_INT
-        scale = torch.cat([s for _, s in parts]).to(w.dtype)
+        codes, scale = searched_codes(g, w.dtype, importance, pad, torch)
+        q = codes + MAX_INT
+        scale = scale.to(w.dtype)
     else:
         max_abs = g.abs().amax(dim=-1)  # padding is 0 and |w| >= 0: the same maximum as TVM's min_value padding
         scale = max_abs / MAX_INT  # rounded to the model dtype, as TVM does
@@ -226,6 +219,34 @@ def quantize(w, torch, scales="mlc", importance=None):
     for r in range(PER_WORD):
         packed |= qp[:, :, r] << np.uint32(4 * r)
     return packed, scale.contiguous()
+
+
+def searched_codes(g, dtype, importance, pad, torch):
+    """search_scales over g (rows, groups, GROUP) in bounded passes; importance per input column
+    (unpadded) or None. Returns float32 codes and scales."""
+    rows, groups, _ = g.shape
+    # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
+    store = torch.bfloat16 if dtype == torch.float32 else dtype
+    imp = None
+    if importance is not None:
+        imp = torch.nn.functional.pad(importance.float(), (0, pad)).reshape(groups, GROUP)
+        # A column no calibration token reached still counts a little, so a group of them
+        # is fitted rather than left to chance.
+        imp = imp + 1e-3 * float(imp.mean()) + 1e-12
+    parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch, imp) for i in range(0, rows, SEARCH_ROWS)]
+    return torch.cat([c for c, _ in parts]), torch.cat([s for _, s in parts])
+
+
+def quantize_dequantize(w, dtype, importance, torch):
+    """What the runtime decodes for float32 w stored in `dtype` with searched scales (the
+    imatrix path of quantize, without packing): float32, w's shape."""
+    rows, k = w.shape
+    groups = -(-k // GROUP)
+    pad = groups * GROUP - k
+    wq = w.to(dtype)
+    wq = torch.nn.functional.pad(wq, (0, pad)) if pad else wq
+    codes, scale = searched_codes(wq.reshape(rows, groups, GROUP), dtype, importance, pad, torch)
+    return (codes * scale.unsqueeze(-1)).reshape(rows, groups * GROUP)[:, :k]
 
 
 GPTQ_BLOCK = 128  # columns per lazy batch (GPTQ's B); a multiple of GROUP
@@ -379,8 +400,11 @@ def convert_weight(args):
     pmap = param_map(cfg, set(where))
     unused = {f"model.layers.{i}.self_attn.rotary_emb.inv_freq" for i in range(cfg["num_hidden_layers"])}
     handles = {}
+    rescaled = {}  # AWQ's transformed tensors, which replace the checkpoint's
 
     def tensor(name):
+        if name in rescaled:
+            return rescaled[name]
         path = where[name]
         if path not in handles:
             handles[path] = safe_open(path, framework="pt", device="cpu")
@@ -406,13 +430,27 @@ def convert_weight(args):
                              "format": "f32-to-bf16", "nbytes": len(data)})
         count += 1
 
-    importance, calib_tokens = {}, 0
+    importance, calib_tokens, awq_report = {}, 0, None
     if args.rounding == "gptq" and args.scales != "imatrix":
         fail("--rounding gptq needs --scales imatrix (its Hessian comes from the same calibration pass)")
+    awq = args.awq == "on"
+    if awq and (args.scales != "imatrix" or args.rounding != "rtn"):
+        fail("--awq on needs --scales imatrix and --rounding rtn (its statistics come from the same calibration pass)")
     if args.scales == "imatrix":
         if not args.calibration:
             fail("--scales imatrix needs --calibration FILE")
-        importance, calib_tokens = collect_importance(args, torch, hessians=args.rounding == "gptq")
+        importance, calib_tokens = collect_importance(args, torch, hessians=args.rounding == "gptq" or awq)
+    if awq:
+        import mlc_awq
+
+        hessians = {name: v["hessian"] for name, v in importance.items()}
+        layer_tensors = {name: tensor(name).float() for name, _ in src
+                         if name.startswith("model.layers.") and name.endswith(("_proj.weight", "layernorm.weight"))}
+        new_imp, awq_report = mlc_awq.plan_and_apply(
+            cfg, layer_tensors, hessians, lambda w, imp: quantize_dequantize(w, dtype, imp, torch), torch)
+        rescaled.update(layer_tensors)
+        importance = {name: v["diag"] for name, v in importance.items()}
+        importance.update(new_imp)
 
     dname = QUANTIZATIONS[args.quantization]
     for mlc in loading_order(pmap, [n for n, _ in src]):
@@ -439,7 +477,7 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "shards": shards.counter, "params": count,
+    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "awq": awq_report, "shards": shards.counter, "params": count,
                       "param_bytes": total_bytes, "total_params": total_params,
                       "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
 
@@ -571,6 +609,9 @@ def main():
     cw.add_argument("--rounding", choices=["rtn", "gptq"], default="rtn",
                     help="rtn: each weight to its nearest code; gptq: GPTQ's error feedback through "
                          "the calibration Hessian (needs --scales imatrix)")
+    cw.add_argument("--awq", choices=["on", "off"], default="off",
+                    help="on: rescale each linear layer's input columns by their calibration activations "
+                         "(AWQ), folded into the norms and rows that produce them (needs --scales imatrix, --rounding rtn)")
     cw.add_argument("--calibration", help="calibration text for --scales imatrix")
     cw.add_argument("--calib-ctx", type=int, default=512)
     cw.add_argument("--calib-chunks", type=int, default=-1)

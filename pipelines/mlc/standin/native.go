@@ -72,8 +72,22 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 			if r := flags["--rounding"]; r != "" && r != "rtn" && r != "gptq" {
 				return fmt.Errorf("mlc_native.py: --rounding %q: want rtn or gptq", r)
 			}
+			// AWQ's rescaling needs the activations of that forward pass too: the
+			// stand-in checks the flag and its preconditions, and rescales nothing.
+			switch a := flags["--awq"]; a {
+			case "", "off":
+			case "on":
+				if r := flags["--rounding"]; r != "" && r != "rtn" {
+					return errors.New("mlc_native.py: --awq on needs --scales imatrix and --rounding rtn (its statistics come from the same calibration pass)")
+				}
+			default:
+				return fmt.Errorf("mlc_native.py: --awq %q: want on or off", a)
+			}
 		default:
 			return fmt.Errorf("mlc_native.py: --scales %q: want mlc, mse or imatrix", scales)
+		}
+		if flags["--awq"] == "on" && scales != "mse" {
+			return errors.New("mlc_native.py: --awq on needs --scales imatrix and --rounding rtn (its statistics come from the same calibration pass)")
 		}
 		var log bytes.Buffer
 		if err := mlcConvertWeight(model, q, scales, out, &log); err != nil {

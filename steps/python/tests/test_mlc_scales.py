@@ -65,5 +65,62 @@ class MSEScales(unittest.TestCase):
         self.assertTrue(np.all(d == 0))
 
 
+class AWQRescaling(unittest.TestCase):
+    """mlc_awq on a tiny random Llama (grouped-query attention, one outlier input channel):
+    the rescaled float model computes what the original does, and its quantized weights lose
+    no more on the calibration activations than the unscaled ones."""
+
+    def test_same_function_less_error(self):
+        import mlc_awq
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+        model = LlamaForCausalLM(cfg).eval()
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.input_layernorm.weight[5] = 8.0  # an outlier channel, as real models have
+                layer.post_attention_layernorm.weight.uniform_(0.5, 2.0)
+        hess, counts = {}, {}
+
+        def hook(name):
+            def record(_m, inputs):
+                x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
+                hess[name] = hess.get(name, 0) + x.T @ x
+                counts[name] = counts.get(name, 0) + x.shape[0]
+            return record
+
+        hooks = [m.register_forward_pre_hook(hook(n + ".weight")) for n, m in model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and n.endswith(("q_proj", "o_proj", "gate_proj", "down_proj"))]
+        tokens = torch.randint(0, 64, (4, 48))
+        with torch.no_grad():
+            before = model(tokens).logits
+        for h in hooks:
+            h.remove()
+        hess = {k: v / counts[k] for k, v in hess.items()}
+        weights = {n: p.detach().clone() for n, p in model.named_parameters() if n.startswith("model.layers.")}
+        original = {n: w.clone() for n, w in weights.items()}
+
+        def qdq(w, imp):
+            return mlc_native.quantize_dequantize(w, torch.float32, imp, torch)
+
+        cfgd = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64}
+        importance, report = mlc_awq.plan_and_apply(cfgd, weights, hess, qdq, torch)
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for n, w in weights.items():
+                params[n].copy_(w)
+            after = model(tokens).logits
+        self.assertLess(float((after - before).abs().max()), 1e-3, "rescaling changed the float model")
+        changed = [n for n in weights if not torch.equal(weights[n], original[n])]
+        self.assertTrue(changed, "no tensor was rescaled")
+        for kind, r in report.items():
+            self.assertLessEqual(r["output_error"], r["output_error_unscaled"] * (1 + 1e-6), kind)
+        # The outlier channel makes scaling worth it on q/k/v.
+        self.assertLess(report["qkv_proj"]["output_error"], 0.9 * report["qkv_proj"]["output_error_unscaled"], report)
+        self.assertEqual(set(importance), set(hess))
+
+
 if __name__ == "__main__":
     unittest.main()
