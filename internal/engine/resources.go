@@ -78,14 +78,27 @@ func (e *Engine) modelBytes(ctx context.Context, lookup bool) int64 {
 // a model within a factor of two of this one (scaled to this size), else
 // the kind's formula from the model's size, else its fixed weight.
 func (e *Engine) predictMemory(kind string, r steps.Resources, modelBytes int64) (int64, string) {
+	if r.ModelFactor > 0 && modelBytes > 0 {
+		if peak, ok := e.stats().PeakRSS(kind, modelBytes); ok {
+			return int64(float64(peak)*measuredHeadroom) >> 20, MemoryMeasured
+		}
+	}
+	return FormulaMemory(r, modelBytes)
+}
+
+// FormulaMemory is a step's memory weight from its kind's constants and
+// the model's size alone, never from the measured records: the fixed part
+// plus ModelFactor x modelBytes (MemoryModel), the fixed weight of a kind
+// without a factor (MemoryFixed), or the fixed part while the size is not
+// known (MemoryUnknown). The scheduler falls back to it without a
+// measurement; `BENCH memory-plan` compares it with measured peaks, which
+// is only a test of the constants while no measurement leaks into it.
+func FormulaMemory(r steps.Resources, modelBytes int64) (int64, string) {
 	if r.ModelFactor <= 0 {
 		return r.MemoryMB, MemoryFixed
 	}
 	if modelBytes <= 0 {
 		return r.MemoryMB, MemoryUnknown
-	}
-	if peak, ok := e.stats().PeakRSS(kind, modelBytes); ok {
-		return int64(float64(peak)*measuredHeadroom) >> 20, MemoryMeasured
 	}
 	return r.MemoryMB + int64(r.ModelFactor*float64(modelBytes))>>20, MemoryModel
 }

@@ -44,3 +44,31 @@ func TestPredictMemory(t *testing.T) {
 		t.Fatalf("40 GiB model used a 3 GiB measurement: %s", basis)
 	}
 }
+
+// FormulaMemory is the out-of-sample prediction BENCH memory-plan checks:
+// a record that predictMemory would take must not move it.
+func TestFormulaMemoryIgnoresRecords(t *testing.T) {
+	st := runstats.Open("")
+	e := engineWithStats(st)
+	r := steps.Resources{MemoryMB: 1536, ModelFactor: 6}
+	const mib = int64(1) << 20
+	model := 256 * mib
+	want := int64(1536 + 6*256)
+	if mb, basis := FormulaMemory(r, model); mb != want || basis != MemoryModel {
+		t.Fatalf("no records: %d %s, want %d model", mb, basis, want)
+	}
+	st.Observe("r/export", runstats.Step{Kind: "onnx-export", PeakRSS: 100 << 30, ModelBytes: model})
+	if _, basis := e.predictMemory("onnx-export", r, model); basis != MemoryMeasured {
+		t.Fatalf("the planted record was not used by the scheduler's prediction: %s", basis)
+	}
+	if mb, basis := FormulaMemory(r, model); mb != want || basis != MemoryModel {
+		t.Fatalf("with a 100 GiB record: %d %s, want %d model", mb, basis, want)
+	}
+	// Without a factor, or before the size is known, the fixed part.
+	if mb, basis := FormulaMemory(steps.Resources{MemoryMB: 256}, model); mb != 256 || basis != MemoryFixed {
+		t.Fatalf("fixed kind: %d %s", mb, basis)
+	}
+	if mb, basis := FormulaMemory(r, 0); mb != 1536 || basis != MemoryUnknown {
+		t.Fatalf("unknown size: %d %s", mb, basis)
+	}
+}

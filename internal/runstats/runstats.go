@@ -84,6 +84,15 @@ func (s *Store) Duration(key string) time.Duration {
 	return time.Duration(s.all[key].DurationNS)
 }
 
+// Last is the record of the step's last successful run, if there is one:
+// for reports that compare a prediction with what the step really used.
+func (s *Store) Last(key string) (Step, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.all[key]
+	return st, ok
+}
+
 // Observe records a finished run of a step.
 func (s *Store) Observe(key string, st Step) {
 	if st.At.IsZero() {

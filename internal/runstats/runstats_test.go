@@ -28,6 +28,12 @@ func TestObserveSaveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Open(path)
+	if st, ok := r.Last(Key("demo", "a")); !ok || st.Kind != "k" || st.PeakRSS != 1<<30 || st.ModelBytes != 1<<28 {
+		t.Fatalf("Last after reopening: %+v %v", st, ok)
+	}
+	if _, ok := r.Last(Key("demo", "never")); ok {
+		t.Fatal("Last found a step that never ran")
+	}
 	if r.Duration(Key("demo", "a")) != 3*time.Second || r.Duration(Key("demo", "b")) != 5 || r.Duration(Key("demo", "c")) != 7 {
 		t.Fatalf("reopened store lost observations: %+v", r.all)
 	}
