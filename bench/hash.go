@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgepipe/edgepipe/bench/benchdata"
 	"github.com/edgepipe/edgepipe/internal/digest"
 )
 
@@ -34,7 +35,7 @@ func runHash(ctx context.Context, e *env) (result, error) {
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "weights.bin")
 	e.logf("hash: writing %s", fmtBytes(e.hashBytes))
-	if err := writeRandomFile(ctx, file, e.hashBytes, 42); err != nil {
+	if err := benchdata.WriteRandom(ctx, file, e.hashBytes, 42); err != nil {
 		return res, err
 	}
 	// One untimed pass brings the file into the page cache for both sides.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/bench/benchdata"
 	"github.com/edgepipe/edgepipe/internal/event"
 )
 
@@ -45,7 +46,7 @@ func runNoopRerun(ctx context.Context, e *env) (result, error) {
 	var shards []string
 	for i := range noopShards {
 		p := filepath.Join(orig, fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, noopShards))
-		if err := writeRandomFile(ctx, p, e.noopBytes/noopShards, uint64(i+1)); err != nil {
+		if err := benchdata.WriteRandom(ctx, p, e.noopBytes/noopShards, uint64(i+1)); err != nil {
 			return res, err
 		}
 		shards = append(shards, p)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgepipe/edgepipe/bench/benchdata"
 	"github.com/edgepipe/edgepipe/internal/testseaweed"
 )
 
@@ -40,7 +41,7 @@ func runRemoteCache(ctx context.Context, e *env) (result, error) {
 	if err := writeTinyProject(dir, "remote", "  laptop-q4:\n    device: x86-laptop\n    format: gguf-q4_0\n"); err != nil {
 		return res, err
 	}
-	if err := writeRandomFile(ctx, filepath.Join(dir, "model", "model.safetensors"), remoteModelBytes, 7); err != nil {
+	if err := benchdata.WriteRandom(ctx, filepath.Join(dir, "model", "model.safetensors"), remoteModelBytes, 7); err != nil {
 		return res, err
 	}
 	srv, err := testseaweed.Start(ctx, weed, dir) // data under dir/data
