@@ -48,6 +48,7 @@ var benchmarks = []benchmark{
 	demoRerunBench,
 	allTargetsBench,
 	qualityBench,
+	memoryPlanBench,
 	remoteCacheBench,
 	rayBench,
 }
@@ -76,6 +77,8 @@ func mainErr(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.schedSteps, "sched-steps", 1000, "user steps in the scheduler benchmark's graph")
 	fs.StringVar(&cfg.allTargetsRecipe, "all-targets-recipe", "recipes/all-targets.yaml", "the every-target recipe (relative to -root)")
 	fs.StringVar(&cfg.keepOut, "all-targets-out", "", "publish all-targets' artifacts here and keep them (default: a temporary folder, removed)")
+	fs.StringVar(&cfg.memPlanRecipes, "memory-plan-recipes", "recipes/all-targets.yaml,recipes/gemma.yaml", "memory-plan's recipes, comma-separated, one per built-in model (relative to -root); the first is the one -memory-plan-fit fits on")
+	fs.BoolVar(&cfg.memPlanFit, "memory-plan-fit", false, "memory-plan also prints, per kind, the constant that would make the formula match the first recipe's measurement (for refitting; checks nothing)")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a benchmark misses its goal (goals are always printed as met=yes|no)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./bench [flags] [BENCHMARK...]\n\nbenchmarks: %s\n\nflags:\n", strings.Join(names(), ", "))
@@ -190,6 +193,8 @@ type config struct {
 	schedSteps       int
 	allTargetsRecipe string
 	keepOut          string
+	memPlanRecipes   string
+	memPlanFit       bool
 	strict           bool
 }
 
