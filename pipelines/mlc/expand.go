@@ -82,9 +82,9 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 		if p.Rounding != RoundingRTN {
 			st.ID += "+rounding=" + p.Rounding
 		}
-		p.AWQ = p.Rounding == RoundingRTN && plan.Or(opts.AWQ, true)
-		if p.Rounding == RoundingRTN && !p.AWQ {
-			st.ID += "+awq=false"
+		p.AWQ = p.Rounding == RoundingRTN && plan.Or(opts.AWQ, false)
+		if p.AWQ {
+			st.ID += "+awq"
 		}
 		p.CalibContext = t.Quality.Perplexity.Context
 		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks)
