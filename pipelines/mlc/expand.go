@@ -82,7 +82,7 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 		if p.Rounding != RoundingRTN {
 			st.ID += "+rounding=" + p.Rounding
 		}
-		p.AWQ = p.Rounding == RoundingRTN && plan.Or(opts.AWQ, false)
+		p.AWQ = p.Rounding != RoundingGPTQ && plan.Or(opts.AWQ, false)
 		if p.AWQ {
 			st.ID += "+awq"
 		}

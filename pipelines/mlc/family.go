@@ -71,7 +71,7 @@ type Options struct {
 	ConvTemplate      *string `yaml:"conv_template" doc:"The conversation template mlc-chat-config.json names (default chatml)."`
 	Compile           bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
 	Scales            *string `yaml:"scales" enum:"imatrix,mse,mlc" doc:"How the native converter chooses each group's scale: imatrix (default: the scale with the least squared error, each input column weighted by its mean squared activation on the recipe's calibration text, as llama.cpp's importance matrix does), mse (the same, unweighted; no calibration) or mlc (mlc_llm's max_abs / 7, byte-identical to mlc_llm). All decode the same way in every MLC runtime; backend: mlc-llm always uses mlc."`
-	Rounding          *string `yaml:"rounding" enum:"gptq,rtn" doc:"How the native converter rounds weights to codes with scales: imatrix: rtn (default: each weight to its nearest code) or gptq (GPTQ's error feedback, column by column through the inverse of the calibration activations' Hessian, X^T X; measured worse than rtn on the built-in model, whose tied embedding it also reshapes)."`
+	Rounding          *string `yaml:"rounding" enum:"gptq,gptq-embedding,rtn" doc:"How the native converter rounds weights to codes with scales: imatrix: rtn (default: each weight to its nearest code), gptq-embedding (GPTQ for the tied embedding only, through the output projection's calibration Hessian; the linear layers to nearest) or gptq (GPTQ's error feedback, column by column through the inverse of the calibration activations' Hessian, X^T X; measured worse than rtn on the built-in model, whose tied embedding it also reshapes)."`
 	AWQ               *bool   `yaml:"awq" doc:"With scales: imatrix and rounding: rtn, rescale each linear layer's input columns by their calibration activations before quantizing (AWQ), folded into the norm or the rows that produce that input so the float model is unchanged; the exponent of the scale is searched per layer for the least output error (default false: on the built-in model it cut every layer kind's output error, 5x on down_proj, but perplexity by only 0.08 while the conversion took 5x longer)."`
 	CalibrationChunks *int    `yaml:"calibration_chunks" min:"1" doc:"With scales: imatrix, how many windows of the gate's context are taken from the calibration text (default 32)."`
 	WebGPUCheck       *bool   `yaml:"webgpu_check" doc:"Decode the published shards in headless Chromium on WebGPU and require the gate's weights bit for bit (default true; needs Debian's chromium)."`
@@ -87,7 +87,9 @@ const (
 // Rounding choices of the native converter with imatrix scales.
 const (
 	RoundingGPTQ = "gptq"
-	RoundingRTN  = "rtn"
+	// RoundingGPTQEmbedding: GPTQ for the tied embedding, rtn for the rest.
+	RoundingGPTQEmbedding = "gptq-embedding"
+	RoundingRTN           = "rtn"
 )
 
 // DefaultCalibrationChunks is how many calibration windows the imatrix
@@ -106,8 +108,8 @@ func (o *Options) CheckOptions() []recipe.OptionProblem {
 		return []recipe.OptionProblem{{Key: "calibration_chunks", Msg: "only applies to scales: imatrix with backend: native",
 			Hint: "remove calibration_chunks:, or use scales: imatrix"}}
 	}
-	if o.AWQ != nil && (!calibrated || plan.Or(o.Rounding, RoundingRTN) != RoundingRTN) {
-		return []recipe.OptionProblem{{Key: "awq", Msg: "only applies to scales: imatrix with rounding: rtn (its statistics come from the calibration pass)",
+	if o.AWQ != nil && (!calibrated || plan.Or(o.Rounding, RoundingRTN) == RoundingGPTQ) {
+		return []recipe.OptionProblem{{Key: "awq", Msg: "only applies to scales: imatrix with rounding: rtn or gptq-embedding (its statistics come from the calibration pass)",
 			Hint: "remove awq:, or use scales: imatrix with rounding: rtn"}}
 	}
 	if o.Rounding != nil && !calibrated {

@@ -92,8 +92,11 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFile("tensor_cache", MLCTensorCache)
 	sc.Result.SetFact("quantization", q)
 	sc.Result.SetFact("scales", scalesFact(p.Scales))
-	if p.Rounding == RoundingGPTQ {
+	switch p.Rounding {
+	case RoundingGPTQ:
 		sc.Result.SetFact("rounding", "gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up")
+	case RoundingGPTQEmbedding:
+		sc.Result.SetFact("rounding", "gptq-embedding: the tied embedding rounded by GPTQ through the output projection's calibration Hessian, the linear layers to their nearest code")
 	}
 	if p.Scales == ScalesImatrix {
 		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))

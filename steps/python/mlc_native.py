@@ -298,8 +298,9 @@ def gptq_quantize(w, hessian, store, torch):
 def collect_importance(args, torch, hessians=False):
     """The mean squared input activation of every nn.Linear's input column over the calibration
     text (llama.cpp's importance matrix, computed in the checkpoint's own forward pass): the
-    weight a quantization error on that column gets in the scale search. With hessians, also
-    each layer's X^T X / n (GPTQ's Hessian, whose diagonal is that importance)."""
+    weight a quantization error on that column gets in the scale search. With hessians (True,
+    or a set of layer names), also those layers' X^T X / n (GPTQ's Hessian, whose diagonal is
+    that importance)."""
     import ppl_scoring
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -319,7 +320,8 @@ def collect_importance(args, torch, hessians=False):
     def hook(name):
         def record(_module, inputs):
             x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
-            sums[name] = sums.get(name, 0) + ((x.T @ x) if hessians else (x * x).sum(0))
+            full = hessians is True or (hessians and name in hessians)
+            sums[name] = sums.get(name, 0) + ((x.T @ x) if full else (x * x).sum(0))
             counts[name] = counts.get(name, 0) + x.shape[0]
         return record
 
@@ -335,8 +337,7 @@ def collect_importance(args, torch, hessians=False):
     for h in hooks:
         h.remove()
     imp = {name + ".weight": sums[name] / counts[name] for name in sums}
-    if hessians:
-        imp = {name: {"diag": h.diagonal().clone(), "hessian": h} for name, h in imp.items()}
+    imp = {name: {"diag": h.diagonal().clone(), "hessian": h} if h.dim() == 2 else h for name, h in imp.items()}
     if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" in imp:
         # The tied embedding is the output projection too; as a lookup table every column
         # counts alike, so the projection's activations are what tell the columns apart.
@@ -433,13 +434,18 @@ def convert_weight(args):
     importance, calib_tokens, awq_report = {}, 0, None
     if args.rounding == "gptq" and args.scales != "imatrix":
         fail("--rounding gptq needs --scales imatrix (its Hessian comes from the same calibration pass)")
+    if args.rounding == "gptq-embedding" and args.scales != "imatrix":
+        fail("--rounding gptq-embedding needs --scales imatrix (its Hessian comes from the same calibration pass)")
     awq = args.awq == "on"
-    if awq and (args.scales != "imatrix" or args.rounding != "rtn"):
-        fail("--awq on needs --scales imatrix and --rounding rtn (its statistics come from the same calibration pass)")
+    if awq and (args.scales != "imatrix" or args.rounding == "gptq"):
+        fail("--awq on needs --scales imatrix and --rounding rtn or gptq-embedding (its statistics come from the same calibration pass)")
     if args.scales == "imatrix":
         if not args.calibration:
             fail("--scales imatrix needs --calibration FILE")
-        importance, calib_tokens = collect_importance(args, torch, hessians=args.rounding == "gptq" or awq)
+        hessians = args.rounding == "gptq" or awq
+        if args.rounding == "gptq-embedding" and not hessians:
+            hessians = {"lm_head"}  # the tied embedding takes the output projection's
+        importance, calib_tokens = collect_importance(args, torch, hessians=hessians)
     if awq:
         import mlc_awq
 
@@ -449,8 +455,20 @@ def convert_weight(args):
         new_imp, awq_report = mlc_awq.plan_and_apply(
             cfg, layer_tensors, hessians, lambda w, imp: quantize_dequantize(w, dtype, imp, torch), torch)
         rescaled.update(layer_tensors)
-        importance = {name: v["diag"] for name, v in importance.items()}
+        importance = {name: v["diag"] if isinstance(v, dict) else v for name, v in importance.items()}
         importance.update(new_imp)
+        if args.rounding == "gptq-embedding":
+            importance["model.embed_tokens.weight"] = {"diag": hessians["lm_head.weight"].diagonal().clone(),
+                                                       "hessian": hessians["lm_head.weight"]}
+    if args.rounding == "gptq-embedding":
+        # GPTQ for the tied embedding only: as the output projection its error is weighed by
+        # the final norm's activations, whose correlations error feedback can use; the linear
+        # layers round to nearest, which measured better than GPTQ for them here.
+        emb = importance.get("model.embed_tokens.weight")
+        if not isinstance(emb, dict):
+            fail("--rounding gptq-embedding needs a tied embedding (tie_word_embeddings) whose output projection's activations it reads")
+        importance = {name: v if name == "model.embed_tokens.weight" else (v["diag"] if isinstance(v, dict) else v)
+                      for name, v in importance.items()}
 
     dname = QUANTIZATIONS[args.quantization]
     for mlc in loading_order(pmap, [n for n, _ in src]):
@@ -606,9 +624,10 @@ def main():
     cw.add_argument("--scales", choices=["mlc", "mse", "imatrix"], default="mlc",
                     help="mlc: mlc_llm's max_abs / 7; mse: each group's scale chosen by least squared error; "
                          "imatrix: the same, each column weighted by its mean squared activation on --calibration")
-    cw.add_argument("--rounding", choices=["rtn", "gptq"], default="rtn",
+    cw.add_argument("--rounding", choices=["rtn", "gptq", "gptq-embedding"], default="rtn",
                     help="rtn: each weight to its nearest code; gptq: GPTQ's error feedback through "
-                         "the calibration Hessian (needs --scales imatrix)")
+                         "the calibration Hessian (needs --scales imatrix); gptq-embedding: GPTQ for the "
+                         "tied embedding (through the output projection's Hessian), rtn for the rest")
     cw.add_argument("--awq", choices=["on", "off"], default="off",
                     help="on: rescale each linear layer's input columns by their calibration activations "
                          "(AWQ), folded into the norms and rows that produce them (needs --scales imatrix, --rounding rtn)")
