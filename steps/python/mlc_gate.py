@@ -79,6 +79,10 @@ def main():
     ap.add_argument("--chunks", type=int, default=-1)
     ap.add_argument("--digests", required=True, help="where to write the decoded tensors' sha256")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--float", action="append", default=[], metavar="NAME",
+                    help="a diagnostic, never used by the gate step: keep this Hugging Face parameter "
+                         "from the checkpoint instead of the shards (repeatable), to measure what its "
+                         "quantization costs")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -93,6 +97,7 @@ def main():
     model.eval()
     cfg = model.config
     params = dict(model.named_parameters())
+    original = {name: params[name].detach().clone() for name in args.float if name in params}
 
     decoded, digests = {}, {}
     for name in sorted(recs):
@@ -144,6 +149,11 @@ def main():
             put(m + "up_proj.weight", w[half:])
         else:
             put(key, w)
+    for name in args.float:
+        if name not in params:
+            fail(f"--float {name}: the checkpoint has no such parameter")
+        with torch.no_grad():
+            params[name].copy_(original[name])
     tied = getattr(cfg, "tie_word_embeddings", False)
     left = sorted(n for n in params if n not in loaded and not (tied and n == "lm_head.weight"))
     if left:
@@ -167,7 +177,7 @@ def main():
     print(json.dumps({"ppl": ppl, "chunks": n_chunk, "ctx": args.ctx, "scored": count,
                       "tensors": len(digests), "decoded_sha256": all_sha,
                       "param_bytes": cache["metadata"].get("ParamBytes"),
-                      "compute": "float32", "torch": torch.__version__}))
+                      "compute": "float32", "float_from_checkpoint": args.float, "torch": torch.__version__}))
     return 0
 
 
