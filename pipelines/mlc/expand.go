@@ -78,8 +78,8 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 	}
 	st := &plan.Step{ID: id, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID}, Params: p}
 	if p.Scales == ScalesImatrix {
-		p.Rounding = plan.Or(opts.Rounding, RoundingRTN)
-		if p.Rounding != RoundingRTN {
+		p.Rounding = plan.Or(opts.Rounding, RoundingGPTQEmbedding)
+		if p.Rounding != RoundingGPTQEmbedding {
 			st.ID += "+rounding=" + p.Rounding
 		}
 		p.AWQ = p.Rounding != RoundingGPTQ && plan.Or(opts.AWQ, false)

@@ -77,6 +77,7 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 		BitsPerPar  float64 `json:"bits_per_param"`
 		TotalParams int64   `json:"total_params"`
 		Torch       string  `json:"torch"`
+		EmbRounding string  `json:"embedding_rounding"`
 		AWQ         map[string]struct {
 			MeanAlpha      float64 `json:"mean_alpha"`
 			OutputError    float64 `json:"output_error"`
@@ -96,7 +97,11 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	case RoundingGPTQ:
 		sc.Result.SetFact("rounding", "gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up")
 	case RoundingGPTQEmbedding:
-		sc.Result.SetFact("rounding", "gptq-embedding: the tied embedding rounded by GPTQ through the output projection's calibration Hessian, the linear layers to their nearest code")
+		if res.EmbRounding == "gptq" {
+			sc.Result.SetFact("rounding", "gptq-embedding: the tied embedding rounded by GPTQ through the output projection's calibration Hessian, the linear layers to their nearest code")
+		} else {
+			sc.Result.SetFact("rounding", "gptq-embedding asked, every weight to its nearest code: the embedding was rounded "+res.EmbRounding)
+		}
 	}
 	if p.Scales == ScalesImatrix {
 		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))

@@ -432,6 +432,7 @@ def convert_weight(args):
         count += 1
 
     importance, calib_tokens, awq_report = {}, 0, None
+    embedding_rounding = "gptq" if args.rounding == "gptq" else "rtn"
     if args.rounding == "gptq" and args.scales != "imatrix":
         fail("--rounding gptq needs --scales imatrix (its Hessian comes from the same calibration pass)")
     if args.rounding == "gptq-embedding" and args.scales != "imatrix":
@@ -457,16 +458,17 @@ def convert_weight(args):
         rescaled.update(layer_tensors)
         importance = {name: v["diag"] if isinstance(v, dict) else v for name, v in importance.items()}
         importance.update(new_imp)
-        if args.rounding == "gptq-embedding":
+        if args.rounding == "gptq-embedding" and cfg.get("tie_word_embeddings", False):
             importance["model.embed_tokens.weight"] = {"diag": hessians["lm_head.weight"].diagonal().clone(),
                                                        "hessian": hessians["lm_head.weight"]}
     if args.rounding == "gptq-embedding":
         # GPTQ for the tied embedding only: as the output projection its error is weighed by
         # the final norm's activations, whose correlations error feedback can use; the linear
         # layers round to nearest, which measured better than GPTQ for them here.
-        emb = importance.get("model.embed_tokens.weight")
-        if not isinstance(emb, dict):
-            fail("--rounding gptq-embedding needs a tied embedding (tie_word_embeddings) whose output projection's activations it reads")
+        # An untied embedding is a lookup table only, with no Hessian to feed back through: it
+        # is rounded to nearest (the JSON says so).
+        embedding_rounding = ("gptq" if isinstance(importance.get("model.embed_tokens.weight"), dict)
+                              else "rtn (untied: a lookup table only, no Hessian to feed back through)")
         importance = {name: v if name == "model.embed_tokens.weight" else (v["diag"] if isinstance(v, dict) else v)
                       for name, v in importance.items()}
 
@@ -495,7 +497,7 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "awq": awq_report, "shards": shards.counter, "params": count,
+    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "embedding_rounding": embedding_rounding, "awq": awq_report, "shards": shards.counter, "params": count,
                       "param_bytes": total_bytes, "total_params": total_params,
                       "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
 
