@@ -72,22 +72,19 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 			if r := flags["--rounding"]; r != "" && r != "rtn" && r != "gptq" && r != "gptq-embedding" {
 				return fmt.Errorf("mlc_native.py: --rounding %q: want rtn, gptq or gptq-embedding", r)
 			}
-			// AWQ's rescaling needs the activations of that forward pass too: the
-			// stand-in checks the flag and its preconditions, and rescales nothing.
-			switch a := flags["--awq"]; a {
-			case "", "off":
-			case "on":
-				if r := flags["--rounding"]; r == "gptq" {
-					return errors.New("mlc_native.py: --awq on needs --scales imatrix and --rounding rtn or gptq-embedding (its statistics come from the same calibration pass)")
-				}
-			default:
-				return fmt.Errorf("mlc_native.py: --awq %q: want on or off", a)
-			}
 		default:
 			return fmt.Errorf("mlc_native.py: --scales %q: want mlc, mse or imatrix", scales)
 		}
-		if flags["--awq"] == "on" && scales != "mse" {
-			return errors.New("mlc_native.py: --awq on needs --scales imatrix and --rounding rtn or gptq-embedding (its statistics come from the same calibration pass)")
+		// AWQ's rescaling needs the activations of that forward pass too: the
+		// stand-in checks the flag and its preconditions, and rescales nothing.
+		switch a := flags["--awq"]; a {
+		case "", "off":
+		case "on":
+			if flags["--scales"] != "imatrix" || flags["--rounding"] == "gptq" {
+				return errors.New("mlc_native.py: --awq on needs --scales imatrix and --rounding rtn or gptq-embedding (its statistics come from the same calibration pass)")
+			}
+		default:
+			return fmt.Errorf("mlc_native.py: --awq %q: want on or off", a)
 		}
 		var log bytes.Buffer
 		if err := mlcConvertWeight(model, q, scales, out, &log); err != nil {

@@ -2,7 +2,12 @@ package standin
 
 import (
 	"encoding/binary"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +64,26 @@ func TestF16RoundTrip(t *testing.T) {
 	}
 	if h := F32ToF16(1e6); h != 0x7c00 {
 		t.Errorf("1e6 -> %#x, want +inf", h)
+	}
+}
+
+// AWQ needs the imatrix pass's activations: the stand-in refuses it with
+// any other scales or with GPTQ rounding, as mlc_native.py does, before it
+// reads the model.
+func TestNativeRefusesAWQWithoutImatrix(t *testing.T) {
+	calib := filepath.Join(t.TempDir(), "calib.txt")
+	if err := os.WriteFile(calib, []byte("some calibration words"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"convert-weight", "--model", t.TempDir(), "--quantization", "q4f16_1", "--out", t.TempDir(), "--awq", "on"}
+	for _, extra := range [][]string{
+		{"--scales", "mse"},
+		{"--scales", "mlc"},
+		{"--scales", "imatrix", "--calibration", calib, "--rounding", "gptq"},
+	} {
+		err := mlcNative(append(slices.Clone(base), extra...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--awq on needs --scales imatrix") {
+			t.Errorf("%v: got %v, want the --awq precondition error", extra, err)
+		}
 	}
 }
