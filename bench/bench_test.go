@@ -19,23 +19,6 @@ import (
 	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
 )
 
-func TestMedian(t *testing.T) {
-	if got := median([]time.Duration{5, 1, 3}); got != 3 {
-		t.Errorf("odd count: %v", got)
-	}
-	if got := median([]time.Duration{4, 1, 3, 2}); got != 2 {
-		t.Errorf("even count: %v (want the mean of 2 and 3, truncated)", got)
-	}
-	if got := medianInt([]int64{10, 30, 20, 40}); got != 25 {
-		t.Errorf("medianInt: %v", got)
-	}
-	in := []time.Duration{3, 1, 2}
-	median(in)
-	if in[0] != 3 {
-		t.Error("median sorted its argument in place")
-	}
-}
-
 func TestResultLine(t *testing.T) {
 	r := result{name: "x"}
 	r.add("a_s", 1500*time.Millisecond)

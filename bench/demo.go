@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 )
@@ -153,7 +154,7 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 		}
 		j2 = append(j2, m.wall)
 	}
-	t1, t2, ts := median(j1), median(j2), median(sh)
+	t1, t2, ts := benchstat.Median(j1), benchstat.Median(j2), benchstat.Median(sh)
 	commands := 0
 	for _, s := range steps {
 		commands += len(s.Argv)
@@ -216,7 +217,7 @@ func measureRerun(ctx context.Context, e *env, recipe string, runEnv []string) (
 		ts = append(ts, m.wall)
 		read = max(read, m.rchar)
 	}
-	t := median(ts)
+	t := benchstat.Median(ts)
 	res.add("rerun_s", t)
 	res.add("cold_j2_s", cold.cold)
 	res.add("rerun_read_bytes", read)

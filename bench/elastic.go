@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 )
 
 var elasticBench = benchmark{
@@ -169,7 +171,7 @@ func runElastic(ctx context.Context, e *env) (result, error) {
 		}
 		rigids = append(rigids, m.wall)
 	}
-	wall, crit, rigid, first := median(walls), median(crits), median(rigids), median(firsts)
+	wall, crit, rigid, first := benchstat.Median(walls), benchstat.Median(crits), benchstat.Median(rigids), benchstat.Median(firsts)
 	res.add("wall_s", wall)
 	res.add("first_run_ratio", first.Seconds()/crit.Seconds())
 	res.add("critical_path_s", crit)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/bench/benchdata"
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/digest"
 )
 
@@ -73,18 +74,18 @@ func runHash(ctx context.Context, e *env) (result, error) {
 		}
 		theirs, theirsCPU = append(theirs, m.wall), append(theirsCPU, m.cpu)
 	}
-	ep, ssl := median(ours), median(theirs)
+	ep, ssl := benchstat.Median(ours), benchstat.Median(theirs)
 	gbps := func(d time.Duration) float64 { return float64(e.hashBytes) / d.Seconds() / 1e9 }
 	res.add("size", fmtBytes(e.hashBytes))
 	res.add("edgepipe_s", ep)
 	res.add("openssl_s", ssl)
 	res.add("edgepipe_GBps", gbps(ep))
 	res.add("openssl_GBps", gbps(ssl))
-	res.add("edgepipe_cpu_s", median(oursCPU))
-	res.add("openssl_cpu_s", median(theirsCPU))
+	res.add("edgepipe_cpu_s", benchstat.Median(oursCPU))
+	res.add("openssl_cpu_s", benchstat.Median(theirsCPU))
 	// On a busy machine the wall ratio moves with whoever else runs; the
 	// CPU each side spends does not, so it is printed too.
-	res.add("cpu_ratio", median(theirsCPU).Seconds()/median(oursCPU).Seconds())
+	res.add("cpu_ratio", benchstat.Median(theirsCPU).Seconds()/benchstat.Median(oursCPU).Seconds())
 	res.add("goal", "ratio>=1.0")
 	ratio := ssl.Seconds() / ep.Seconds()
 	res.add("met", ratio >= 1.0)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/bench/benchdata"
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/event"
 )
 
@@ -143,11 +144,11 @@ func runNoopRerun(ctx context.Context, e *env) (result, error) {
 		return res, err
 	}
 
-	ep, ts, cs := median(epTimes), median(tsTimes), median(csTimes)
+	ep, ts, cs := benchstat.Median(epTimes), benchstat.Median(tsTimes), benchstat.Median(csTimes)
 	shardSize := e.noopBytes / noopShards
 	res.add("inputs", fmtBytes(inputs))
 	res.add("edgepipe_s", ep)
-	res.add("edgepipe_cpu_s", median(epCPU))
+	res.add("edgepipe_cpu_s", benchstat.Median(epCPU))
 	res.add("task_timestamp_s", ts)
 	res.add("task_checksum_s", cs)
 	res.add("edgepipe_read_bytes", epRead)

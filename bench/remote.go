@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/bench/benchdata"
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/testseaweed"
 )
 
@@ -87,14 +88,14 @@ func runRemoteCache(ctx context.Context, e *env) (result, error) {
 		hits, objects, down = append(hits, parseCount(sm[1])), append(objects, parseCount(sm[3])), append(down, parseCount(sm[4]))
 	}
 	res.add("tools", "stand-ins")
-	res.add("cold_s", median(cold))
-	res.add("warm_local_s", median(warm))
-	res.add("warm_remote_s", median(remote))
-	res.add("remote_hits", medianInt(hits))
-	res.add("remote_objects", medianInt(objects))
-	res.add("remote_bytes", fmtBytes(medianInt(down)))
-	res.add("remote_vs_warm_local", median(remote).Seconds()/median(warm).Seconds())
-	res.ratio = median(remote).Seconds() / median(cold).Seconds()
+	res.add("cold_s", benchstat.Median(cold))
+	res.add("warm_local_s", benchstat.Median(warm))
+	res.add("warm_remote_s", benchstat.Median(remote))
+	res.add("remote_hits", benchstat.Median(hits))
+	res.add("remote_objects", benchstat.Median(objects))
+	res.add("remote_bytes", fmtBytes(benchstat.Median(down)))
+	res.add("remote_vs_warm_local", benchstat.Median(remote).Seconds()/benchstat.Median(warm).Seconds())
+	res.ratio = benchstat.Median(remote).Seconds() / benchstat.Median(cold).Seconds()
 	return res, nil
 }
 

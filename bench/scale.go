@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 )
 
 var scaleBench = benchmark{
@@ -171,6 +173,6 @@ func scaleTimes(ctx context.Context, e *env, dir, label string) (scaleRow, error
 		}
 		pubs = append(pubs, m.wall)
 	}
-	r.plan, r.noop, r.publish = median(plans), median(noops), median(pubs)
+	r.plan, r.noop, r.publish = benchstat.Median(plans), benchstat.Median(noops), benchstat.Median(pubs)
 	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/event"
 )
 
@@ -162,10 +163,10 @@ func runScheduler(ctx context.Context, e *env) (result, error) {
 		return res, err
 	}
 
-	ep, tk, sh := median(epT), median(taskT), median(shT)
+	ep, tk, sh := benchstat.Median(epT), benchstat.Median(taskT), benchstat.Median(shT)
 	res.add("steps", e.schedSteps)
 	res.add("edgepipe_s", ep)
-	res.add("edgepipe_cpu_s", median(epCPU))
+	res.add("edgepipe_cpu_s", benchstat.Median(epCPU))
 	res.add("task_s", tk)
 	res.add("shell_loop_s", sh)
 	res.add("dag_s", dagNs/1e9)
@@ -203,5 +204,5 @@ func parseNsPerOp(out []byte) (float64, error) {
 	if len(ns) == 0 {
 		return 0, fmt.Errorf("no BenchmarkNoop1000 result in go test output:\n%s", out)
 	}
-	return float64(medianInt(ns)), nil
+	return float64(benchstat.Median(ns)), nil
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/engine"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -195,21 +196,8 @@ func Summarize(ss []Step) Summary {
 			sum.Worst = k
 		}
 	}
-	sum.MedianErr = median(errs)
+	sum.MedianErr = benchstat.Median(errs)
 	return sum
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // WriteTable explains one model's figures: a row per measured kind (its

@@ -100,3 +100,18 @@ func DropWarmup(samples []float64, n int) ([]float64, error) {
 	}
 	return samples[n:], nil
 }
+
+// Median is the middle value of xs, the mean of the middle two for an even
+// count (truncated for integer types), or 0 for none; xs is not modified.
+func Median[T ~int64 | ~float64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -3,6 +3,7 @@ package benchstat
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestPercentileInterpolatesBetweenRanks(t *testing.T) {
@@ -95,5 +96,28 @@ func TestDropWarmup(t *testing.T) {
 	}
 	if _, err := DropWarmup([]float64{1}, -1); err == nil {
 		t.Error("negative warm-up: want an error")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if got := Median([]time.Duration{5, 1, 3}); got != 3 {
+		t.Errorf("odd count: %v", got)
+	}
+	if got := Median([]time.Duration{4, 1, 3, 2}); got != 2 {
+		t.Errorf("even count: %v (want the mean of 2 and 3, truncated)", got)
+	}
+	if got := Median([]int64{10, 30, 20, 40}); got != 25 {
+		t.Errorf("int64: %v", got)
+	}
+	if got := Median([]float64{0.5, 0.1, 0.2, 0.4}); math.Abs(got-0.3) > 1e-12 {
+		t.Errorf("float64: %v", got)
+	}
+	if got := Median[float64](nil); got != 0 {
+		t.Errorf("none: %v", got)
+	}
+	in := []time.Duration{3, 1, 2}
+	Median(in)
+	if in[0] != 3 {
+		t.Error("Median sorted its argument in place")
 	}
 }
