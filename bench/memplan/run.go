@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/runstats"
 )
@@ -154,12 +155,5 @@ func cacheRoot(explicit string) (string, error) {
 	if explicit != "" {
 		return filepath.Abs(explicit)
 	}
-	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
-		return filepath.Join(x, "edgepipe"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no edgepipe cache folder: set EDGEPIPE_CACHE: %w", err)
-	}
-	return filepath.Join(home, ".cache", "edgepipe"), nil
+	return cache.UserRoot(os.Getenv)
 }

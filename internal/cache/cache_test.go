@@ -785,3 +785,13 @@ func TestGCKeepsDirsInUse(t *testing.T) {
 		t.Errorf("GC kept an abandoned old temp dir")
 	}
 }
+
+func TestUserRoot(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if got, _ := UserRoot(env(map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"})); got != "/x/edgepipe" {
+		t.Errorf("XDG_CACHE_HOME: %s", got)
+	}
+	if got, _ := UserRoot(env(map[string]string{"HOME": "/h"})); got != "/h/.cache/edgepipe" {
+		t.Errorf("HOME: %s", got)
+	}
+}

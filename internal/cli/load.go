@@ -51,17 +51,11 @@ func (c *common) cacheRoot(env *Env) (string, error) {
 	if c.cacheDir != "" {
 		return filepath.Abs(c.cacheDir)
 	}
-	if x := env.Getenv("XDG_CACHE_HOME"); x != "" {
-		return filepath.Join(x, "edgepipe"), nil
+	root, err := cache.UserRoot(env.Getenv)
+	if err != nil {
+		return "", fmt.Errorf("no cache folder: set --cache-dir or EDGEPIPE_CACHE")
 	}
-	home := env.Getenv("HOME")
-	if home == "" {
-		var err error
-		if home, err = os.UserHomeDir(); err != nil {
-			return "", fmt.Errorf("no cache folder: set --cache-dir or EDGEPIPE_CACHE")
-		}
-	}
-	return filepath.Join(home, ".cache", "edgepipe"), nil
+	return root, nil
 }
 
 func (c *common) openCache(env *Env) (*cache.Cache, error) {

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
@@ -74,14 +75,9 @@ func Weed() (string, error) {
 	}
 	root := os.Getenv("EDGEPIPE_CACHE")
 	if root == "" {
-		if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
-			root = filepath.Join(x, "edgepipe")
-		} else {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", err
-			}
-			root = filepath.Join(home, ".cache", "edgepipe")
+		var err error
+		if root, err = cache.UserRoot(os.Getenv); err != nil {
+			return "", err
 		}
 	}
 	inst, err := toolchain.Resolve(root, toolchain.SeaweedFS)
