@@ -97,7 +97,10 @@ def main():
     model.eval()
     cfg = model.config
     params = dict(model.named_parameters())
-    original = {name: params[name].detach().clone() for name in args.float if name in params}
+    for name in args.float:
+        if name not in params:
+            fail(f"--float {name}: the checkpoint has no such parameter")
+    original = {name: params[name].detach().clone() for name in args.float}
 
     decoded, digests = {}, {}
     for name in sorted(recs):
@@ -149,11 +152,9 @@ def main():
             put(m + "up_proj.weight", w[half:])
         else:
             put(key, w)
-    for name in args.float:
-        if name not in params:
-            fail(f"--float {name}: the checkpoint has no such parameter")
-        with torch.no_grad():
-            params[name].copy_(original[name])
+    with torch.no_grad():
+        for name, value in original.items():
+            params[name].copy_(value)
     tied = getattr(cfg, "tie_word_embeddings", False)
     left = sorted(n for n in params if n not in loaded and not (tied and n == "lm_head.weight"))
     if left:

@@ -432,11 +432,8 @@ def convert_weight(args):
         count += 1
 
     importance, calib_tokens, awq_report = {}, 0, None
-    embedding_rounding = "gptq" if args.rounding == "gptq" else "rtn"
-    if args.rounding == "gptq" and args.scales != "imatrix":
-        fail("--rounding gptq needs --scales imatrix (its Hessian comes from the same calibration pass)")
-    if args.rounding == "gptq-embedding" and args.scales != "imatrix":
-        fail("--rounding gptq-embedding needs --scales imatrix (its Hessian comes from the same calibration pass)")
+    if args.rounding != "rtn" and args.scales != "imatrix":
+        fail(f"--rounding {args.rounding} needs --scales imatrix (its Hessian comes from the same calibration pass)")
     awq = args.awq == "on"
     if awq and (args.scales != "imatrix" or args.rounding == "gptq"):
         fail("--awq on needs --scales imatrix and --rounding rtn or gptq-embedding (its statistics come from the same calibration pass)")
@@ -450,27 +447,29 @@ def convert_weight(args):
     if awq:
         import mlc_awq
 
-        hessians = {name: v["hessian"] for name, v in importance.items()}
         layer_tensors = {name: tensor(name).float() for name, _ in src
                          if name.startswith("model.layers.") and name.endswith(("_proj.weight", "layernorm.weight"))}
-        new_imp, awq_report = mlc_awq.plan_and_apply(
-            cfg, layer_tensors, hessians, lambda w, imp: quantize_dequantize(w, dtype, imp, torch), torch)
+        rescaled_imp, awq_report = mlc_awq.plan_and_apply(
+            cfg, layer_tensors, {name: v["hessian"] for name, v in importance.items()},
+            lambda w, imp: quantize_dequantize(w, dtype, imp, torch), torch)
         rescaled.update(layer_tensors)
-        importance = {name: v["diag"] if isinstance(v, dict) else v for name, v in importance.items()}
-        importance.update(new_imp)
-        if args.rounding == "gptq-embedding" and cfg.get("tie_word_embeddings", False):
-            importance["model.embed_tokens.weight"] = {"diag": hessians["lm_head.weight"].diagonal().clone(),
-                                                       "hessian": hessians["lm_head.weight"]}
-    if args.rounding == "gptq-embedding":
-        # GPTQ for the tied embedding only: as the output projection its error is weighed by
-        # the final norm's activations, whose correlations error feedback can use; the linear
-        # layers round to nearest, which measured better than GPTQ for them here.
-        # An untied embedding is a lookup table only, with no Hessian to feed back through: it
-        # is rounded to nearest (the JSON says so).
-        embedding_rounding = ("gptq" if isinstance(importance.get("model.embed_tokens.weight"), dict)
-                              else "rtn (untied: a lookup table only, no Hessian to feed back through)")
-        importance = {name: v if name == "model.embed_tokens.weight" else (v["diag"] if isinstance(v, dict) else v)
-                      for name, v in importance.items()}
+        importance.update(rescaled_imp)  # the rescaled layers' inputs are x / s
+
+    def gptq_rounds(name):
+        # gptq-embedding: GPTQ for the tied embedding only (as the output projection its error is
+        # weighed by the final norm's activations, whose correlations error feedback can use);
+        # the linear layers round to nearest, which measured better than GPTQ for them here.
+        return args.rounding == "gptq" or (args.rounding == "gptq-embedding" and name == "model.embed_tokens.weight")
+
+    # quantize() rounds by GPTQ where it is given a Hessian, to nearest where given a diagonal.
+    importance = {name: v if gptq_rounds(name) or not isinstance(v, dict) else v["diag"]
+                  for name, v in importance.items()}
+    embedding_rounding = "rtn"
+    if isinstance(importance.get("model.embed_tokens.weight"), dict):
+        embedding_rounding = "gptq"
+    elif args.rounding != "rtn":
+        # An untied embedding is a lookup table only, with no Hessian to feed back through.
+        embedding_rounding = "rtn (untied: a lookup table only, no Hessian to feed back through)"
 
     dname = QUANTIZATIONS[args.quantization]
     for mlc in loading_order(pmap, [n for n, _ in src]):
