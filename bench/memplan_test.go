@@ -42,7 +42,7 @@ func TestMemoryPlanOnStandins(t *testing.T) {
 	if k["model"] != "model" || k["goal"] != "within 25%" || k["steps"] == "0" || k["kinds"] == "0" || k["worst_kind"] == "none" {
 		t.Errorf("line: %s", first[0].line())
 	}
-	for _, want := range []string{"pred_MiB", "meas_MiB", "gguf-convert", "memory-plan fit on model", "ModelFactor"} {
+	for _, want := range []string{"pred_MiB", "peak_MiB", "gguf-convert", "memory-plan fit on model", "ModelFactor"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the explanation lacks %q:\n%s", want, log.String())
 		}

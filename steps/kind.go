@@ -64,6 +64,11 @@ type Resources struct {
 	// ran on a model of about that size, when it has one.
 	MemoryMB    int64
 	ModelFactor float64
+	// TensorFactor times the model's largest tensor (in an LLM, the
+	// embedding) is added too: tools that convert or quantize a tensor at a
+	// time peak with copies of it, so a large vocabulary weighs more than
+	// the model's total size says.
+	TensorFactor float64
 	// OwnWaitPolicy leaves OpenMP's wait policy to the tool instead of
 	// OMP_WAIT_POLICY=PASSIVE (see ThreadEnv): for steps that measure
 	// speed as users would see it.

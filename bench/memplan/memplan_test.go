@@ -28,13 +28,18 @@ func (k testKind) Resources(any) steps.Resources           { return k.r }
 func (testKind) Run(context.Context, *steps.Context) error { return nil }
 
 func init() {
-	// 1000 MiB + 2 x the model; a fixed 500 MiB; 300 MiB + 4 x the model.
+	// 1000 MiB + 2 x the model; a fixed 500 MiB; 300 MiB + 2 x the model
+	// + 4 x its largest tensor.
 	steps.Register(testKind{"mp-convert", steps.Resources{MemoryMB: 1000, ModelFactor: 2}})
 	steps.Register(testKind{"mp-fixed", steps.Resources{MemoryMB: 500}})
-	steps.Register(testKind{"mp-quant", steps.Resources{MemoryMB: 300, ModelFactor: 4}})
+	steps.Register(testKind{"mp-quant", steps.Resources{MemoryMB: 300, ModelFactor: 2, TensorFactor: 4}})
 }
 
-const model = 100 * mib // predictions: convert 1200, fixed 500, quant 700 MiB
+// predictions: convert 1200, fixed 500, quant 700 MiB
+const (
+	model   = 100 * mib
+	largest = 50 * mib
+)
 
 func testPlan() *plan.Plan {
 	return &plan.Plan{Recipe: &recipe.Recipe{Name: "syn", Model: recipe.Model{Source: "builtin:tiny-1m"}},
@@ -75,35 +80,37 @@ func field(fs []Field, key string) any {
 
 func TestCompareAndSummarize(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		peaks      map[string]float64
-		failed     map[string]bool
-		kinds      int
-		steps      int
-		unmeasured int
-		worstKind  string
-		worstErr   float64
-		within     int
-		median     float64
-		met        bool
+		name        string
+		peaks       map[string]float64
+		failed      map[string]bool
+		kinds       int
+		steps       int
+		unmeasured  int
+		worstKind   string
+		worstErr    float64
+		within      int
+		stepsWithin int
+		median      float64
+		met         bool
 	}{
 		{
 			name:  "all within 25%",
 			peaks: map[string]float64{"convert": 1000, "fixed": 500, "quant:a": 700, "quant:b": 600},
-			// convert +20%, fixed 0, quant: a 0, b +16.7% -> the kind's error is b's.
-			kinds: 3, steps: 4, unmeasured: 1, worstKind: "mp-convert", worstErr: 0.2, within: 3, median: 1.0 / 6, met: true,
+			// convert +20%, fixed 0, quant: a 0, b +16.7% -> the kind's error is
+			// its peak step's, a's.
+			kinds: 3, steps: 4, unmeasured: 1, worstKind: "mp-convert", worstErr: 0.2, within: 3, stepsWithin: 4, median: 0, met: true,
 		},
 		{
 			name:  "an under-prediction is the worst",
 			peaks: map[string]float64{"convert": 1200, "fixed": 1000, "quant:a": 700},
 			// fixed predicts 500 for 1000 measured: -50%.
-			kinds: 3, steps: 3, unmeasured: 2, worstKind: "mp-fixed", worstErr: -0.5, within: 2, median: 0, met: false,
+			kinds: 3, steps: 3, unmeasured: 2, worstKind: "mp-fixed", worstErr: -0.5, within: 2, stepsWithin: 2, median: 0, met: false,
 		},
 		{
 			name:   "a failed step's old record is not a measurement, nor is a peak of 0",
 			peaks:  map[string]float64{"convert": 1200, "fixed": 0, "nvidia": 10},
 			failed: map[string]bool{"nvidia": true},
-			kinds:  1, steps: 1, unmeasured: 4, worstKind: "mp-convert", worstErr: 0, within: 1, median: 0, met: true,
+			kinds:  1, steps: 1, unmeasured: 4, worstKind: "mp-convert", worstErr: 0, within: 1, stepsWithin: 1, median: 0, met: true,
 		},
 		{
 			name:  "nothing measured: no goal met",
@@ -112,7 +119,7 @@ func TestCompareAndSummarize(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ss, mb := Compare(testPlan(), records(t, tc.peaks), tc.failed)
+			ss, mb := Compare(testPlan(), records(t, tc.peaks), tc.failed, largest)
 			if len(ss) != 5 {
 				t.Fatalf("%d steps compared, want the 5 with a kind", len(ss))
 			}
@@ -121,9 +128,9 @@ func TestCompareAndSummarize(t *testing.T) {
 			}
 			sum := Summarize(ss)
 			fields, ratio := sum.Fields(mb)
-			if len(sum.Kinds) != tc.kinds || sum.Steps != tc.steps || sum.Unmeasured != tc.unmeasured || sum.Within != tc.within {
-				t.Errorf("kinds %d steps %d unmeasured %d within %d, want %d %d %d %d",
-					len(sum.Kinds), sum.Steps, sum.Unmeasured, sum.Within, tc.kinds, tc.steps, tc.unmeasured, tc.within)
+			if len(sum.Kinds) != tc.kinds || sum.Steps != tc.steps || sum.Unmeasured != tc.unmeasured || sum.Within != tc.within || sum.StepsWithin != tc.stepsWithin {
+				t.Errorf("kinds %d steps %d unmeasured %d within %d steps within %d, want %d %d %d %d %d",
+					len(sum.Kinds), sum.Steps, sum.Unmeasured, sum.Within, sum.StepsWithin, tc.kinds, tc.steps, tc.unmeasured, tc.within, tc.stepsWithin)
 			}
 			if got := field(fields, "worst_kind"); got != tc.worstKind {
 				t.Errorf("worst_kind %v, want %s", got, tc.worstKind)
@@ -155,7 +162,7 @@ func TestPredictionIgnoresRecords(t *testing.T) {
 	if peak, ok := st.PeakRSS("mp-convert", model); !ok || peak != 64<<30 {
 		t.Fatalf("the planted record is not what the scheduler would use: %d %v", peak, ok)
 	}
-	ss, _ := Compare(testPlan(), st, nil)
+	ss, _ := Compare(testPlan(), st, nil, largest)
 	want := map[string]int64{"convert": 1200, "fixed": 500, "quant:a": 700, "quant:b": 700, "nvidia": 700}
 	for _, s := range ss {
 		if s.PredMB != want[s.ID] {
@@ -168,17 +175,18 @@ func TestPredictionIgnoresRecords(t *testing.T) {
 }
 
 func TestTableAndFit(t *testing.T) {
-	ss, mb := Compare(testPlan(), records(t, map[string]float64{"convert": 1000, "fixed": 800, "quant:a": 1100, "quant:b": 200}), nil)
+	ss, mb := Compare(testPlan(), records(t, map[string]float64{"convert": 1000, "fixed": 800, "quant:a": 1100, "quant:b": 200}), nil, largest)
 	sum := Summarize(ss)
 	var b strings.Builder
 	WriteTable(&b, "tiny-1m", mb, ss, sum)
 	table := b.String()
 	for _, want := range []string{
 		"memory-plan tiny-1m (model 100 MiB)",
-		"mp-convert                   1 model            1200       1000.0   +20.0%  convert",
-		"mp-fixed                     1 fixed             500        800.0   -37.5%  fixed",
-		// quant: b is +250%, a -36%: the kind shows b, its worst.
-		"mp-quant                     2 model             700        200.0  +250.0%  quant:b",
+		"mp-convert                   1 model            1200       1000.0   +20.0%     +20.0%  convert",
+		"mp-fixed                     1 fixed             500        800.0   -37.5%     -37.5%  fixed",
+		// quant: the kind's error is its peak step's, a (-36.4%); b, its
+		// worst, is overweighted +250%.
+		"mp-quant                     2 model             700       1100.0   -36.4%    +250.0%  quant:a",
 		"unmeasured nvidia",
 		"no record",
 	} {
@@ -186,13 +194,13 @@ func TestTableAndFit(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
-	fit := strings.Join(Fit(mb, sum.Kinds), "\n")
+	fit := strings.Join(Fit(sum.Kinds), "\n")
 	for _, want := range []string{
-		// (1000 - 1000) / 100
-		"mp-convert: ModelFactor 2 -> 0.00 ((1000 - 1000 MiB) / 100 MiB, peak of convert)",
+		// (1000 - 1000) / 200 scaled
+		"mp-convert: ModelFactor 2 -> 0.00, TensorFactor 0 -> 0.00 ((1000 - 1000 MiB) / 200 MiB scaled, peak of convert; model 100 MiB, largest tensor 50 MiB)",
 		"mp-fixed: fixed weight 500 MiB -> 800 MiB (peak of fixed)",
-		// the kind's largest peak, a's: (1100 - 300) / 100
-		"mp-quant: ModelFactor 4 -> 8.00 ((1100 - 300 MiB) / 100 MiB, peak of quant:a)",
+		// the kind's largest peak, a's: (1100 - 300) / 400 = 2x both factors
+		"mp-quant: ModelFactor 2 -> 4.00, TensorFactor 4 -> 8.00 ((1100 - 300 MiB) / 400 MiB scaled, peak of quant:a",
 	} {
 		if !strings.Contains(fit, want) {
 			t.Errorf("fit lacks %q:\n%s", want, fit)
@@ -201,9 +209,19 @@ func TestTableAndFit(t *testing.T) {
 }
 
 func TestFitBelowTheFixedPart(t *testing.T) {
-	ss, mb := Compare(testPlan(), records(t, map[string]float64{"convert": 900}), nil)
-	if fit := Fit(mb, Summarize(ss).Kinds); len(fit) != 1 || !strings.Contains(fit[0], "-> -1.00") || !strings.Contains(fit[0], "lower MemoryMB") {
+	ss, _ := Compare(testPlan(), records(t, map[string]float64{"convert": 900}), nil, largest)
+	if fit := Fit(Summarize(ss).Kinds); len(fit) != 1 || !strings.Contains(fit[0], "-> -1.00") || !strings.Contains(fit[0], "lower MemoryMB") {
 		t.Errorf("fit: %q", fit)
+	}
+}
+
+// Without the model's largest tensor the whole model stands in for it.
+func TestUnknownLargestTensor(t *testing.T) {
+	ss, _ := Compare(testPlan(), records(t, map[string]float64{"quant:a": 700}), nil, 0)
+	for _, s := range ss {
+		if s.ID == "quant:a" && s.PredMB != 300+200+400 {
+			t.Errorf("quant:a predicted %d MiB without a largest tensor, want 900", s.PredMB)
+		}
 	}
 }
 
@@ -229,7 +247,7 @@ func TestLoadPlanOfTheBuiltinRecipes(t *testing.T) {
 		if got := ModelName(pl); got != model {
 			t.Errorf("%s: model %s, want %s", r, got, model)
 		}
-		ss, _ := Compare(pl, runstats.Open(""), nil)
+		ss, _ := Compare(pl, runstats.Open(""), nil, 0)
 		if len(ss) < 10 {
 			t.Errorf("%s: only %d steps weighed", r, len(ss))
 		}

@@ -15,8 +15,11 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/event"
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/runstats"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 // Config is one run of the benchmark.
@@ -78,13 +81,17 @@ func measure(ctx context.Context, c Config, cache, recipe string, fit bool) (Lin
 	if err != nil {
 		return Line{}, err
 	}
-	ss, modelBytes := Compare(pl, runstats.Open(filepath.Join(cache, "records", "steps.json")), failed)
+	largest, err := largestTensor(ctx, pl, cache)
+	if err != nil {
+		return Line{}, err
+	}
+	ss, modelBytes := Compare(pl, runstats.Open(filepath.Join(cache, "records", "steps.json")), failed, largest)
 	sum := Summarize(ss)
 	model := ModelName(pl)
 	WriteTable(c.Log, model, modelBytes, ss, sum)
 	if fit {
-		fmt.Fprintf(c.Log, "  memory-plan fit on %s (check the other models out of sample):\n", model)
-		for _, l := range Fit(modelBytes, sum.Kinds) {
+		fmt.Fprintf(c.Log, "  memory-plan fit on %s (a kind's two constants need both models: choose ones that hold on each):\n", model)
+		for _, l := range Fit(sum.Kinds) {
 			fmt.Fprintf(c.Log, "    %s\n", l)
 		}
 	}
@@ -156,4 +163,24 @@ func cacheRoot(explicit string) (string, error) {
 		return filepath.Abs(explicit)
 	}
 	return cache.UserRoot(os.Getenv)
+}
+
+// largestTensor is the recipe's built-in model's largest tensor, read
+// from the provisioned checkpoint's headers as the scheduler reads it from
+// the fetched source; 0 for another source (the formula then counts the
+// whole model in its place, and the table says so by its figures).
+func largestTensor(ctx context.Context, pl *plan.Plan, cacheRoot string) (int64, error) {
+	name, ok := strings.CutPrefix(pl.Recipe.Model.Source, "builtin:")
+	if !ok {
+		return 0, nil
+	}
+	dir, err := toolchain.BuiltinModel(ctx, cacheRoot, name)
+	if err != nil {
+		return 0, fmt.Errorf("built-in model %s: %w", name, err)
+	}
+	n, err := edge.LargestTensorBytes(dir)
+	if err != nil {
+		return 0, fmt.Errorf("built-in model %s: %w", name, err)
+	}
+	return n, nil
 }

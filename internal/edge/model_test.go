@@ -94,6 +94,28 @@ func TestSafetensorsHeaders(t *testing.T) {
 	}
 }
 
+func TestLargestTensorBytes(t *testing.T) {
+	sharded := t.TempDir()
+	writeSafetensorsHeader(t, filepath.Join(sharded, "model-00001-of-00002.safetensors"), llama3Tensors(0, 16, false))
+	writeSafetensorsHeader(t, filepath.Join(sharded, "model-00002-of-00002.safetensors"), llama3Tensors(16, 32, true))
+	// The embedding (128256 x 4096 BF16), in the second shard, is the largest.
+	if n, err := LargestTensorBytes(sharded); err != nil || n != 128256*4096*2 {
+		t.Errorf("largest tensor: %d, %v; want %d", n, err, 128256*4096*2)
+	}
+	// Data offsets, where the header has them, are the tensor's size.
+	one := t.TempDir()
+	writeSafetensorsHeader(t, filepath.Join(one, "model.safetensors"), map[string]tensor{
+		"a": {Dtype: "F32", Shape: []int64{4, 8}, DataOffsets: []int64{0, 128}},
+		"b": {Dtype: "F32", Shape: []int64{100}, DataOffsets: []int64{128, 528}},
+	})
+	if n, err := LargestTensorBytes(one); err != nil || n != 400 {
+		t.Errorf("largest tensor: %d, %v; want 400", n, err)
+	}
+	if _, err := LargestTensorBytes(t.TempDir()); err == nil {
+		t.Error("a folder without weights has no largest tensor")
+	}
+}
+
 func TestSafetensorsRefusesWhatItCannotCount(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -77,52 +77,108 @@ func safetensorsFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
-// headerParams reads one file's header: an 8-byte little-endian length, then
-// that many bytes of JSON mapping tensor names to dtype and shape.
-func headerParams(path string) (int64, error) {
-	f, err := os.Open(path)
+// LargestTensorBytes is the size of the largest tensor in the folder's
+// safetensors files (the shards an index lists, else every top-level
+// *.safetensors), reading only the headers. Tools that quantize or convert
+// a tensor at a time hold a few copies of the largest one, which in an LLM
+// is the embedding: with a large vocabulary (Gemma's 262K) it, more than
+// the model's total size, sets their peak memory.
+func LargestTensorBytes(dir string) (int64, error) {
+	names, err := safetensorsFiles(dir)
 	if err != nil {
 		return 0, err
+	}
+	if len(names) == 0 {
+		return 0, errors.New("no safetensors weights in the folder")
+	}
+	var largest int64
+	for _, name := range names {
+		tensors, err := readHeader(filepath.Join(dir, name))
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		for _, t := range tensors {
+			largest = max(largest, t.bytes)
+		}
+	}
+	return largest, nil
+}
+
+// headerParams counts one file's parameters from its header.
+func headerParams(path string) (int64, error) {
+	tensors, err := readHeader(path)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, t := range tensors {
+		if !slices.Contains(floatDtypes, t.dtype) {
+			return 0, fmt.Errorf("tensor %s is %s: a quantized checkpoint, whose header does not count parameters", t.name, t.dtype)
+		}
+		total += t.elems
+	}
+	return total, nil
+}
+
+// dtypeBytes sizes a tensor whose header gives no data offsets.
+var dtypeBytes = map[string]int64{"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4,
+	"F16": 2, "BF16": 2, "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
+
+// headerTensor is one tensor as a safetensors header describes it.
+type headerTensor struct {
+	name, dtype string
+	elems       int64
+	bytes       int64 // from its data offsets, else its dtype and shape
+}
+
+// readHeader reads one file's header: an 8-byte little-endian length, then
+// that many bytes of JSON mapping tensor names to dtype, shape and offsets.
+func readHeader(path string) ([]headerTensor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var n uint64
 	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
-		return 0, errors.New("not a safetensors file (shorter than its 8-byte header length)")
+		return nil, errors.New("not a safetensors file (shorter than its 8-byte header length)")
 	}
 	if n < 2 || n > maxHeaderBytes {
-		return 0, fmt.Errorf("not a safetensors file (header length %d)", n)
+		return nil, fmt.Errorf("not a safetensors file (header length %d)", n)
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(f, hdr); err != nil {
-		return 0, fmt.Errorf("not a safetensors file (header cut short: %v)", err)
+		return nil, fmt.Errorf("not a safetensors file (header cut short: %v)", err)
 	}
-	var tensors map[string]json.RawMessage
-	if err := json.Unmarshal(hdr, &tensors); err != nil {
-		return 0, fmt.Errorf("not a safetensors file (header is not JSON: %v)", err)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(hdr, &raw); err != nil {
+		return nil, fmt.Errorf("not a safetensors file (header is not JSON: %v)", err)
 	}
-	var total int64
-	for name, raw := range tensors {
+	var tensors []headerTensor
+	for name, r := range raw {
 		if name == "__metadata__" {
 			continue
 		}
 		var t struct {
-			Dtype string  `json:"dtype"`
-			Shape []int64 `json:"shape"`
+			Dtype   string   `json:"dtype"`
+			Shape   []int64  `json:"shape"`
+			Offsets [2]int64 `json:"data_offsets"`
 		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return 0, fmt.Errorf("tensor %s: %v", name, err)
-		}
-		if !slices.Contains(floatDtypes, t.Dtype) {
-			return 0, fmt.Errorf("tensor %s is %s: a quantized checkpoint, whose header does not count parameters", name, t.Dtype)
+		if err := json.Unmarshal(r, &t); err != nil {
+			return nil, fmt.Errorf("tensor %s: %v", name, err)
 		}
 		elems := int64(1)
 		for _, d := range t.Shape {
 			if d < 0 || (d > 0 && elems > (1<<62)/d) {
-				return 0, fmt.Errorf("tensor %s: shape %v is not plausible", name, t.Shape)
+				return nil, fmt.Errorf("tensor %s: shape %v is not plausible", name, t.Shape)
 			}
 			elems *= d
 		}
-		total += elems
+		size := t.Offsets[1] - t.Offsets[0]
+		if size <= 0 {
+			size = elems * dtypeBytes[t.Dtype]
+		}
+		tensors = append(tensors, headerTensor{name: name, dtype: t.Dtype, elems: elems, bytes: size})
 	}
-	return total, nil
+	return tensors, nil
 }

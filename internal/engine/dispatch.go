@@ -35,7 +35,7 @@ type Dispatch struct {
 // publishing stay here.
 func (e *Engine) dispatch(ctx context.Context, s *plan.Step, kind steps.Kind, key string, tl []*tools.Tool) error {
 	r := kind.Resources(s.Params)
-	mem, _ := e.predictMemory(s.Kind, r, e.modelBytes(ctx, false))
+	mem, _ := e.predictMemory(s.Kind, r, e.model(ctx, false))
 	started := time.Now()
 	e.emit(event.Event{Type: event.Started, Step: s.ID, Kind: s.Kind, Key: key, Message: "dispatched"})
 	wkey, where, err := e.opt.Dispatch.Dispatch(ctx, Dispatch{Step: s, Key: key, Resources: r, MemoryMB: mem, Force: e.opt.Force})

@@ -91,9 +91,10 @@ type Engine struct {
 	fitsOnce sync.Once
 	fits     []edge.TargetFit
 
-	statsOnce  sync.Once
-	statsStore *runstats.Store
-	modelSize  atomic.Int64 // model.source's bytes, once fetched
+	statsOnce     sync.Once
+	statsStore    *runstats.Store
+	modelSize     atomic.Int64 // model.source's bytes, once fetched
+	largestTensor atomic.Int64 // its largest tensor's bytes, set with modelSize
 
 	phaseMu   sync.Mutex
 	phaseSums map[string]time.Duration
@@ -177,7 +178,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 		// Weighed when ready: by then the source is fetched and its size
 		// known.
 		memory := func() int64 {
-			mb, _ := e.predictMemory(s.Kind, rsrc, e.modelBytes(ctx, false))
+			mb, _ := e.predictMemory(s.Kind, rsrc, e.model(ctx, false))
 			return mb
 		}
 		var needs []string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/runstats"
 	"github.com/edgepipe/edgepipe/steps"
@@ -13,7 +14,7 @@ import (
 // Memory prediction basis, as shown by `plan`.
 const (
 	MemoryFixed    = "fixed"    // the kind's own weight, not tied to the model
-	MemoryModel    = "model"    // MemoryMB + ModelFactor x the model's bytes
+	MemoryModel    = "model"    // MemoryMB + ModelFactor x the model's bytes + TensorFactor x its largest tensor's
 	MemoryMeasured = "measured" // the peak RSS of the kind's last run on a model of about this size
 	MemoryUnknown  = "unknown"  // the model's size is not known yet (not fetched): the kind's fixed part
 	MemoryEstimate = "estimate" // MemoryMB + ModelFactor x a size estimated from the model's shape (not fetched)
@@ -46,12 +47,37 @@ func (e *Engine) stats() *runstats.Store {
 
 func statsKey(p *plan.Plan, id string) string { return runstats.Key(p.Recipe.Name, id) }
 
+// ModelSize is what the memory formula knows of the model: its bytes and
+// its largest tensor's (0 when not known: the formula then counts the whole
+// model in its place, which can only overweigh).
+type ModelSize struct {
+	Bytes         int64
+	LargestTensor int64
+}
+
+// tensorBytes is the largest tensor's size for the formula.
+func (m ModelSize) tensorBytes() int64 {
+	if m.LargestTensor > 0 {
+		return m.LargestTensor
+	}
+	return m.Bytes
+}
+
 // modelBytes is the size of the fetched model (model.source), or 0 while
 // it is not fetched. During a run it is known once the source step is
 // done; for `plan`, when the source is cached or a local folder.
 func (e *Engine) modelBytes(ctx context.Context, lookup bool) int64 {
+	return e.model(ctx, lookup).Bytes
+}
+
+// ModelSize is the fetched model's size as the memory formula uses it,
+// looking the source step up in the cache when it has not run here;
+// zero while the source is not fetched.
+func (e *Engine) ModelSize(ctx context.Context) ModelSize { return e.model(ctx, true) }
+
+func (e *Engine) model(ctx context.Context, lookup bool) ModelSize {
 	if n := e.modelSize.Load(); n > 0 {
-		return n
+		return ModelSize{Bytes: n, LargestTensor: e.largestTensor.Load()}
 	}
 	for _, s := range e.plan.Steps {
 		if s.Kind != steps.Fetch.Name() {
@@ -62,45 +88,52 @@ func (e *Engine) modelBytes(ctx context.Context, lookup bool) int64 {
 			out, _ = e.cached(ctx, s)
 		}
 		if out == nil {
-			return 0
+			return ModelSize{}
 		}
 		var n int64
 		for _, f := range out.Files {
 			n += f.Size
 		}
+		// Headers only; a source without safetensors (a GGUF) leaves it 0.
+		largest, _ := edge.LargestTensorBytes(out.Dir)
+		e.largestTensor.Store(largest)
 		e.modelSize.Store(n)
-		return n
+		return ModelSize{Bytes: n, LargestTensor: largest}
 	}
-	return 0
+	return ModelSize{}
 }
 
 // predictMemory weighs a step: the peak RSS its kind reached last time on
 // a model within a factor of two of this one (scaled to this size), else
 // the kind's formula from the model's size, else its fixed weight.
-func (e *Engine) predictMemory(kind string, r steps.Resources, modelBytes int64) (int64, string) {
-	if r.ModelFactor > 0 && modelBytes > 0 {
-		if peak, ok := e.stats().PeakRSS(kind, modelBytes); ok {
+func (e *Engine) predictMemory(kind string, r steps.Resources, m ModelSize) (int64, string) {
+	if scalesWithModel(r) && m.Bytes > 0 {
+		if peak, ok := e.stats().PeakRSS(kind, m.Bytes); ok {
 			return int64(float64(peak)*measuredHeadroom) >> 20, MemoryMeasured
 		}
 	}
-	return FormulaMemory(r, modelBytes)
+	return FormulaMemory(r, m)
 }
+
+func scalesWithModel(r steps.Resources) bool { return r.ModelFactor > 0 || r.TensorFactor > 0 }
 
 // FormulaMemory is a step's memory weight from its kind's constants and
 // the model's size alone, never from the measured records: the fixed part
-// plus ModelFactor x modelBytes (MemoryModel), the fixed weight of a kind
-// without a factor (MemoryFixed), or the fixed part while the size is not
-// known (MemoryUnknown). The scheduler falls back to it without a
-// measurement; `BENCH memory-plan` compares it with measured peaks, which
-// is only a test of the constants while no measurement leaks into it.
-func FormulaMemory(r steps.Resources, modelBytes int64) (int64, string) {
-	if r.ModelFactor <= 0 {
+// plus ModelFactor x the model's bytes plus TensorFactor x its largest
+// tensor's (MemoryModel), the fixed weight of a kind without factors
+// (MemoryFixed), or the fixed part while the size is not known
+// (MemoryUnknown). The scheduler falls back to it without a measurement;
+// `BENCH memory-plan` compares it with measured peaks, which is only a test
+// of the constants while no measurement leaks into it.
+func FormulaMemory(r steps.Resources, m ModelSize) (int64, string) {
+	if !scalesWithModel(r) {
 		return r.MemoryMB, MemoryFixed
 	}
-	if modelBytes <= 0 {
+	if m.Bytes <= 0 {
 		return r.MemoryMB, MemoryUnknown
 	}
-	return r.MemoryMB + int64(r.ModelFactor*float64(modelBytes))>>20, MemoryModel
+	scaled := r.ModelFactor*float64(m.Bytes) + r.TensorFactor*float64(m.tensorBytes())
+	return r.MemoryMB + int64(scaled)>>20, MemoryModel
 }
 
 // Predict says, for each step of the plan, the memory weight and cores the
@@ -113,10 +146,10 @@ func (e *Engine) Predict(ctx context.Context) map[string]Prediction {
 // (estimated from its shape) is assumedBytes: the weights of a plan run
 // elsewhere (Ray, Argo Workflows) must not fall back to the fixed part.
 func (e *Engine) PredictAssuming(ctx context.Context, assumedBytes int64) map[string]Prediction {
-	mb := e.modelBytes(ctx, true)
-	assumed := mb <= 0 && assumedBytes > 0
+	m := e.model(ctx, true)
+	assumed := m.Bytes <= 0 && assumedBytes > 0
 	if assumed {
-		mb = assumedBytes
+		m = ModelSize{Bytes: assumedBytes}
 	}
 	out := map[string]Prediction{}
 	for _, s := range e.plan.Steps {
@@ -125,7 +158,7 @@ func (e *Engine) PredictAssuming(ctx context.Context, assumedBytes int64) map[st
 			continue
 		}
 		r := k.Resources(s.Params)
-		mem, basis := e.predictMemory(s.Kind, r, mb)
+		mem, basis := e.predictMemory(s.Kind, r, m)
 		if assumed && basis == MemoryModel {
 			basis = MemoryEstimate
 		}
@@ -134,7 +167,7 @@ func (e *Engine) PredictAssuming(ctx context.Context, assumedBytes int64) map[st
 		if r.MinCores > 0 && r.MinCores < hi {
 			lo = r.MinCores
 		}
-		out[s.ID] = Prediction{MemoryMB: mem, Basis: basis, ModelBytes: mb, MinCores: lo, MaxCores: hi,
+		out[s.ID] = Prediction{MemoryMB: mem, Basis: basis, ModelBytes: m.Bytes, MinCores: lo, MaxCores: hi,
 			Estimate: e.stats().Duration(statsKey(e.plan, s.ID))}
 	}
 	return out

@@ -76,7 +76,11 @@ func (coremlConvert) Tools(any) []string { return []string{ToolCoreMLConvert} }
 func (coremlConvert) Resources(any) steps.Resources {
 	// torch holds the fp32 model and its trace, coremltools a second copy
 	// of the graph while it converts and quantizes: a few GB for 135M.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 2048, ModelFactor: 8}
+	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
+	// (BENCH memory-plan).
+	// coremltools' peak follows the largest tensor (2.9x on Gemma's 262K
+	// vocabulary for 2x the model).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1752, TensorFactor: 10.4}
 }
 
 func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
@@ -149,7 +153,9 @@ func (coremlValidate) Resources(any) steps.Resources {
 	// Two fp32 copies of the model (unconverted and simulated INT4) and
 	// the package's weights read back.
 	// On macOS the Core ML model itself is scored too.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6, Host: steps.HostNeeds{PrefersMacOS: true}}
+	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
+	// (BENCH memory-plan).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 442, ModelFactor: 2.92, Host: steps.HostNeeds{PrefersMacOS: true}}
 }
 
 // coremlReport is coreml_validate.py's result line.

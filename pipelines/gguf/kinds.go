@@ -40,7 +40,9 @@ func (ggufConvert) Tools(any) []string { return []string{toolchain.ToolConvertHF
 func (ggufConvert) Resources(any) steps.Resources {
 	// The converter holds the whole model in memory, with f32
 	// intermediates: about three times a bf16 checkpoint, plus Python.
-	return steps.Resources{Cores: 1, MemoryMB: 1024, ModelFactor: 3}
+	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
+	// (BENCH memory-plan).
+	return steps.Resources{Cores: 1, MemoryMB: 115, ModelFactor: 1.62}
 }
 
 func (ggufConvert) Run(ctx context.Context, sc *steps.Context) error {
@@ -78,7 +80,11 @@ type QuantizeParams struct {
 func (ggufQuantize) NewParams() any     { return &QuantizeParams{} }
 func (ggufQuantize) Tools(any) []string { return []string{toolchain.ToolQuantize} }
 func (ggufQuantize) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 512, ModelFactor: 2}
+	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
+	// (BENCH memory-plan).
+	// llama-quantize holds a tensor at a time, so its largest (the embedding:
+	// 5.7x the peak on Gemma's 262K vocabulary for 2x the model) sets it.
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 16, TensorFactor: 2}
 }
 
 func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
@@ -166,7 +172,9 @@ type ImatrixParams struct {
 func (imatrix) NewParams() any     { return &ImatrixParams{} }
 func (imatrix) Tools(any) []string { return []string{toolchain.ToolImatrix} }
 func (imatrix) Resources(any) steps.Resources {
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 512, ModelFactor: 2}
+	// Measured on Gemma 3 only (2026-12-03, 1,086 MiB), +4%; the split
+	// between the fixed part and the model's is assumed.
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 600, ModelFactor: 0.5}
 }
 
 func (imatrix) Run(ctx context.Context, sc *steps.Context) error {

@@ -41,7 +41,9 @@ func (ovExport) NewParams() any     { return &ExportParams{} }
 func (ovExport) Tools(any) []string { return []string{ToolExport} }
 func (ovExport) Resources(any) steps.Resources {
 	// The fp32 model, its TorchScript trace and the converted IR at once.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 6}
+	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
+	// fixed part and the model's is assumed (BENCH memory-plan).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 900, ModelFactor: 1.8}
 }
 
 // irReport is what the openvino_export.py and openvino_quantize.py print.
@@ -173,7 +175,9 @@ func (ovQuantize) Tools(any) []string { return []string{ToolQuantize} }
 func (ovQuantize) Resources(any) steps.Resources {
 	// The fp32 IR, its compressed copy and, for the data-aware methods,
 	// the activations NNCF collects: 1.6 GB measured for 135M parameters.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 5}
+	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
+	// fixed part and the model's is assumed (BENCH memory-plan).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 800, ModelFactor: 1.55}
 }
 
 func (p *QuantizeParams) args(in, out, calibration string, threads int) []string {
@@ -255,7 +259,9 @@ func (ovValidate) NewParams() any     { return &ValidateParams{} }
 func (ovValidate) Tools(any) []string { return []string{ToolValidate} }
 func (ovValidate) Resources(any) steps.Resources {
 	// OpenVINO's compiled model and the PyTorch reference model at once.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 5}
+	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
+	// fixed part and the model's is assumed (BENCH memory-plan).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1050, ModelFactor: 2}
 }
 
 func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {

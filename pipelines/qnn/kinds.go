@@ -70,11 +70,12 @@ type QDQParams struct {
 func (qnnQDQ) NewParams() any     { return &QDQParams{} }
 func (qnnQDQ) Tools(any) []string { return []string{ToolQDQ} }
 func (qnnQDQ) Resources(params any) steps.Resources {
-	// MinMax calibration keeps every tensor of the graph for every window:
-	// about 0.5 GB per 256-token window for the built-in model, plus the
-	// model twice (preprocessed and quantized).
+	// MinMax calibration keeps every tensor of the graph for every window,
+	// beside the model several times over (fp32, preprocessed, QDQ):
+	// fitted 2026-12-03 on both built-in models' peaks at 4 windows, +10%
+	// (7,720 and 14,484 MiB; BENCH memory-plan); 256 MiB a window assumed.
 	windows := int64(steps.ParamsOf[QDQParams](params).Samples)
-	return steps.Resources{Cores: 2, MemoryMB: 3072 + 512*windows}
+	return steps.Resources{Cores: 2, MemoryMB: 375 + 256*windows, ModelFactor: 13.7}
 }
 
 func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
