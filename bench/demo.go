@@ -21,7 +21,7 @@ var demoOverheadBench = benchmark{
 	name: "demo-overhead",
 	about: func(*env) string {
 		return "recipes/demo.yaml with every step rerun (--force) vs a shell script of the same tool commands (from the manifests' argv); " +
-			"ratio = edgepipe -j 1 / script, goal < 1.05, and -j 2 should beat the script"
+			"ratio = edgepipe -j 1 / script, goal <= 1.02 (issue 18), and -j 2 should beat the script; ratio_own_j1 adds only edgepipe's own measured share to the script's time"
 	},
 	run: runDemoOverhead,
 }
@@ -168,8 +168,12 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	for _, k := range slices.Sorted(maps.Keys(phases)) {
 		res.add("j1_"+k, medianFloat(phases[k]))
 	}
-	res.add("goal", "ratio<1.05,ratio_j2<1")
-	res.add("met", t1.Seconds()/ts.Seconds() < 1.05 && t2 < ts)
+	// The direct ratio carries the tools' own run-to-run spread (seconds
+	// either way on a shared machine); this one adds only edgepipe's
+	// measured share to the script's time.
+	res.add("ratio_own_j1", (ts.Seconds()+medianFloat(phases["own_s"]))/ts.Seconds())
+	res.add("goal", "ratio<=1.02,ratio_j2<1")
+	res.add("met", t1.Seconds()/ts.Seconds() <= 1.02 && t2 < ts)
 	res.ratio = t1.Seconds() / ts.Seconds()
 	return res, demoColdRun{out: out, cold: t2}, nil
 }
