@@ -65,7 +65,10 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 		o := t.Options.(*Int4Options)
 		params := &QuantizeParams{Method: o.method(), BlockSize: plan.Or(o.BlockSize, DefaultONNXBlockSize),
 			Symmetric: o.method() == MethodRTN && plan.Or(o.Symmetric, true), KeepLMHead: plan.Or(o.KeepLMHead, false)}
-		suffix := plan.OptionSuffix(t.Options, "method", "block_size", "symmetric", "keep_lm_head")
+		if !params.KeepLMHead {
+			params.LMHeadBits = plan.Or(o.LMHeadBits, DefaultLMHeadBits)
+		}
+		suffix := plan.OptionSuffix(t.Options, "method", "block_size", "symmetric", "keep_lm_head", "lm_head_bits")
 		model = add(&plan.Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}

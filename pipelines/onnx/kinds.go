@@ -106,7 +106,7 @@ func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (onnxQuantize) Name() string { return "onnx-quantize" }
-func (onnxQuantize) Version() int { return 2 }
+func (onnxQuantize) Version() int { return 3 }
 
 // QuantizeParams are an onnx-quantize step's.
 type QuantizeParams struct {
@@ -114,6 +114,9 @@ type QuantizeParams struct {
 	BlockSize  int    `json:"block_size"`
 	Symmetric  bool   `json:"symmetric"`
 	KeepLMHead bool   `json:"keep_lm_head"`
+	// LMHeadBits is the output projection's width when it is quantized;
+	// 0 (steps planned before it existed) means 4, like the rest.
+	LMHeadBits int `json:"lm_head_bits,omitempty"`
 }
 
 func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
@@ -152,6 +155,8 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if p.KeepLMHead {
 		args = append(args, "--keep-lm-head")
+	} else if p.LMHeadBits != 0 {
+		args = append(args, "--lm-head-bits", strconv.Itoa(p.LMHeadBits))
 	}
 	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
 		return err
@@ -162,6 +167,8 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		MatMulFloat int      `json:"matmul_float"`
 		PaddedK     []int    `json:"padded_k"`
 		KeptFP32    []string `json:"kept_fp32"`
+		LMHeadBits  int      `json:"lm_head_bits"`
+		LMHeadTied  bool     `json:"lm_head_tied"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQuantize, err)
@@ -179,6 +186,16 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetMetric("matmul_float", float64(res.MatMulFloat))
 	if len(res.KeptFP32) > 0 {
 		sc.Result.SetFact("kept_fp32", strings.Join(res.KeptFP32, ","))
+	}
+	switch want := p.LMHeadBits; {
+	case res.LMHeadTied:
+		// A tied projection reads the embedding's table through a Transpose:
+		// no constant for MatMulNBits to pack, at any width.
+		sc.Result.SetFact("lm_head", "the output projection stays in float: its weight is the tied embedding's table, read through a Transpose, which MatMulNBits cannot pack")
+	case want != 0 && !p.KeepLMHead && res.LMHeadBits != 0 && res.LMHeadBits != want:
+		return fmt.Errorf("onnx-quantize: asked for a %d-bit output projection, %s made it %d bits (see %s)", want, ToolQuantize, res.LMHeadBits, sc.LogPath)
+	case res.LMHeadBits == 8:
+		sc.Result.SetFact("lm_head", "the output projection at 8 bits (round to nearest, a zero point per block of "+strconv.Itoa(bs)+"), the rest at 4")
 	}
 	if len(res.PaddedK) > 0 {
 		sc.Result.SetFact("padded", fmt.Sprintf("block %d does not divide K in %v: those blocks are zero-padded", bs, res.PaddedK))

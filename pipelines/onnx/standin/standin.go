@@ -128,6 +128,7 @@ func onnxExport(args []string, stdout, stderr io.Writer) error {
 }
 
 // onnxQuantize: onnx_quantize.py --in F --out DIR [--method hqq|rtn] [--block-size B] [--asymmetric]
+// [--keep-lm-head | --lm-head-bits 4|8]
 func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("onnx_quantize", flag.ContinueOnError)
 	in := fs.String("in", "", "")
@@ -136,6 +137,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	bs := fs.Int("block-size", 32, "")
 	asym := fs.Bool("asymmetric", false, "")
 	keepHead := fs.Bool("keep-lm-head", false, "")
+	headBits := fs.Int("lm-head-bits", 4, "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -144,6 +146,9 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *method != "hqq" && *method != "rtn" {
 		return fmt.Errorf("--method %q: want hqq or rtn", *method)
+	}
+	if *headBits != 4 && *headBits != 8 {
+		return fmt.Errorf("--lm-head-bits %d: want 4 or 8", *headBits)
 	}
 	// HQQ always stores a zero point per block.
 	*asym = *asym || *method == "hqq"
@@ -168,9 +173,13 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	// The output projection is about a tenth of a small model's weights.
 	var kept []string
 	nbits := 7*max(h.KVLayers, 1) + 1
-	if *keepHead {
+	lmHeadBits := *headBits
+	switch {
+	case *keepHead:
 		h.Bits += 0.1 * (32 - h.Bits)
-		kept, nbits = []string{"/lm_head/MatMul"}, nbits-1
+		kept, nbits, lmHeadBits = []string{"/lm_head/MatMul"}, nbits-1, 32
+	case *headBits == 8:
+		h.Bits += 0.1 * 4
 	}
 	if err := WriteONNX(filepath.Join(*out, "model.onnx"), h, standin.Resample(payload, h.Bits/32)); err != nil {
 		return err
@@ -179,7 +188,8 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "method": *method, "block_size": *bs, "symmetric": !*asym,
-		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded})
+		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded, "lm_head_bits": lmHeadBits,
+		"lm_head_tied": false})
 }
 
 // logitDiff is the stand-in's max |logit difference| against PyTorch:
