@@ -68,7 +68,8 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 		if !params.KeepLMHead {
 			params.LMHeadBits = plan.Or(o.LMHeadBits, DefaultLMHeadBits)
 		}
-		suffix := plan.OptionSuffix(t.Options, "method", "block_size", "symmetric", "keep_lm_head", "lm_head_bits")
+		params.VDownBits = plan.Or(o.VDownBits, DefaultVDownBits)
+		suffix := plan.OptionSuffix(t.Options, "method", "block_size", "symmetric", "keep_lm_head", "lm_head_bits", "v_down_bits")
 		model = add(&plan.Step{ID: "onnx-quantize:int4" + strings.TrimPrefix(model.ID, "onnx-export:fp32") + suffix,
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}

@@ -117,6 +117,8 @@ type QuantizeParams struct {
 	// LMHeadBits is the output projection's width when it is quantized;
 	// 0 (steps planned before it existed) means 4, like the rest.
 	LMHeadBits int `json:"lm_head_bits,omitempty"`
+	// VDownBits is the value and down projections' width; 0 means 4.
+	VDownBits int `json:"v_down_bits,omitempty"`
 }
 
 func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
@@ -158,6 +160,9 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	} else if p.LMHeadBits != 0 {
 		args = append(args, "--lm-head-bits", strconv.Itoa(p.LMHeadBits))
 	}
+	if p.VDownBits != 0 {
+		args = append(args, "--v-down-bits", strconv.Itoa(p.VDownBits))
+	}
 	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
 		return err
 	}
@@ -169,6 +174,7 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		KeptFP32    []string `json:"kept_fp32"`
 		LMHeadBits  int      `json:"lm_head_bits"`
 		LMHeadTied  bool     `json:"lm_head_tied"`
+		EightBit    int      `json:"eight_bit_layers"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQuantize, err)
@@ -195,7 +201,11 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	case want != 0 && !p.KeepLMHead && res.LMHeadBits != 0 && res.LMHeadBits != want:
 		return fmt.Errorf("onnx-quantize: asked for a %d-bit output projection, %s made it %d bits (see %s)", want, ToolQuantize, res.LMHeadBits, sc.LogPath)
 	case res.LMHeadBits == 8:
-		sc.Result.SetFact("lm_head", "the output projection at 8 bits (round to nearest, a zero point per block of "+strconv.Itoa(bs)+"), the rest at 4")
+		sc.Result.SetFact("lm_head", "the output projection at 8 bits (round to nearest, a zero point per block of "+strconv.Itoa(bs)+")")
+	}
+	sc.Result.SetMetric("eight_bit_layers", float64(res.EightBit))
+	if p.VDownBits == 8 {
+		sc.Result.SetFact("v_down", fmt.Sprintf("%d v_proj and down_proj MatMuls at 8 bits (round to nearest, a zero point per block of %d), the other layers at 4", res.EightBit, bs))
 	}
 	if len(res.PaddedK) > 0 {
 		sc.Result.SetFact("padded", fmt.Sprintf("block %d does not divide K in %v: those blocks are zero-padded", bs, res.PaddedK))

@@ -138,6 +138,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	asym := fs.Bool("asymmetric", false, "")
 	keepHead := fs.Bool("keep-lm-head", false, "")
 	headBits := fs.Int("lm-head-bits", 4, "")
+	vDownBits := fs.Int("v-down-bits", 4, "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -149,6 +150,9 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *headBits != 4 && *headBits != 8 {
 		return fmt.Errorf("--lm-head-bits %d: want 4 or 8", *headBits)
+	}
+	if *vDownBits != 4 && *vDownBits != 8 {
+		return fmt.Errorf("--v-down-bits %d: want 4 or 8", *vDownBits)
 	}
 	// HQQ always stores a zero point per block.
 	*asym = *asym || *method == "hqq"
@@ -181,6 +185,13 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	case *headBits == 8:
 		h.Bits += 0.1 * 4
 	}
+	// v_proj and down_proj: two of a layer's seven MatMuls, about a third
+	// of its weights.
+	eight := 0
+	if *vDownBits == 8 {
+		eight = 2 * max(h.KVLayers, 1)
+		h.Bits += 0.3 * 4
+	}
 	if err := WriteONNX(filepath.Join(*out, "model.onnx"), h, standin.Resample(payload, h.Bits/32)); err != nil {
 		return err
 	}
@@ -189,7 +200,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "method": *method, "block_size": *bs, "symmetric": !*asym,
 		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded, "lm_head_bits": lmHeadBits,
-		"lm_head_tied": false})
+		"lm_head_tied": false, "eight_bit_layers": eight})
 }
 
 // logitDiff is the stand-in's max |logit difference| against PyTorch:
