@@ -87,10 +87,10 @@ class LiteRTConvert(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def validate(self, name):
+    def validate(self, name, *extra):
         d = self.dir
         return run("litert_validate.py", "--model", os.path.join(d, name), "--images", os.path.join(d, "x.npy"),
-                   "--labels", os.path.join(d, "y.npy"), "--reference", os.path.join(d, "ref.npy"))
+                   "--labels", os.path.join(d, "y.npy"), "--reference", os.path.join(d, "ref.npy"), *extra)
 
     def test_fp32_matches_torch(self):
         r = self.fp32
@@ -119,13 +119,24 @@ class LiteRTConvert(unittest.TestCase):
         self.assertLess(r["bytes"], self.fp32["bytes"] * 0.4, (r["bytes"], self.fp32["bytes"]))
 
     def test_int8_agrees(self):
-        v = self.validate("int8.tflite")
+        logits = os.path.join(self.dir, "int8_logits.npy")
+        v = self.validate("int8.tflite", "--save-logits", logits)
         self.assertEqual(v["samples"], len(self.x))
         # Random weights are harder than a trained model's (the digits model agrees on 99%);
         # most top-1s must still agree.
         self.assertGreaterEqual(v["reference"]["agreement"], 0.6, v)
         self.assertAlmostEqual(v["reference"]["drop"], 1.0 - v["top1"], places=9)
-        self.assertLess(v["reference"]["max_abs_logit_diff"], 0.5 * float(np.abs(self.ref).max()) + 1e-6, v)
+        # The dequantized logits follow the float ones. Not their maximum difference: static
+        # quantization clips logits beyond the calibrated output range (measured: the largest
+        # logits of unseen images saturate while every top-1 agrees).
+        q = np.load(logits)
+        self.assertEqual(q.shape, self.ref.shape)
+        # Measured: correlation 0.80 here (the digits model: 0.997), median difference under a
+        # quarter of the logits' standard deviation in both; unrelated logits correlate near 0.
+        corr = float(np.corrcoef(q.ravel(), self.ref.ravel())[0, 1])
+        median, std = float(np.median(np.abs(q - self.ref))), float(self.ref.std())
+        self.assertGreater(corr, 0.6, (corr, median, std, v))
+        self.assertLess(median, 0.25 * std, (corr, median, std, v))
 
     def test_bad_inputs_fail_with_the_fix(self):
         d = self.dir
