@@ -48,6 +48,8 @@ var smokeImports = map[string]string{
 	// plugin execution provider loads it, so an older glibc fails here.
 	"qnn": "import onnxruntime, onnxruntime_qnn; onnxruntime.register_execution_provider_library(" +
 		"'QNNExecutionProvider', onnxruntime_qnn.get_library_path())",
+	// litert-torch imports torchao, jax and the LiteRT converter's native module.
+	"litert": "import torch, torchvision, litert_torch, ai_edge_litert.interpreter",
 }
 
 func toolchainsDir(cacheDir string) string { return filepath.Join(cacheDir, "toolchains") }

@@ -261,6 +261,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
 		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
 		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
+		"litert":        {"python", "litert-torch", "ai-edge-litert", "torch", "torchvision"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {

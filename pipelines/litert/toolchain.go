@@ -1,0 +1,25 @@
+// Package litert declares the pinned LiteRT toolchain (steps/toolchains/litert.lock)
+// and its helper scripts: PyTorch -> TFLite/LiteRT conversion, FP32 and full-integer
+// INT8 (litert-torch's PT2E quantizer, calibrated), and validation with the LiteRT
+// interpreter. It brings no formats yet: the vision family wires its Android target
+// to these tools.
+package litert
+
+import "github.com/edgepipe/edgepipe/internal/toolchain"
+
+// Toolchain is the pinned LiteRT environment.
+const Toolchain = "litert"
+
+// Tool names: the helper scripts under steps/python that run in the toolchain.
+const (
+	// ToolConvert converts a torchvision classifier's safetensors to .tflite (fp32 or int8).
+	ToolConvert = "litert_convert.py"
+	// ToolValidate scores a .tflite with the LiteRT interpreter on a labelled set.
+	ToolValidate = "litert_validate.py"
+)
+
+func init() {
+	toolchain.Register(toolchain.Python(Toolchain, []string{ToolConvert, ToolValidate},
+		"litert-torch 0.10.0 (ai-edge-torch renamed) converts PyTorch vision models to TFLite/LiteRT, FP32 or full-integer INT8 "+
+			"(PT2E static quantization, calibrated); ai-edge-litert 2.3.0's interpreter validates them on this CPU"))
+}
