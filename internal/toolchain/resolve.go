@@ -261,6 +261,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
 		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
 		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
+		"vision":        {"python", "torch", "torchvision", "onnxruntime", "onnx", "scikit-learn"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {
