@@ -18,7 +18,7 @@ type Int8Options struct {
 	CalibrationMethod *string `yaml:"calibration_method" enum:"minmax,entropy,percentile" doc:"How ONNX Runtime picks activation ranges from the calibration images: minmax (the default), entropy or percentile."`
 	PerChannel        *bool   `yaml:"per_channel" doc:"One int8 scale per output channel of each weight (default true); false: one per tensor."`
 	Samples           *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
-	KeepStem          *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the Conv that reads the image) and its input in float (default true: on the built-in model, quantizing it alone costs 3 of the 3.6 points int8 loses)."`
+	KeepStem          *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the Conv that reads the image) and its input in float (default true: on the built-in model it turns a 3.9-point top-1 drop into 0.56, README)."`
 	KeepFloat         *string `yaml:"keep_float" doc:"A regular expression over the ONNX graph's node names (for example /classifier/): the nodes it matches stay in float too (default: none)."`
 }
 
