@@ -60,9 +60,20 @@ def save_set(path, images, labels):
             z.writestr(zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0)), buf.getvalue())
 
 
+CONFIG_KEYS = ("architecture", "num_classes", "input_size", "in_channels", "mean", "std")
+
+
 def read_config(model_dir):
-    with open(os.path.join(model_dir, "config.json")) as f:
-        return json.load(f)
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise SystemExit(f"{model_dir} has no config.json: an image classifier folder holds model.safetensors and config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    missing = [k for k in CONFIG_KEYS if k not in cfg]
+    if missing:
+        raise SystemExit(f"{path} lacks {', '.join(missing)}: it is not an image classifier's config "
+                         f"(a text model in an image-classification recipe?)")
+    return cfg
 
 
 def preprocess(images, cfg):
