@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -50,7 +49,7 @@ func (p *parser) accuracy(k, v *yaml.Node, path string, q *Quality) {
 			f, ok := p.nonNegative(v, path+".max_drop")
 			if ok && f > 1 {
 				p.report(v, "write the drop as a fraction of the images: max_drop: 0.01 is one percentage point of top-1 accuracy",
-					"%s.max_drop %s is over 1", path, strings.TrimRight(v.Value, " "))
+					"%s.max_drop %s is over 1", path, v.Value)
 				return
 			}
 			if ok {
