@@ -1,7 +1,8 @@
-// Package data ships the built-in evaluation and calibration texts
-// (data/README.md says where they come from and under which license), so a
-// recipe's `builtin:eval` and `builtin:calibration` work offline and give
-// the same tokens on every machine.
+// Package data ships the built-in evaluation and calibration texts and
+// labelled image sets (data/README.md says where they come from and under
+// which license), so a recipe's `builtin:eval`, `builtin:calibration`,
+// `builtin:digits-test` and `builtin:digits-calibration` work offline and
+// give the same tokens and images on every machine.
 package data
 
 import (
@@ -9,33 +10,45 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 )
 
-//go:embed *.txt
+//go:embed *.txt *.npz
 var texts embed.FS
 
-// Names lists the built-in texts.
+// Names lists the built-in data sets.
 func Names() []string {
 	ents, _ := texts.ReadDir(".")
 	var out []string
 	for _, e := range ents {
-		out = append(out, strings.TrimSuffix(e.Name(), ".txt"))
+		out = append(out, strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Bytes returns a built-in text.
-func Bytes(name string) ([]byte, error) {
-	b, err := texts.ReadFile(name + ".txt")
-	if err != nil {
-		return nil, fmt.Errorf("no built-in text %q: built-in texts are %s", name, strings.Join(Names(), ", "))
+// fileOf is the embedded file of a built-in data set: a text (.txt) or a
+// labelled image set (.npz).
+func fileOf(name string) (string, error) {
+	for _, ext := range []string{".txt", ".npz"} {
+		if _, err := fs.Stat(texts, name+ext); err == nil {
+			return name + ext, nil
+		}
 	}
-	return b, nil
+	return "", fmt.Errorf("no built-in data set %q: built-in data sets are %s", name, strings.Join(Names(), ", "))
+}
+
+// Bytes returns a built-in data set's bytes.
+func Bytes(name string) ([]byte, error) {
+	f, err := fileOf(name)
+	if err != nil {
+		return nil, err
+	}
+	return texts.ReadFile(f)
 }
 
 // Materialize writes a built-in text into dir under a name that includes
@@ -46,8 +59,9 @@ func Materialize(name, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	f, _ := fileOf(name)
 	sum := sha256.Sum256(b)
-	path := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:8])+".txt")
+	path := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:8])+filepath.Ext(f))
 	if st, err := os.Stat(path); err == nil && st.Size() == int64(len(b)) {
 		return path, nil
 	}

@@ -21,11 +21,12 @@ import (
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
 	"github.com/edgepipe/edgepipe/pipelines/openvino"
 	"github.com/edgepipe/edgepipe/pipelines/qnn"
+	"github.com/edgepipe/edgepipe/pipelines/vision"
 )
 
 // The order is the order formats are listed in (the catalog, error
 // messages, `edgepipe devices`).
 func init() {
 	plan.Register(coreml.Family(), qnn.Family(), mlc.Family(), gguf.Family(), onnx.Family(),
-		llmcompressor.Family(), nvidia.Family(), openvino.Family())
+		llmcompressor.Family(), nvidia.Family(), openvino.Family(), vision.Family())
 }

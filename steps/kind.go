@@ -250,6 +250,9 @@ type Result struct {
 	Argv  [][]string        `json:"argv,omitempty"`
 	// Perplexity is what a quality step measured; publishing gates on it.
 	Perplexity *Perplexity `json:"perplexity,omitempty"`
+	// Accuracy is what an image-classification quality step measured;
+	// publishing gates on its drop against the reference.
+	Accuracy *Accuracy `json:"accuracy,omitempty"`
 	// Bench is what the bench step measured on this host.
 	Bench *manifest.Bench `json:"bench,omitempty"`
 	// Revision is the commit a source's branch or tag resolved to.
@@ -294,6 +297,21 @@ type Perplexity struct {
 	Top1Agreement *float64 `json:"top1_agreement,omitempty"`
 	// Backend is what computed it (llama.cpp, transformers, onnxruntime).
 	Backend string `json:"backend"`
+}
+
+// Accuracy is a classifier's top-1 accuracy on a labelled image set; a
+// converted model's step also records the reference model's (the fp32
+// PyTorch model, on the same images) and how often the two agree.
+type Accuracy struct {
+	Top1    float64 `json:"top1"`
+	Correct int     `json:"correct"`
+	Images  int     `json:"images"`
+	// Reference is the reference model's top-1; nil in the reference's
+	// own step.
+	Reference        *float64 `json:"reference_top1,omitempty"`
+	Agreement        *float64 `json:"agreement,omitempty"`
+	Backend          string   `json:"backend"`
+	ReferenceBackend string   `json:"reference_backend,omitempty"`
 }
 
 // SetVersion records the version of a tool or library that ran.

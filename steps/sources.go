@@ -19,7 +19,12 @@ import (
 func init() {
 	Fetchers = append(Fetchers,
 		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Check: toolchain.CheckBuiltin,
-			Tools: func(string) []string { return []string{toolchain.ToolGGUFToHF} }},
+			Tools: func(src string) []string {
+				if toolchain.IsVisionBuiltin(src) {
+					return []string{toolchain.ToolVisionTrain}
+				}
+				return []string{toolchain.ToolGGUFToHF}
+			}},
 		Fetcher{Scheme: "hf://", Fetch: fetchHF, Check: func(src string) error { _, err := hf.ParseURI(src); return err }},
 		Fetcher{Scheme: "https://", Fetch: fetchGetter, Check: getter.Check},
 		Fetcher{Scheme: "s3::", Fetch: fetchGetter, Check: getter.Check},

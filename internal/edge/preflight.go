@@ -23,6 +23,11 @@ type TargetFit struct {
 // cannot know (a model downloaded at run time, time to first token) is a
 // note on the TargetFit, not an error.
 func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
+	if r.IsVision() {
+		// Weights, KV cache and decode ceilings are an LLM's; an image
+		// classifier's memory and latency are not predicted yet.
+		return nil, nil
+	}
 	model := ResolveModel(r.Model.Source, r.Dir())
 	var diags recipe.Diagnostics
 	fits := make([]TargetFit, 0, len(r.Targets))

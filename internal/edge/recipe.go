@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/recipewrite"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -80,7 +81,7 @@ func RenderRecipe(p Pick, o RecipeOptions) []byte {
 			KVDtype: p.KVDtype, MinTokensPerS: p.MinTokensPerS, MaxMemoryGB: p.MaxMemoryGB}},
 	}
 	r.Targets[0].Quality = r.Quality
-	return recipe.Write(r, header)
+	return recipewrite.Write(r, header)
 }
 
 // wrap breaks text into comment lines of at most about 80 columns, the

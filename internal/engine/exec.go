@@ -147,8 +147,10 @@ type RunResult struct {
 	Outputs   map[string]*steps.Output
 	Published map[string]string // target -> folder
 	Gates     map[string]*publish.GateResult
-	Failed    []error // root causes only
-	Skipped   []string
+	// Accuracy holds image classifiers' gates, by target.
+	Accuracy map[string]*publish.AccuracyResult
+	Failed   []error // root causes only
+	Skipped  []string
 	// Stopped maps each skipped step that needed nothing that failed to
 	// the failure after which fail-fast stopped launching work.
 	Stopped map[string]string
@@ -157,7 +159,8 @@ type RunResult struct {
 // Run executes the plan. Its error is the first root cause (or the
 // context's error when interrupted); RunResult lists them all.
 func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
-	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{}, Stopped: map[string]string{}}
+	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{},
+		Accuracy: map[string]*publish.AccuracyResult{}, Stopped: map[string]string{}}
 	var nodes []dag.Node
 	var pubMu sync.Mutex
 	only := map[string]bool{}
@@ -198,6 +201,9 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 						pubMu.Lock()
 						if pr.Gate != nil {
 							res.Gates[s.Target] = pr.Gate
+						}
+						if pr.Accuracy != nil {
+							res.Accuracy[s.Target] = pr.Accuracy
 						}
 						if pr.Dir != "" {
 							res.Published[s.Target] = pr.Dir

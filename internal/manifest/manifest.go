@@ -135,13 +135,15 @@ type Step struct {
 // Metrics are the measured results. Every field is optional: absent means
 // not measured.
 type Metrics struct {
-	Perplexity        *Perplexity `json:"perplexity,omitempty"`
-	KLDivergence      *float64    `json:"kl_divergence,omitempty"`
-	Top1Agreement     *float64    `json:"top1_agreement,omitempty"`
-	SizeBytes         *int64      `json:"size_bytes,omitempty"`
-	DecodeCeilingTokS *float64    `json:"decode_ceiling_tok_s,omitempty"`
-	MemoryFit         *MemoryFit  `json:"memory_fit,omitempty"`
-	Bench             *Bench      `json:"bench,omitempty"`
+	Perplexity *Perplexity `json:"perplexity,omitempty"`
+	// Accuracy is an image classifier's gate, in place of Perplexity.
+	Accuracy          *Accuracy  `json:"accuracy,omitempty"`
+	KLDivergence      *float64   `json:"kl_divergence,omitempty"`
+	Top1Agreement     *float64   `json:"top1_agreement,omitempty"`
+	SizeBytes         *int64     `json:"size_bytes,omitempty"`
+	DecodeCeilingTokS *float64   `json:"decode_ceiling_tok_s,omitempty"`
+	MemoryFit         *MemoryFit `json:"memory_fit,omitempty"`
+	Bench             *Bench     `json:"bench,omitempty"`
 	// Checks lists which validations ran and how they ended.
 	Checks []Check `json:"checks,omitempty"`
 }
@@ -170,6 +172,23 @@ type Perplexity struct {
 	Chunks     int     `json:"chunks"`
 	// Backend is the runtime that evaluated both models (llama.cpp, onnxruntime).
 	Backend string `json:"backend"`
+}
+
+// Accuracy is an image classifier's quality gate: top-1 accuracy of the
+// reference (the fp32 PyTorch model) and of the converted model on the
+// same labelled images; Drop = Reference - Converted, as a fraction.
+type Accuracy struct {
+	Reference float64 `json:"reference"`
+	Converted float64 `json:"converted"`
+	Drop      float64 `json:"drop"`
+	MaxDrop   float64 `json:"max_drop"`
+	Verdict   string  `json:"verdict"`
+	Images    int     `json:"images"`
+	// Agreement is the share of images both models put in the same class.
+	Agreement *float64 `json:"agreement,omitempty"`
+	// Backend and ReferenceBackend are the runtimes that scored them.
+	Backend          string `json:"backend"`
+	ReferenceBackend string `json:"reference_backend"`
 }
 
 // MemoryFit is the plan-time memory pre-flight for the target's device:

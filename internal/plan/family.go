@@ -20,8 +20,15 @@ import (
 // toolchain installer cannot disagree about it.
 type Family struct {
 	// Name is the family's package name (gguf, llmcompressor, ...).
-	Name    string
+	Name string
+	// Task is the recipe task the family expands targets of; "" is the
+	// default task (text generation).
+	Task    string
 	Formats catalog.FormatSet
+	// TaskFormats are the formats a family of another task expands,
+	// which may share names with the text-generation families' (a vision
+	// onnx-fp32); its Formats rows are only those new to the catalog.
+	TaskFormats []string
 	// Options returns a new, empty value of a format's typed with:
 	// options (a pointer to a struct), or nil when it takes none.
 	Options func(format string) any
@@ -44,7 +51,10 @@ var families = struct {
 	sync.RWMutex
 	list     []*Family
 	byFormat map[string]*Family
-}{byFormat: map[string]*Family{}}
+	// byTask maps a task other than text generation to its formats'
+	// families.
+	byTask map[string]map[string]*Family
+}{byFormat: map[string]*Family{}, byTask: map[string]map[string]*Family{}}
 
 // Register adds format families; a format, step kind or toolchain
 // registered twice is a programming error.
@@ -66,6 +76,16 @@ func Register(fams ...Family) {
 		if f.Bench != nil {
 			steps.RegisterBenchBackend(f.Bench)
 		}
+		if f.Task != "" {
+			if families.byTask[f.Task] == nil {
+				families.byTask[f.Task] = map[string]*Family{}
+			}
+			for _, name := range f.TaskFormats {
+				families.byTask[f.Task][name] = f
+			}
+			families.list = append(families.list, f)
+			continue
+		}
 		for _, fm := range f.Formats.Formats {
 			families.byFormat[fm.Name] = f
 		}
@@ -79,6 +99,29 @@ func FamilyOf(format string) (*Family, bool) {
 	defer families.RUnlock()
 	f, ok := families.byFormat[format]
 	return f, ok
+}
+
+// FamilyFor returns the family that expands a format for a recipe task
+// ("" or text-generation: FamilyOf).
+func FamilyFor(task, format string) (*Family, bool) {
+	if task == "" || task == recipe.TaskTextGeneration {
+		return FamilyOf(format)
+	}
+	families.RLock()
+	defer families.RUnlock()
+	f, ok := families.byTask[task][format]
+	return f, ok
+}
+
+// TaskFormats lists the formats of a task other than text generation.
+func TaskFormats(task string) []string {
+	var out []string
+	for _, f := range Families() {
+		if f.Task == task {
+			out = append(out, f.TaskFormats...)
+		}
+	}
+	return out
 }
 
 // Families lists the registered families in registration order.
@@ -117,6 +160,18 @@ func (Catalog) Options(format string) any {
 	return f.Options(format)
 }
 
+// TaskFormats lists the formats of a task other than text generation.
+func (Catalog) TaskFormats(task string) []string { return TaskFormats(task) }
+
+// TaskOptions returns a new options value for a format of a task.
+func (Catalog) TaskOptions(task, format string) any {
+	f, ok := FamilyFor(task, format)
+	if !ok || f.Options == nil {
+		return nil
+	}
+	return f.Options(format)
+}
+
 // CheckSource refuses a model.source no run could fetch.
 func (Catalog) CheckSource(src string) error { return steps.CheckSource(src) }
 
@@ -131,7 +186,17 @@ func Notes(p *Plan) recipe.Diagnostics {
 	return diags
 }
 
-func noPipeline(t *recipe.Target) recipe.Diagnostic {
+func noPipeline(r *recipe.Recipe, t *recipe.Target) recipe.Diagnostic {
+	if r.IsVision() {
+		return recipe.Diagnostic{Pos: t.FormatPos,
+			Msg:  fmt.Sprintf("format %s has no image-classification pipeline", t.Format),
+			Hint: "image-classification targets take " + strings.Join(TaskFormats(r.Task), ", ")}
+	}
+	if _, ok := FamilyFor(recipe.TaskImageClassification, t.Format); ok {
+		return recipe.Diagnostic{Pos: t.FormatPos,
+			Msg:  fmt.Sprintf("format %s is an image-classification format, and this recipe is for text generation", t.Format),
+			Hint: "add task: image-classification to the recipe for an image classifier, or use onnx-int4 or another text-generation format"}
+	}
 	return recipe.Diagnostic{Pos: t.FormatPos,
 		Msg:  fmt.Sprintf("format %s has no built-in pipeline yet", t.Format),
 		Hint: "formats with a pipeline in this build: " + strings.Join(BuiltinFamilies(), ", ")}

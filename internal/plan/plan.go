@@ -106,9 +106,9 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos, Msg: err.Error()})
 			continue
 		}
-		fam, ok := FamilyOf(f.Name)
+		fam, ok := FamilyFor(r.Task, f.Name)
 		if !ok || fam.Expand == nil {
-			diags = append(diags, noPipeline(t))
+			diags = append(diags, noPipeline(r, t))
 			continue
 		}
 		if t.Options == nil && fam.Options != nil {
@@ -128,6 +128,10 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			Params: &PublishParams{Target: t.Name, Device: t.Device, Format: t.Format, Context: t.Context,
 				KVDtype: t.KVDtype, WarnDelta: t.Quality.Perplexity.WarnDelta, MaxDelta: t.Quality.Perplexity.MaxDelta,
 				MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS}}
+		if a := t.Quality.Accuracy; a != nil && r.IsVision() {
+			drop := a.MaxDrop
+			pub.Params.(*PublishParams).MaxAccuracyDrop = &drop
+		}
 		add(pub, t.Name)
 	}
 
@@ -312,6 +316,9 @@ type PublishParams struct {
 	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
 	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
 	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
+	// MaxAccuracyDrop is an image classifier's gate (absent for text
+	// generation, whose keys it leaves as they were).
+	MaxAccuracyDrop *float64 `json:"max_accuracy_drop,omitempty"`
 }
 
 // overrideParams applies a user step's with: to a step's typed params,

@@ -28,8 +28,10 @@ type GateResult struct {
 type GateError struct {
 	Target string
 	Gate   *GateResult
-	Check  *steps.Check
-	Step   string
+	// Accuracy is set for an image classifier's accuracy gate.
+	Accuracy *AccuracyResult
+	Check    *steps.Check
+	Step     string
 	// Earlier is the target's folder when an earlier run published there:
 	// it is left as it was (nothing already done is destroyed), but it is
 	// not this recipe's result, and the message says so.
@@ -38,7 +40,9 @@ type GateError struct {
 
 func (e *GateError) Error() string {
 	var msg string
-	if e.Check != nil {
+	if e.Accuracy != nil {
+		msg = e.Accuracy.failure()
+	} else if e.Check != nil {
 		msg = fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
 			e.Target, e.Check.Name, e.Step, e.Check.Detail)
 	} else {

@@ -71,6 +71,8 @@ type Result struct {
 	// Dir is the published folder ("" when nothing was published).
 	Dir  string
 	Gate *GateResult
+	// Accuracy is an image classifier's gate.
+	Accuracy *AccuracyResult
 	// Cached is true when the folder already held this build.
 	Cached bool
 }
@@ -107,8 +109,8 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		}
 		return ge
 	}
-	gate, gerr := p.judge(req)
-	res.Gate = gate
+	gate, acc, gerr := p.judge(req)
+	res.Gate, res.Accuracy = gate, acc
 	if gerr != nil {
 		return res, failed(gerr)
 	}
@@ -159,6 +161,12 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		size += f.Size
 	}
 	m := p.manifestFor(req, gate, size)
+	if acc != nil {
+		m.Metrics.Accuracy = acc.manifestAccuracy()
+		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "accuracy gate", Passed: acc.Verdict != manifest.VerdictFail,
+			Detail: fmt.Sprintf("top-1 %.4f vs reference %.4f: drop %+.4f (max %.4f): %s", acc.Converted, acc.Reference, acc.Drop, acc.MaxDrop, acc.Verdict)})
+		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	}
 	m.Sidecars = []string{manifest.ProvenanceFile}
 	if p.Signer != nil {
 		m.Sidecars = append(m.Sidecars, manifest.SignatureFile)
@@ -201,16 +209,26 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 
 // judge applies the target's checks: any validation a check step recorded
 // as failed fails the target (a logits mismatch, a structural check), and so
-// does perplexity drift over the target's max_delta.
-func (p *Publisher) judge(req *Request) (*GateResult, *GateError) {
+// does perplexity drift over the target's max_delta, and an image
+// classifier's top-1 accuracy drop over its max_drop.
+func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *GateError) {
 	t := req.Target
 	var gate *GateResult
+	var acc *AccuracyResult
 	for _, in := range req.Checks {
 		for _, c := range in.Result.Checks {
 			if !c.Passed {
 				c := c
 				p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-				return gate, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
+				return gate, acc, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
+			}
+		}
+		if a := judgeAccuracy(t, in.StepID, in.Result.Accuracy); a != nil {
+			acc = a
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+				Message: fmt.Sprintf("top-1 accuracy %.4f vs reference %.4f: drop %+.4f -> %s", a.Converted, a.Reference, a.Drop, a.Verdict)})
+			if a.Verdict == manifest.VerdictFail {
+				return gate, acc, &GateError{Target: t.Name, Accuracy: acc}
 			}
 		}
 		pp := in.Result.Perplexity
@@ -225,10 +243,10 @@ func (p *Publisher) judge(req *Request) (*GateResult, *GateError) {
 		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
-			return gate, &GateError{Target: t.Name, Gate: gate}
+			return gate, acc, &GateError{Target: t.Name, Gate: gate}
 		}
 	}
-	return gate, nil
+	return gate, acc, nil
 }
 
 // alreadyPublished reports whether final holds this recipe's target built

@@ -107,6 +107,8 @@ type parser struct {
 	// being expanded, to catch one merged into itself.
 	entriesOf map[*yaml.Node][]entry
 	merging   map[*yaml.Node]bool
+	// taskKeys are keys only one task takes (parse_task.go).
+	taskKeys []taskKey
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -860,6 +862,7 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 				r.Description, _ = p.str(v, "description")
 			}
 		}},
+		{"task", func(_, v *yaml.Node) { p.task(v, r) }},
 		{"model", func(k, v *yaml.Node) { p.model(k, v, &r.Model) }},
 		{"data", func(k, v *yaml.Node) { p.data(k, v, &r.Data) }},
 		{"quality", func(k, v *yaml.Node) { p.quality(v, "quality", &r.Quality, false) }},
@@ -881,9 +884,13 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		"add model: {source: hf://OWNER/REPO} (or builtin:NAME, https://..., ./dir)")
 	missing("targets", `missing "targets:", the artifacts to build`,
 		"add targets: {NAME: {device: DEVICE, format: FORMAT}}; `edgepipe devices` lists the devices")
+	if r.IsVision() {
+		p.applyTask(r) // the defaults targets start from
+	}
 	if targetsKey != nil {
 		r.Targets = p.targets(targetsKey, targetsVal, r.Quality)
 	}
+	p.applyTask(r)
 	return r
 }
 
@@ -952,7 +959,9 @@ func (p *parser) quality(v *yaml.Node, path string, q *Quality, target bool) {
 		}
 	}
 	p.object(v, path, []field{
-		{"perplexity", func(_, v *yaml.Node) {
+		{"accuracy", func(k, v *yaml.Node) { p.accuracy(k, v, path+".accuracy", q) }},
+		{"perplexity", func(k, v *yaml.Node) {
+			p.onlyFor(k, ppath, false, hintVisionGate)
 			p.object(v, ppath, []field{
 				{"context", perTarget("context", func(v *yaml.Node) {
 					if n, ok := p.positiveInt(v, ppath+".context"); ok {
@@ -1034,10 +1043,12 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 				}
 			}},
 			{"context", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".context", false, hintNoContext)
 				t.Context, _ = p.positiveInt(v, path+".context")
 				t.ContextPos = p.pos(k)
 			}},
-			{"kv_dtype", func(_, v *yaml.Node) {
+			{"kv_dtype", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".kv_dtype", false, hintNoContext)
 				s, ok := p.str(v, path+".kv_dtype")
 				if !ok {
 					return
@@ -1056,10 +1067,22 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 			}},
 			{"quality", func(_, v *yaml.Node) { p.quality(v, path+".quality", &t.Quality, true) }},
 			{"with", func(k, v *yaml.Node) { t.With, t.WithPos = p.withMap(v, path+".with"), p.withPositions(k, v) }},
-			{"min_tokens_per_s", func(_, v *yaml.Node) { t.MinTokensPerS, _ = p.nonNegative(v, path+".min_tokens_per_s") }},
-			{"max_memory_gb", func(_, v *yaml.Node) { t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb") }},
-			{"max_first_token_ms", func(_, v *yaml.Node) { t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms") }},
-			{"bench", func(k, v *yaml.Node) { t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k) }},
+			{"min_tokens_per_s", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".min_tokens_per_s", false, hintNoContext)
+				t.MinTokensPerS, _ = p.nonNegative(v, path+".min_tokens_per_s")
+			}},
+			{"max_memory_gb", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".max_memory_gb", false, hintNoContext)
+				t.MaxMemoryGB, _ = p.nonNegative(v, path+".max_memory_gb")
+			}},
+			{"max_first_token_ms", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".max_first_token_ms", false, hintNoContext)
+				t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms")
+			}},
+			{"bench", func(k, v *yaml.Node) {
+				p.onlyFor(k, path+".bench", false, hintNoBench)
+				t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k)
+			}},
 			{"publish", func(_, v *yaml.Node) { t.Publish = p.publishList(v, path+".publish") }},
 		})
 		if got != nil {

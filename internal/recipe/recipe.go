@@ -25,8 +25,12 @@ type Recipe struct {
 	Edgepipe    int    `json:"edgepipe"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	Model       Model  `json:"model"`
-	Data        Data   `json:"data"`
+	// Task is what the model does: TaskTextGeneration (written as "" in
+	// the recipe's JSON, the default) or TaskImageClassification. It
+	// picks the formats' pipelines, the data sets' kind and the gate.
+	Task  string `json:"task,omitempty"`
+	Model Model  `json:"model"`
+	Data  Data   `json:"data"`
 	// Quality holds the defaults every target starts from.
 	Quality Quality `json:"quality"`
 	// Resources caps what the executor may use at once.
@@ -40,7 +44,20 @@ type Recipe struct {
 	Toolchains map[string]ToolchainOverride `json:"toolchains,omitempty"`
 
 	NamePos Pos `json:"-"`
+	TaskPos Pos `json:"-"`
 }
+
+// Recipe tasks.
+const (
+	TaskTextGeneration      = "text-generation"
+	TaskImageClassification = "image-classification"
+)
+
+// Tasks lists the tasks a recipe may name.
+var Tasks = []string{TaskTextGeneration, TaskImageClassification}
+
+// IsVision reports whether the recipe classifies images.
+func (r *Recipe) IsVision() bool { return r.Task == TaskImageClassification }
 
 // Model names the source weights and what the recipe allows them to contain.
 type Model struct {
@@ -58,9 +75,19 @@ type Data struct {
 	Pos         Pos    `json:"-"`
 }
 
-// Quality is the quality gate configuration.
+// Quality is the quality gate configuration: perplexity drift for text
+// generation, top-1 accuracy drop for image classification (nil in a
+// text-generation recipe).
 type Quality struct {
 	Perplexity PerplexityGate `json:"perplexity"`
+	Accuracy   *AccuracyGate  `json:"accuracy,omitempty"`
+}
+
+// AccuracyGate: drop = reference top-1 accuracy - converted top-1
+// accuracy on the same labelled images, as a fraction (0.01 is one
+// percentage point). Above MaxDrop is "fail" (no publish).
+type AccuracyGate struct {
+	MaxDrop float64 `json:"max_drop"`
 }
 
 // PerplexityGate: delta = converted - baseline perplexity on the same tokens.
@@ -178,6 +205,17 @@ const (
 	DefaultWarnDelta  = 0.5
 	DefaultMaxDelta   = 2.0
 	DefaultKVDtype    = "f16"
+)
+
+// DefaultMaxAccuracyDrop is the domain brief's rule for static INT8 PTQ
+// of vision models: accuracy must drop by under 1%.
+const DefaultMaxAccuracyDrop = 0.01
+
+// The built-in labelled image sets of image-classification recipes: the
+// calibration and test splits of scikit-learn's digits (data/README.md).
+const (
+	DefaultVisionCalibration = "builtin:digits-calibration"
+	DefaultVisionEval        = "builtin:digits-test"
 )
 
 // Bench defaults: 10 warm-up and 50 timed runs at a 128-token prompt, a

@@ -34,6 +34,14 @@ type Catalog interface {
 	CheckSource(src string) error
 }
 
+// TaskCatalog is a Catalog that also knows the formats of the tasks
+// other than text generation, which may share a name with a text
+// format (a vision onnx-fp32) and have options of their own.
+type TaskCatalog interface {
+	TaskFormats(task string) []string
+	TaskOptions(task, format string) any
+}
+
 // Validate checks a parsed recipe against the device catalog and the known
 // step kinds: devices and formats exist, each device can run its target's
 // format, targets and steps do not share a name, every needs entry names a
@@ -130,14 +138,22 @@ func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 				"target %q: unknown device %q", t.Name, t.Device)
 		}
 		formatOK := t.Format != "" && cat.ValidFormat(t.Format)
-		if t.Format != "" && !formatOK {
+		tc, tasks := cat.(TaskCatalog)
+		vision := r.IsVision() && tasks
+		if vision && t.Format != "" {
+			formats := tc.TaskFormats(r.Task)
+			if formatOK = slices.Contains(formats, t.Format); !formatOK {
+				add(t.FormatPos, closestOrList(t.Format, formats, "image-classification formats"),
+					"target %q: format %q is not an image-classification format", t.Name, t.Format)
+			}
+		} else if t.Format != "" && !formatOK {
 			add(t.FormatPos, closestOrList(t.Format, cat.FormatNames(), "valid formats"),
 				"target %q: unknown format %q", t.Name, t.Format)
 		}
 		if deviceOK && formatOK {
 			if ok, fix := cat.CanRun(t.Device, t.Format); !ok {
 				add(t.FormatPos, fix, "target %q: no runtime on %s loads %s", t.Name, t.Device, t.Format)
-			} else if fix := cat.KVFix(t.Device, t.Format, t.KVDtype); fix != "" {
+			} else if fix := cat.KVFix(t.Device, t.Format, t.KVDtype); fix != "" && !vision {
 				pos := t.KVDtypePos
 				if pos.Line == 0 {
 					pos = t.FormatPos
@@ -146,10 +162,14 @@ func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 			}
 		}
 		if formatOK {
-			if d := validateBench(*t, cat); d != nil {
+			if d := validateBench(*t, cat); d != nil && !vision { // vision: the parser refused bench:
 				diags = append(diags, *d)
 			}
-			diags = append(diags, DecodeTargetOptions(t, cat.Options(t.Format))...)
+			opts := cat.Options(t.Format)
+			if vision {
+				opts = tc.TaskOptions(r.Task, t.Format)
+			}
+			diags = append(diags, DecodeTargetOptions(t, opts)...)
 		}
 	}
 	return diags

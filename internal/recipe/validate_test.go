@@ -45,6 +45,26 @@ func (fakeCatalog) Options(format string) any {
 
 func (fakeCatalog) KVFix(string, string, string) string { return "" }
 
+// The image-classification formats, which the catalog's text formats do
+// not list.
+func (fakeCatalog) TaskFormats(task string) []string {
+	if task == TaskImageClassification {
+		return []string{"onnx-fp32", "onnx-int8"}
+	}
+	return nil
+}
+
+func (fakeCatalog) TaskOptions(task, format string) any {
+	if task == TaskImageClassification && format == "onnx-int8" {
+		return &fakeInt8Options{}
+	}
+	return nil
+}
+
+type fakeInt8Options struct {
+	KeepStem *bool `yaml:"keep_stem_float" doc:"keep the stem in float"`
+}
+
 func (fakeCatalog) CheckSource(src string) error {
 	if strings.HasPrefix(src, "ftp://") {
 		return errors.New("no fetcher for this source")

@@ -43,6 +43,7 @@ func HTML(r Report) ([]byte, error) {
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"f":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"top1":  func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
 	"f4":    func(v float64) string { return fmt.Sprintf("%.4f", v) },
 	"delta": func(v float64) string { return fmt.Sprintf("%+.3f", v) },
 	"ppl":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
@@ -95,6 +96,8 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
 {{- if .Perplexity}}
 <td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
+{{- else if .Accuracy}}
+<td class="n">{{top1 .Accuracy.Reference}}<br/><span class="note">top-1, PyTorch fp32</span></td><td class="n">{{top1 .Accuracy.Converted}}<br/><span class="note">top-1</span></td><td class="n">drop {{top1 .Accuracy.Drop}}<br/><span class="note">max {{top1 .Accuracy.MaxDrop}}</span></td>
 {{- else}}
 <td class="n">-</td><td class="n">-</td><td class="n">-</td>
 {{- end}}

@@ -37,6 +37,10 @@ func Markdown(r Report) []byte {
 			ppl = fmt.Sprintf("%.3f", p.Converted)
 			delta = fmt.Sprintf("%+.3f", p.Delta)
 		}
+		if a := t.Accuracy; a != nil {
+			ppl = fmt.Sprintf("top-1 %.2f%%", 100*a.Converted)
+			delta = fmt.Sprintf("drop %.2f pt", 100*a.Drop)
+		}
 		if t.Verdict != "" {
 			verdict = t.Verdict
 		}

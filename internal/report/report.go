@@ -60,7 +60,9 @@ type Target struct {
 	// SizeBytes is the published model's size; 0 when nothing was published.
 	SizeBytes int64
 	// Perplexity, KL divergence and top-1 agreement are nil when not measured.
-	Perplexity    *Perplexity
+	Perplexity *Perplexity
+	// Accuracy is an image classifier's gate, in place of Perplexity.
+	Accuracy      *Accuracy
 	KLDivergence  *float64
 	Top1Agreement *float64
 	// StandIns lists the steps that ran with stand-in tools: their numbers
@@ -83,6 +85,12 @@ type Target struct {
 // Perplexity is the gate's measurement.
 type Perplexity struct {
 	Baseline, Converted, Delta, WarnDelta, MaxDelta float64
+}
+
+// Accuracy is an image classifier's gate: top-1 of the reference and of
+// the converted model, as fractions.
+type Accuracy struct {
+	Reference, Converted, Drop, MaxDrop float64
 }
 
 // Failure is one root cause of a failed run.

@@ -44,6 +44,9 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 			t.Perplexity = &report.Perplexity{Baseline: g.Baseline, Converted: g.Converted, Delta: g.Delta,
 				WarnDelta: g.WarnDelta, MaxDelta: g.MaxDelta}
 		}
+		if a := o.Accuracy; a != nil {
+			t.Accuracy = &report.Accuracy{Reference: a.Reference, Converted: a.Converted, Drop: a.Drop, MaxDrop: a.MaxDrop}
+		}
 		if o.Outcome == OutcomePublished {
 			r.Published++
 		}
@@ -57,6 +60,9 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 				r.Revision = m.Source.ResolvedRevision
 			}
 			t.KLDivergence, t.Top1Agreement, t.Bench = m.Metrics.KLDivergence, m.Metrics.Top1Agreement, m.Metrics.Bench
+			if a := m.Metrics.Accuracy; a != nil {
+				t.Top1Agreement = a.Agreement // the share of images both models put in the same class
+			}
 			for _, st := range m.Steps {
 				if st.StandIn {
 					t.StandIns = append(t.StandIns, st.ID)

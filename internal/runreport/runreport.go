@@ -133,6 +133,8 @@ type Outcome struct {
 	// prefixes); PushFailed the remotes whose push failed.
 	Pushed     []string `json:"pushed,omitempty"`
 	PushFailed []string `json:"push_failed,omitempty"`
+	// Accuracy is an image classifier's gate (in place of Gate).
+	Accuracy *publish.AccuracyResult `json:"accuracy,omitempty"`
 }
 
 func (c *Recorder) Outcomes(res *engine.RunResult) []Outcome {
@@ -150,6 +152,9 @@ func (c *Recorder) Outcomes(res *engine.RunResult) []Outcome {
 		}
 		if g := res.Gates[t.Name]; g != nil {
 			o.Gate, o.Verdict = g, g.Verdict
+		}
+		if a := res.Accuracy[t.Name]; a != nil {
+			o.Accuracy, o.Verdict = a, a.Verdict
 		}
 		c.mu.Lock()
 		o.Pushed, o.PushFailed = c.pushed[t.Name], c.pushFailed[t.Name]

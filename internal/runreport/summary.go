@@ -37,13 +37,22 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 		return
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "TARGET\tFORMAT\tSIZE\tPPL\tDELTA\t%s\tARTIFACT\n", termstatus.Paint(colour, termstatus.Plain, "VERDICT"))
+	q1, q2 := "PPL", "DELTA"
+	if pl.Recipe.IsVision() {
+		q1, q2 = "TOP-1", "DROP"
+	}
+	fmt.Fprintf(tw, "TARGET\tFORMAT\tSIZE\t%s\t%s\t%s\tARTIFACT\n", q1, q2, termstatus.Paint(colour, termstatus.Plain, "VERDICT"))
 	for _, t := range pl.Recipe.Targets {
 		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
 		if g := res.Gates[t.Name]; g != nil {
 			ppl = fmt.Sprintf("%.3f", g.Converted)
 			delta = fmt.Sprintf("%+.3f", g.Delta)
 			verdict = g.Verdict
+		}
+		if a := res.Accuracy[t.Name]; a != nil {
+			ppl = fmt.Sprintf("%.2f%%", 100*a.Converted)
+			delta = fmt.Sprintf("%+.2f pt", 100*a.Drop)
+			verdict = a.Verdict
 		}
 		if dir, ok := res.Published[t.Name]; ok {
 			where = RelPath(dir)

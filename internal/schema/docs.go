@@ -32,6 +32,7 @@ var typeDocs = map[string]string{
 	"Model":             "The weights to convert, and what they are allowed to contain.",
 	"Data":              "The calibration and evaluation texts: builtin:NAME, or a text file path relative to the recipe.",
 	"Quality":           "The quality gate every target must pass before it is published.",
+	"AccuracyGate":      "Top-1 accuracy of the converted classifier against the fp32 PyTorch model, on the same labelled images: drop = reference - converted, a fraction.",
 	"PerplexityGate":    "Perplexity of the converted model against the unconverted baseline, on the same tokens: delta = converted - baseline.",
 	"Resources":         "Caps on what the executor uses at once; unset means the machine's.",
 	"Target":            "One published artifact: the model in one format for one device. Its name (the key) names the artifact folder.",
@@ -47,10 +48,12 @@ var fieldDocs = map[string]fieldDoc{
 	"Recipe.Name": {Desc: "Names the recipe and its artifact folder (artifacts/NAME): lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.",
 		Required: true, Schema: func() *Schema { return nameSchema() }},
 	"Recipe.Description": {Desc: "What the recipe is for, in words.", Nullable: true},
-	"Recipe.Model":       {Desc: "The weights to convert.", Required: true},
-	"Recipe.Data":        {Desc: "The calibration and evaluation texts; both default to the built-in ones.", Nullable: true},
-	"Recipe.Quality":     {Desc: "The quality gate defaults every target starts from.", Nullable: true},
-	"Recipe.Resources":   {Desc: "Caps on memory and parallel steps; unset means the machine's.", Nullable: true},
+	"Recipe.Task": {Desc: "What the model does: text-generation (the default: LLM formats, gated on perplexity) or image-classification (vision formats onnx-fp32 and onnx-int8, labelled image sets as data, gated on top-1 accuracy).",
+		Default: recipe.TaskTextGeneration, Shape: func(s *Schema) { s.Enum = []any{recipe.TaskTextGeneration, recipe.TaskImageClassification} }},
+	"Recipe.Model":     {Desc: "The weights to convert.", Required: true},
+	"Recipe.Data":      {Desc: "The calibration and evaluation texts; both default to the built-in ones.", Nullable: true},
+	"Recipe.Quality":   {Desc: "The quality gate defaults every target starts from.", Nullable: true},
+	"Recipe.Resources": {Desc: "Caps on memory and parallel steps; unset means the machine's.", Nullable: true},
 	"Recipe.Targets": {Desc: "The artifacts to build, by name. Each name becomes a folder under the artifact folder.",
 		Required: true, Shape: func(s *Schema) {
 			s.PropertyNames = nameSchema()
@@ -70,17 +73,21 @@ var fieldDocs = map[string]fieldDoc{
 		}},
 	"Recipe.Toolchains": {Desc: "Use your own tools instead of the pinned toolchains, by toolchain name (`edgepipe doctor` lists them).", Nullable: true},
 
-	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
+	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
 		Required: true, Examples: []any{"builtin:smollm2-135m", "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main", "./weights", "./model-Q4_K_M.gguf"}},
 	"Model.AllowPickle":     {Desc: "Accept pickled weights (.bin, .pt, .pth, .ckpt, .pkl), which can run code when loaded. Default: refuse them.", Default: false},
 	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},
 
-	"Data.Calibration": {Desc: "Text for calibration (imatrix, GPTQ, AWQ, ...): builtin:NAME or a file path relative to the recipe.",
+	"Data.Calibration": {Desc: "Text for calibration (imatrix, GPTQ, AWQ, ...), or for an image-classification recipe a labelled image set (.npz; default builtin:digits-calibration): builtin:NAME or a file path relative to the recipe.",
 		Default: recipe.DefaultCalibration, Examples: []any{recipe.DefaultCalibration, "data/calibration.txt"}},
-	"Data.Eval": {Desc: "Text the perplexity gate is measured on: builtin:NAME or a file path relative to the recipe.",
+	"Data.Eval": {Desc: "Text the perplexity gate is measured on, or for an image-classification recipe the labelled image set (.npz; default builtin:digits-test) the accuracy gate is: builtin:NAME or a file path relative to the recipe.",
 		Default: recipe.DefaultEval, Examples: []any{recipe.DefaultEval, "data/eval.txt"}},
 
-	"Quality.Perplexity": {Desc: "The perplexity gate.", Nullable: true},
+	"Quality.Perplexity": {Desc: "The perplexity gate (text generation only).", Nullable: true},
+	"Quality.Accuracy":   {Desc: "The top-1 accuracy gate (task: image-classification only; default max_drop 0.01).", Nullable: true},
+
+	"AccuracyGate.MaxDrop": {Desc: "A top-1 drop over this fraction (0.01: one percentage point) fails the gate: the target is not published and the run exits 3.",
+		Min: zero, Default: recipe.DefaultMaxAccuracyDrop},
 
 	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: recipe.DefaultPPLContext},
 	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: recipe.DefaultWarnDelta},

@@ -85,6 +85,9 @@ func BuiltinNames() []string {
 	for n := range builtinModels {
 		names = append(names, n)
 	}
+	for n := range visionModels {
+		names = append(names, n)
+	}
 	sort.Strings(names)
 	return names
 }
@@ -113,7 +116,7 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 // CheckBuiltin refuses a builtin: source that names no built-in model.
 func CheckBuiltin(src string) error {
 	name := strings.TrimPrefix(src, "builtin:")
-	if _, ok := builtinModels[name]; !ok {
+	if _, ok := builtinModels[name]; !ok && !IsVisionBuiltin(name) {
 		return fmt.Errorf("no built-in model %q: built-in models are builtin:%s", name, strings.Join(BuiltinNames(), ", builtin:"))
 	}
 	return nil
@@ -137,6 +140,9 @@ func builtinDir(cacheDir, name string) (string, error) {
 // out of it, check its sha256 and convert it with the llama toolchain
 // (which must be installed). name may carry the "builtin:" prefix.
 func BuiltinModel(ctx context.Context, cacheDir, name string) (string, error) {
+	if IsVisionBuiltin(name) {
+		return provisionVision(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
+	}
 	return provisionBuiltin(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
 }
 

@@ -61,6 +61,16 @@ func Install(ctx context.Context, cacheDir, name string, progress io.Writer) (*I
 	if progress == nil {
 		progress = io.Discard
 	}
+	if model, ok := strings.CutPrefix(name, "builtin:"); ok && IsVisionBuiltin(model) {
+		if _, err := Install(ctx, cacheDir, Vision, progress); err != nil {
+			return nil, err
+		}
+		dir, err := provisionVision(ctx, cacheDir, model, progress)
+		if err != nil {
+			return nil, err
+		}
+		return builtinInstalled(cacheDir, model, dir)
+	}
 	if model, ok := strings.CutPrefix(name, "builtin:"); ok {
 		if _, err := Install(ctx, cacheDir, Llama, progress); err != nil {
 			return nil, err

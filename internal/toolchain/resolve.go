@@ -262,6 +262,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
 		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
 		"litert":        {"python", "litert-torch", "ai-edge-litert", "torch", "torchvision"},
+		"vision":        {"python", "torch", "torchvision", "onnxruntime", "onnx", "scikit-learn"},
 	}[in.Name]
 	var parts []string
 	for _, k := range keys {

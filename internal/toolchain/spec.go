@@ -173,6 +173,10 @@ const (
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
+	// Vision is the image-classification toolchain (the vision family
+	// registers it); ToolVisionTrain trains the built-in vision model.
+	Vision          = "vision"
+	ToolVisionTrain = "vision_train.py"
 )
 
 // registered holds toolchains the format families bring, after the core

@@ -14,4 +14,5 @@ import (
 	_ "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/openvino/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/qnn/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/vision/standin"
 )

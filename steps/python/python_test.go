@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
+	_ "github.com/edgepipe/edgepipe/pipelines" // the families' toolchains (vision)
 )
 
 // TestScoringModule runs the Python tests of ppl_scoring.py, the scorer
@@ -57,5 +59,44 @@ func TestScoringModule(t *testing.T) {
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("the scoring module's tests failed: %v", err)
+	}
+}
+
+// TestVisionDataModule runs the Python tests of vision_data.py, what every
+// vision helper reads image sets and models with, in the vision
+// toolchain: the index splits, the refusal of malformed sets, the
+// preprocessing, and the built-in data/digits-*.npz rebuilt byte for
+// byte from scikit-learn.
+func TestVisionDataModule(t *testing.T) {
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install vision` (go tool task test does both)")
+	}
+	cache := os.Getenv("EDGEPIPE_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(base, "edgepipe")
+	}
+	vision, err := toolchain.Resolve(cache, toolchain.Vision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir, err := filepath.Abs("../../data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, vision.Python, "-m", "unittest", "-v", "test_vision_data")
+	cmd.Env = append(os.Environ(), "PYTHONPATH=.:tests", "EDGEPIPE_VISION_DATA="+dataDir, "OMP_NUM_THREADS=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("vision_data.py's tests failed: %v", err)
+	}
+	if !strings.Contains(string(out), "test_builtin_sets_rebuild_byte_identical") || strings.Contains(string(out), "skipped") {
+		t.Fatalf("the built-in image sets were not checked:\n%s", out)
 	}
 }

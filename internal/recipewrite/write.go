@@ -1,4 +1,6 @@
-package recipe
+// Package recipewrite renders a recipe back to YAML, the way a person would
+// write it (what `edgepipe init` saves).
+package recipewrite
 
 import (
 	"fmt"
@@ -7,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
 // Write renders a recipe in format version 1, the way a person would write
@@ -16,7 +20,7 @@ import (
 // usually the schema modeline. What it writes parses back to the same
 // recipe; the sections it does not write (steps, toolchains, bench,
 // publish) are left out.
-func Write(r *Recipe, header []string) []byte {
+func Write(r *recipe.Recipe, header []string) []byte {
 	var b strings.Builder
 	line := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
@@ -30,7 +34,7 @@ func Write(r *Recipe, header []string) []byte {
 		}
 		line(0, "# %s", h)
 	}
-	line(0, "edgepipe: %d", FormatVersion)
+	line(0, "edgepipe: %d", recipe.FormatVersion)
 	line(0, "name: %s", scalar(r.Name))
 	if r.Description != "" {
 		line(0, "description: %s", scalar(r.Description))
@@ -44,13 +48,13 @@ func Write(r *Recipe, header []string) []byte {
 	if r.Model.TrustRemoteCode {
 		line(1, "trust_remote_code: true")
 	}
-	if (r.Data.Calibration != "" && r.Data.Calibration != DefaultCalibration) || (r.Data.Eval != "" && r.Data.Eval != DefaultEval) {
+	if (r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration) || (r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval) {
 		b.WriteByte('\n')
 		line(0, "data:")
-		if r.Data.Calibration != "" && r.Data.Calibration != DefaultCalibration {
+		if r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration {
 			line(1, "calibration: %s", scalar(r.Data.Calibration))
 		}
-		if r.Data.Eval != "" && r.Data.Eval != DefaultEval {
+		if r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval {
 			line(1, "eval: %s", scalar(r.Data.Eval))
 		}
 	}
@@ -101,11 +105,11 @@ func Write(r *Recipe, header []string) []byte {
 	return []byte(b.String())
 }
 
-var defaultGate = PerplexityGate{Context: DefaultPPLContext, WarnDelta: DefaultWarnDelta, MaxDelta: DefaultMaxDelta}
+var defaultGate = recipe.PerplexityGate{Context: recipe.DefaultPPLContext, WarnDelta: recipe.DefaultWarnDelta, MaxDelta: recipe.DefaultMaxDelta}
 
 // gateDiff lists the perplexity settings of g that differ from base, as
 // YAML lines.
-func gateDiff(g, base PerplexityGate) []string {
+func gateDiff(g, base recipe.PerplexityGate) []string {
 	var out []string
 	if g.Context != base.Context && g.Context != 0 {
 		out = append(out, fmt.Sprintf("context: %d", g.Context))

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+// TestRealVision runs recipes/vision-digits.yaml with the real vision
+// toolchain: the built-in MobileNetV3-Small trained here on scikit-learn's
+// digits (one thread, a few minutes the first time, then cached), its
+// torch.onnx export with a dynamic batch axis, ONNX Runtime's static INT8
+// QDQ model calibrated on the calibration split, and both scored on the
+// test split against the fp32 PyTorch model. It checks what the manifests
+// say was measured, not what the recipe asked for.
+func TestRealVision(t *testing.T) {
+	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime; trains the built-in vision model")
+	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
+	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(work, "artifacts")
+	// --force: every step runs its real tool again (a cache shared with an
+	// earlier run would otherwise only publish); the trained model stays
+	// cached, it is the toolchain's, not a step's.
+	log := run("run", "--force", "-j", "2", "--out", out, recipe)
+	t.Logf("edgepipe run vision-digits.yaml:\n%s", log)
+	var fp32, int8 *manifest.Manifest
+	for _, target := range []string{"cpu-fp32", "cpu-int8"} {
+		dir := filepath.Join(out, target)
+		run("verify", dir)
+		m, err := manifest.Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range m.Steps {
+			if s.StandIn {
+				t.Errorf("%s: step %s ran a stand-in in the real tier", target, s.ID)
+			}
+		}
+		a := m.Metrics.Accuracy
+		if a == nil || a.Images != 359 || !strings.HasPrefix(a.Backend, "onnxruntime 1.31.1") || !strings.HasPrefix(a.ReferenceBackend, "torch 2.11.0") {
+			t.Fatalf("%s: accuracy %+v: want the test split (359 images) scored by ONNX Runtime against PyTorch", target, a)
+		}
+		// A model trained on digits must classify them: a broken export,
+		// preprocessing or training lands near 10%.
+		if !(a.Reference > 0.9) || a.Drop > a.MaxDrop || a.MaxDrop != 0.01 || a.Verdict == "fail" {
+			t.Errorf("%s: accuracy %+v: want a reference over 90%% and a drop under max_drop 0.01", target, a)
+		}
+		if m.Metrics.Perplexity != nil {
+			t.Errorf("%s: an image classifier's manifest has a perplexity gate", target)
+		}
+		if target == "cpu-fp32" {
+			fp32 = m
+		} else {
+			int8 = m
+		}
+	}
+	// fp32 ONNX Runtime and PyTorch compute the same function: every image
+	// gets the same class.
+	if a := fp32.Metrics.Accuracy; a.Agreement == nil || *a.Agreement != 1 || a.Drop != 0 {
+		t.Errorf("fp32: %+v: want the same predictions as PyTorch", a)
+	}
+	if *fp32.Metrics.SizeBytes < 4<<20 || *int8.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 {
+		t.Errorf("sizes: fp32 %d bytes, int8 %d: want about 6 MB of fp32 weights and an int8 model under half of it",
+			*fp32.Metrics.SizeBytes, *int8.Metrics.SizeBytes)
+	}
+	quantized := false
+	for _, s := range int8.Steps {
+		if s.Kind == "vision-quantize" {
+			quantized = true
+			if !strings.Contains(s.Note, "QDQ") || !strings.Contains(s.Note, "per channel") {
+				t.Errorf("quantize step note %q: want a per-channel QDQ model", s.Note)
+			}
+		}
+	}
+	if !quantized {
+		t.Error("no vision-quantize step in the int8 manifest")
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "cpu-int8", "config.json")); err != nil || !strings.Contains(string(b), "mobilenet_v3_small") {
+		t.Errorf("the int8 artifact's config.json (its preprocessing): %v %s", err, b)
+	}
+}

@@ -1,0 +1,56 @@
+package vision
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/recipe"
+)
+
+// ReferenceStepID scores the fp32 PyTorch model on the evaluation set:
+// every target of the recipe is gated against it.
+const ReferenceStepID = "vision-eval:reference"
+
+// expand: source -> vision-export (torch.onnx, fp32, dynamic batch, checked
+// in ONNX Runtime; shared) -> vision-quantize (onnx-int8: static QDQ,
+// calibrated) -> vision-eval (top-1 accuracy on ONNX Runtime against the
+// PyTorch reference's, on the same images).
+func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
+	ref := add(&plan.Step{ID: ReferenceStepID, Kind: KindEval, Needs: []string{plan.SourceStepID},
+		Params: &EvalParams{Runtime: RuntimeTorch}, Data: plan.EvalData(r)}, t.Name)
+	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
+	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,
+		Needs: []string{plan.SourceStepID}, Params: &ExportParams{Opset: opset}, Data: plan.EvalData(r)}, t.Name)
+	if f.Name == FormatInt8 {
+		o := t.Options.(*Int8Options)
+		params := &QuantizeParams{Method: plan.Or(o.CalibrationMethod, DefaultCalibrationMethod),
+			PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0),
+			KeepStem: plan.Or(o.KeepStem, true), KeepFloat: plan.Or(o.KeepFloat, "")}
+		suffix := plan.OptionSuffix(t.Options, "calibration_method", "per_channel", "calibration_samples", "keep_stem_float")
+		if o.KeepFloat != nil { // a regular expression: named by digest, never spelled in an id
+			sum := sha256.Sum256([]byte(*o.KeepFloat))
+			suffix += "+keep_float=" + hex.EncodeToString(sum[:4])
+		}
+		model = add(&plan.Step{ID: "vision-quantize:int8" + strings.TrimPrefix(model.ID, "vision-export:fp32") + suffix,
+			Kind: KindQuantize, Needs: []string{model.ID}, Params: params, Data: plan.CalibrationData(r)}, t.Name)
+	}
+	check := add(&plan.Step{ID: "vision-eval:" + model.ID[strings.Index(model.ID, ":")+1:], Kind: KindEval,
+		Needs: []string{model.ID, ref.ID}, Params: &EvalParams{Runtime: RuntimeONNX}, Data: plan.EvalData(r)}, t.Name)
+	return model, []string{check.ID}
+}
+
+// Step kinds of the family.
+const (
+	KindExport   = "vision-export"
+	KindQuantize = "vision-quantize"
+	KindEval     = "vision-eval"
+)
+
+// Runtimes a vision-eval step scores with.
+const (
+	RuntimeTorch = "torch"
+	RuntimeONNX  = "onnxruntime"
+)

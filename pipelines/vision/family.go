@@ -1,0 +1,57 @@
+// Package vision is the image-classification family: recipes with
+// task: image-classification. torch.onnx exports a torchvision classifier
+// to an fp32 ONNX graph with a dynamic batch axis (onnx-fp32), ONNX
+// Runtime's static quantizer makes a calibrated INT8 QDQ model of it
+// (onnx-int8), and every artifact is gated on top-1 accuracy over a
+// labelled evaluation set against the fp32 PyTorch model.
+//
+// The formats share their names with the LLM family's onnx-fp32 (an
+// image-classification recipe's task selects this family): a format
+// string names what the artifact is, and the task says what is in it.
+package vision
+
+import (
+	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// Tools of the vision toolchain (tool names are global across
+// toolchains); the training script of the built-in model is the
+// toolchain package's, which provisions it.
+const (
+	ToolExport   = "vision_export.py"
+	ToolQuantize = "vision_quantize.py"
+	ToolEval     = "vision_eval.py"
+)
+
+// Formats an image-classification target can ask for.
+const (
+	FormatFP32 = "onnx-fp32"
+	FormatInt8 = "onnx-int8"
+)
+
+// Family is the vision family, for registration.
+func Family() plan.Family {
+	return plan.Family{
+		Name: "vision",
+		Task: recipe.TaskImageClassification,
+		// onnx-fp32 is in the catalog already (the onnx family's row);
+		// onnx-int8 exists only for image classification.
+		Formats: catalog.FormatSet{
+			Formats: []catalog.Format{
+				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
+					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
+						"calibrated, per-channel weights"},
+			},
+		},
+		TaskFormats: []string{FormatFP32, FormatInt8},
+		Options:     options,
+		Expand:      expand,
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}},
+		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain},
+			"torch, torchvision, scikit-learn (the built-in digits model), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer")},
+	}
+}

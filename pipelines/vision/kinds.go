@@ -1,0 +1,263 @@
+package vision
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/steps"
+)
+
+// visionExport exports the source classifier to fp32 ONNX with torch.onnx
+// (vision_export.py) and checks the graph in ONNX Runtime against PyTorch.
+type visionExport struct{}
+
+// visionQuantize makes the static INT8 QDQ model with ONNX Runtime's
+// quantize_static, calibrated on data.calibration.
+type visionQuantize struct{}
+
+// visionEval scores a classifier's top-1 accuracy on data.eval: the
+// PyTorch reference, or an ONNX model against the reference's result.
+type visionEval struct{}
+
+// MaxExportLogitDiff is the export check's limit: the fp32 graph on ONNX
+// Runtime against PyTorch, max |logit difference| over the checked
+// images. Measured 1.1e-5 on the built-in model; a wrong graph (a
+// BatchNorm left in training mode, a dropped layer) moves logits by units.
+const MaxExportLogitDiff = 1e-3
+
+// ExportParams are a vision-export step's.
+type ExportParams struct {
+	Opset int `json:"opset"`
+}
+
+func (visionExport) Name() string       { return KindExport }
+func (visionExport) Version() int       { return 1 }
+func (visionExport) NewParams() any     { return &ExportParams{} }
+func (visionExport) Tools(any) []string { return []string{ToolExport} }
+func (visionExport) Resources(any) steps.Resources {
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1024, ModelFactor: 8}
+}
+
+func (visionExport) Run(ctx context.Context, sc *steps.Context) error {
+	src, err := sc.Input(steps.Fetch)
+	if err != nil {
+		return err
+	}
+	p := steps.ParamsOf[ExportParams](sc.Params)
+	if p.Opset < 13 {
+		return fmt.Errorf("vision-export: opset %d is too old: use 13 or newer (per-channel QuantizeLinear needs 13)", p.Opset)
+	}
+	set, err := sc.Data(steps.DataEval)
+	if err != nil {
+		return err
+	}
+	if err := sc.RunTool(ctx, ToolExport, "--model", src.Dir, "--set", set, "--out", sc.Out, "--opset", strconv.Itoa(p.Opset)); err != nil {
+		return err
+	}
+	var res struct {
+		Model        string   `json:"model"`
+		Opset        int      `json:"opset"`
+		Inputs       []string `json:"inputs"`
+		Outputs      []string `json:"outputs"`
+		Dynamic      bool     `json:"dynamic_batch"`
+		MaxAbs       *float64 `json:"max_abs_logit_diff"`
+		Checked      int      `json:"checked_images"`
+		BatchSizes   []int    `json:"batch_sizes"`
+		ORTVersion   string   `json:"onnxruntime"`
+		OutputsBytes int64    `json:"bytes"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolExport, err)
+	}
+	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
+		return err
+	}
+	if !res.Dynamic {
+		return fmt.Errorf("vision-export: the exported graph's batch axis is fixed, but edgepipe exports a dynamic one (see %s)", sc.LogPath)
+	}
+	if res.MaxAbs == nil || res.Checked == 0 {
+		return fmt.Errorf("%s checked no images against PyTorch (see %s)", ToolExport, sc.LogPath)
+	}
+	diff := *res.MaxAbs
+	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "onnx-vs-pytorch",
+		Passed: !math.IsNaN(diff) && diff <= MaxExportLogitDiff,
+		Detail: fmt.Sprintf("max |logit difference| of ONNX Runtime against PyTorch over %d images, in batches of %v, is %.3g (limit %.3g)",
+			res.Checked, res.BatchSizes, diff, MaxExportLogitDiff)})
+	sc.Result.SetFile("model", res.Model)
+	sc.Result.SetMetric("opset", float64(res.Opset))
+	sc.Result.SetMetric("max_abs_logit_diff", diff)
+	sc.Result.SetFact("inputs", strings.Join(res.Inputs, ","))
+	sc.Result.SetFact("batch", "dynamic")
+	return nil
+}
+
+// QuantizeParams are a vision-quantize step's.
+type QuantizeParams struct {
+	Method     string `json:"method"`
+	PerChannel bool   `json:"per_channel"`
+	// Samples caps the calibration images (0: all of them).
+	Samples int `json:"samples"`
+	// KeepStem leaves the Conv that reads the image in float; KeepFloat
+	// (a regular expression over node names) more nodes.
+	KeepStem  bool   `json:"keep_stem"`
+	KeepFloat string `json:"keep_float"`
+}
+
+func (visionQuantize) Name() string       { return KindQuantize }
+func (visionQuantize) Version() int       { return 1 }
+func (visionQuantize) NewParams() any     { return &QuantizeParams{} }
+func (visionQuantize) Tools(any) []string { return []string{ToolQuantize} }
+func (visionQuantize) Resources(any) steps.Resources {
+	return steps.Resources{Cores: 1, MemoryMB: 1024, ModelFactor: 8}
+}
+
+func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
+	fp32, err := sc.Input(visionExport{})
+	if err != nil {
+		return err
+	}
+	p := steps.ParamsOf[QuantizeParams](sc.Params)
+	switch p.Method {
+	case "minmax", "entropy", "percentile":
+	default:
+		return fmt.Errorf("vision-quantize: calibration method %q is not minmax, entropy or percentile", p.Method)
+	}
+	if _, err := regexp.Compile(p.KeepFloat); err != nil {
+		return fmt.Errorf("vision-quantize: keep_float %q is not a regular expression: %w", p.KeepFloat, err)
+	}
+	cal, err := sc.Data(steps.DataCalibration)
+	if err != nil {
+		return err
+	}
+	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--calibration", cal, "--out", sc.Out,
+		"--method", p.Method, "--keep-float", p.KeepFloat}
+	if !p.PerChannel {
+		args = append(args, "--per-tensor")
+	}
+	if p.KeepStem {
+		args = append(args, "--keep-stem")
+	}
+	if p.Samples > 0 {
+		args = append(args, "--samples", strconv.Itoa(p.Samples))
+	}
+	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
+		return err
+	}
+	var res struct {
+		Model       string `json:"model"`
+		Quantize    int    `json:"quantize_linear"`
+		Dequantize  int    `json:"dequantize_linear"`
+		Int8        int    `json:"int8_initializers"`
+		FloatOps    int    `json:"float_conv_gemm"`
+		KeptFloat   int    `json:"kept_float"`
+		Calibration int    `json:"calibration_images"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolQuantize, err)
+	}
+	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
+		return err
+	}
+	if res.Quantize == 0 || res.Dequantize == 0 || res.Int8 == 0 {
+		return fmt.Errorf("vision-quantize: the model has no QuantizeLinear/DequantizeLinear pairs or int8 weights: nothing was quantized (see %s)", sc.LogPath)
+	}
+	if res.Calibration == 0 {
+		return fmt.Errorf("vision-quantize: no calibration images were read from %s", cal)
+	}
+	sc.Result.SetFile("model", res.Model)
+	sc.Result.SetFact("method", p.Method)
+	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), uint8 activations")
+	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
+	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
+	sc.Result.SetMetric("int8_initializers", float64(res.Int8))
+	sc.Result.SetMetric("float_conv_gemm", float64(res.FloatOps))
+	sc.Result.SetMetric("kept_float", float64(res.KeptFloat))
+	sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+	return nil
+}
+
+// EvalParams are a vision-eval step's.
+type EvalParams struct {
+	Runtime string `json:"runtime"`
+}
+
+// PredictionsFile holds a vision-eval step's predicted classes (.npy).
+const PredictionsFile = "predictions.npy"
+
+func (visionEval) Name() string       { return KindEval }
+func (visionEval) Version() int       { return 1 }
+func (visionEval) NewParams() any     { return &EvalParams{} }
+func (visionEval) Tools(any) []string { return []string{ToolEval} }
+func (visionEval) Resources(any) steps.Resources {
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1024, ModelFactor: 8}
+}
+
+func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
+	p := steps.ParamsOf[EvalParams](sc.Params)
+	set, err := sc.Data(steps.DataEval)
+	if err != nil {
+		return err
+	}
+	args := []string{"--set", set, "--predictions", filepath.Join(sc.Out, PredictionsFile)}
+	var ref *steps.Input
+	switch p.Runtime {
+	case RuntimeTorch:
+		src, err := sc.Input(steps.Fetch)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--torch", src.Dir)
+	case RuntimeONNX:
+		// The model it scores is its first need (expand puts it there).
+		if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
+			return fmt.Errorf("step %s needs, first, the step that made the ONNX model it scores, then the reference", sc.StepID)
+		}
+		model := sc.Inputs[0]
+		r, err := sc.Input(visionEval{})
+		if err != nil {
+			return err
+		}
+		if r.Result == nil || r.Result.Accuracy == nil {
+			return fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
+		}
+		ref = &r
+		args = append(args, "--onnx", filepath.Join(model.Dir, model.Result.Files["model"]),
+			"--reference", filepath.Join(r.Dir, PredictionsFile))
+	default:
+		return fmt.Errorf("vision-eval: runtime %q is not %s or %s", p.Runtime, RuntimeTorch, RuntimeONNX)
+	}
+	if err := sc.RunTool(ctx, ToolEval, args...); err != nil {
+		return err
+	}
+	var res struct {
+		Top1      *float64 `json:"top1"`
+		Correct   int      `json:"correct"`
+		Images    int      `json:"images"`
+		Runtime   string   `json:"runtime"`
+		Agreement *float64 `json:"agreement"`
+	}
+	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return fmt.Errorf("%s: %w", ToolEval, err)
+	}
+	if res.Top1 == nil || res.Images == 0 {
+		return fmt.Errorf("%s scored no images (see %s)", ToolEval, sc.LogPath)
+	}
+	acc := &steps.Accuracy{Top1: *res.Top1, Correct: res.Correct, Images: res.Images, Backend: res.Runtime, Agreement: res.Agreement}
+	if ref != nil {
+		ra := ref.Result.Accuracy
+		if ra.Images != res.Images {
+			return fmt.Errorf("step %s scored %d images, the reference %d: they must score the same set", sc.StepID, res.Images, ra.Images)
+		}
+		top := ra.Top1
+		acc.Reference, acc.ReferenceBackend = &top, ra.Backend
+	}
+	sc.Result.Accuracy = acc
+	sc.Result.SetMetric("top1", acc.Top1)
+	return nil
+}

@@ -1,0 +1,71 @@
+"""Tests of vision_data.py, what every vision helper reads images and models with
+(numpy, torch, scikit-learn: the vision toolchain).
+
+    python -m unittest test_vision_data      # PYTHONPATH=.:tests, from steps/python
+
+EDGEPIPE_VISION_DATA names the repository's data/ folder: the built-in image sets there
+must be exactly what digits_split and save_set make (byte for byte).
+"""
+
+import hashlib
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import vision_data
+
+
+class TestSplits(unittest.TestCase):
+    def test_disjoint_and_complete(self):
+        n = 1797
+        parts = {s: set(vision_data.split_indices(n, s).tolist()) for s in vision_data.SPLITS}
+        self.assertEqual(len(parts["train"]) + len(parts["calibration"]) + len(parts["test"]), n)
+        self.assertFalse(parts["train"] & parts["test"])
+        self.assertFalse(parts["train"] & parts["calibration"])
+        self.assertFalse(parts["calibration"] & parts["test"])
+        self.assertEqual(len(parts["test"]), 359)
+
+    @unittest.skipUnless(os.environ.get("EDGEPIPE_VISION_DATA"), "set EDGEPIPE_VISION_DATA to the data/ folder")
+    def test_builtin_sets_rebuild_byte_identical(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for split in ("calibration", "test"):
+                images, labels = vision_data.digits_split(split)
+                path = os.path.join(tmp, split + ".npz")
+                vision_data.save_set(path, images, labels)
+                shipped = os.path.join(os.environ["EDGEPIPE_VISION_DATA"], f"digits-{split}.npz")
+                with open(path, "rb") as a, open(shipped, "rb") as b:
+                    self.assertEqual(hashlib.sha256(a.read()).hexdigest(), hashlib.sha256(b.read()).hexdigest(), split)
+                got_images, got_labels = vision_data.load_set(shipped)
+                np.testing.assert_array_equal(got_images, images)
+                np.testing.assert_array_equal(got_labels, labels)
+
+
+class TestSets(unittest.TestCase):
+    def save(self, tmp, **arrays):
+        path = os.path.join(tmp, "s.npz")
+        np.savez(path, **arrays)
+        return path
+
+    def test_refuses_what_is_not_an_image_set(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for arrays in ({"images": np.zeros((2, 8, 8), np.uint8)},
+                           {"images": np.zeros((2, 8, 8), np.float32), "labels": np.zeros(2, np.int64)},
+                           {"images": np.zeros((2, 8, 8), np.uint8), "labels": np.zeros(3, np.int64)},
+                           {"images": np.zeros((2, 8, 8, 4), np.uint8), "labels": np.zeros(2, np.int64)}):
+                with self.assertRaises(SystemExit):
+                    vision_data.load_set(self.save(tmp, **arrays))
+
+    def test_preprocess(self):
+        cfg = {"input_size": 32, "in_channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3}
+        x = vision_data.preprocess(np.full((4, 8, 8), 255, np.uint8), cfg)
+        self.assertEqual(x.shape, (4, 3, 32, 32))
+        self.assertEqual(x.dtype, np.float32)
+        np.testing.assert_allclose(x, 1.0)  # (1 - 0.5) / 0.5 everywhere
+        rgb = vision_data.preprocess(np.zeros((1, 32, 32, 3), np.uint8), cfg)
+        np.testing.assert_allclose(rgb, -1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
