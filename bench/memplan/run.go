@@ -156,13 +156,14 @@ func tail(s string) string {
 // passed to the run as EDGEPIPE_CACHE, so the run and the records read
 // here cannot disagree.
 func cacheRoot(explicit string) (string, error) {
-	if explicit == "" {
-		explicit = os.Getenv("EDGEPIPE_CACHE")
-	}
 	if explicit != "" {
 		return filepath.Abs(explicit)
 	}
-	return cache.UserRoot(os.Getenv)
+	root, err := cache.Root(os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(root)
 }
 
 // largestTensor is the recipe's built-in model's largest tensor, read

@@ -19,11 +19,7 @@ import (
 // step and 545 s in all on a loaded 2-core machine (load average 15).
 func TestRealGGUFSource(t *testing.T) {
 	run, work := realEdgepipe(t, "edgepipe toolchain install llama llamacpp builtin:smollm2-135m")
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, _ := os.UserCacheDir()
-		cache = filepath.Join(base, "edgepipe")
-	}
+	cache := userCache(t)
 	run("toolchain", "install", "builtin:smollm2-135m")
 	src, err := toolchain.BuiltinGGUF(cache, "smollm2-135m")
 	if err != nil {

@@ -128,14 +128,7 @@ func realEdgepipe(t *testing.T, installs string) (run func(args ...string) []byt
 	if os.Getenv("EDGEPIPE_REAL") != "1" {
 		t.Skipf("real tier: set EDGEPIPE_REAL=1 (%s)", installs)
 	}
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(base, "edgepipe")
-	}
+	cache := userCache(t)
 	bin := binDir(t)
 	work = t.TempDir()
 	return func(args ...string) []byte {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/testseaweed"
 )
 
@@ -136,13 +137,11 @@ func dropRecord(t *testing.T, srv *testseaweed.Server, cacheDir, step string) {
 	t.Fatalf("no cache entry of %s in %s", step, cacheDir)
 }
 
+// userCache is the cache the edgepipe under test uses.
 func userCache(t *testing.T) string {
-	if c := os.Getenv("EDGEPIPE_CACHE"); c != "" {
-		return c
-	}
-	base, err := os.UserCacheDir()
+	c, err := cache.Root(os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(base, "edgepipe")
+	return c
 }

@@ -794,4 +794,11 @@ func TestUserRoot(t *testing.T) {
 	if got, _ := UserRoot(env(map[string]string{"HOME": "/h"})); got != "/h/.cache/edgepipe" {
 		t.Errorf("HOME: %s", got)
 	}
+	// Root: EDGEPIPE_CACHE first, as the CLI reads it, else UserRoot.
+	if got, _ := Root(env(map[string]string{"EDGEPIPE_CACHE": "/e", "HOME": "/h"})); got != "/e" {
+		t.Errorf("Root with EDGEPIPE_CACHE: %s", got)
+	}
+	if got, _ := Root(env(map[string]string{"HOME": "/h"})); got != "/h/.cache/edgepipe" {
+		t.Errorf("Root without EDGEPIPE_CACHE: %s", got)
+	}
 }

@@ -23,3 +23,15 @@ func UserRoot(getenv func(string) string) (string, error) {
 	}
 	return filepath.Join(home, ".cache", "edgepipe"), nil
 }
+
+// Root is the cache folder edgepipe uses without --cache-dir:
+// EDGEPIPE_CACHE, else UserRoot. Tests, benchmarks and test servers that
+// find the toolchains the CLI installed read it here, so they agree with
+// the CLI on every platform (os.UserCacheDir does not: it is
+// ~/Library/Caches on macOS).
+func Root(getenv func(string) string) (string, error) {
+	if c := getenv("EDGEPIPE_CACHE"); c != "" {
+		return c, nil
+	}
+	return UserRoot(getenv)
+}

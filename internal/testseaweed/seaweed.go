@@ -73,12 +73,9 @@ func Weed() (string, error) {
 	if p := os.Getenv("EDGEPIPE_WEED"); p != "" {
 		return p, nil
 	}
-	root := os.Getenv("EDGEPIPE_CACHE")
-	if root == "" {
-		var err error
-		if root, err = cache.UserRoot(os.Getenv); err != nil {
-			return "", err
-		}
+	root, err := cache.Root(os.Getenv)
+	if err != nil {
+		return "", err
 	}
 	inst, err := toolchain.Resolve(root, toolchain.SeaweedFS)
 	if err != nil {

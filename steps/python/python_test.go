@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/data"
+	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	_ "github.com/edgepipe/edgepipe/pipelines" // the families' toolchains (vision)
 )
@@ -21,21 +22,7 @@ import (
 // against what llama-perplexity printed for its F16 GGUF on the same text
 // (pipelines/gguf/testdata/perplexity-base.log, llama.cpp 0c1e57098).
 func TestScoringModule(t *testing.T) {
-	if os.Getenv("EDGEPIPE_REAL") != "1" {
-		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install llama` (go tool task test does both)")
-	}
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(base, "edgepipe")
-	}
-	llama, err := toolchain.Resolve(cache, toolchain.Llama)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cache, llama := realToolchain(t, toolchain.Llama)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	model, err := toolchain.BuiltinModel(ctx, cache, "smollm2-135m")
@@ -68,21 +55,7 @@ func TestScoringModule(t *testing.T) {
 // preprocessing, and the built-in data/digits-*.npz rebuilt byte for
 // byte from scikit-learn.
 func TestVisionDataModule(t *testing.T) {
-	if os.Getenv("EDGEPIPE_REAL") != "1" {
-		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install vision` (go tool task test does both)")
-	}
-	cache := os.Getenv("EDGEPIPE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(base, "edgepipe")
-	}
-	vision, err := toolchain.Resolve(cache, toolchain.Vision)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, vision := realToolchain(t, toolchain.Vision)
 	dataDir, err := filepath.Abs("../../data")
 	if err != nil {
 		t.Fatal(err)
@@ -99,4 +72,23 @@ func TestVisionDataModule(t *testing.T) {
 	if !strings.Contains(string(out), "test_builtin_sets_rebuild_byte_identical") || strings.Contains(string(out), "skipped") {
 		t.Fatalf("the built-in image sets were not checked:\n%s", out)
 	}
+}
+
+// realToolchain skips outside the real tier, else resolves the installed
+// toolchain name in the edgepipe cache (EDGEPIPE_CACHE, default the user
+// cache folder) and returns the cache with it.
+func realToolchain(t *testing.T, name string) (string, *toolchain.Installed) {
+	t.Helper()
+	if os.Getenv("EDGEPIPE_REAL") != "1" {
+		t.Skipf("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install %s` (go tool task test does both)", name)
+	}
+	cache, err := cache.Root(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := toolchain.Resolve(cache, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cache, tc
 }
