@@ -243,10 +243,7 @@ func Fit(kinds []Kind) []string {
 	var out []string
 	for _, k := range kinds {
 		p := k.Peak
-		tensor := p.LargestTensor
-		if tensor <= 0 {
-			tensor = p.ModelBytes // as engine.FormulaMemory counts it
-		}
+		tensor := engine.ModelSize{Bytes: p.ModelBytes, LargestTensor: p.LargestTensor}.TensorBytes()
 		scaled := (p.Factor*float64(p.ModelBytes) + p.Tensor*float64(tensor)) / mib
 		if (p.Factor <= 0 && p.Tensor <= 0) || p.ModelBytes <= 0 || scaled <= 0 {
 			out = append(out, fmt.Sprintf("%s: fixed weight %d MiB -> %.0f MiB (peak of %s)", k.Kind, p.FixedMB, p.MeasMB, p.ID))

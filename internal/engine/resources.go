@@ -55,8 +55,8 @@ type ModelSize struct {
 	LargestTensor int64
 }
 
-// tensorBytes is the largest tensor's size for the formula.
-func (m ModelSize) tensorBytes() int64 {
+// TensorBytes is the largest tensor's size as the formula counts it.
+func (m ModelSize) TensorBytes() int64 {
 	if m.LargestTensor > 0 {
 		return m.LargestTensor
 	}
@@ -132,7 +132,7 @@ func FormulaMemory(r steps.Resources, m ModelSize) (int64, string) {
 	if m.Bytes <= 0 {
 		return r.MemoryMB, MemoryUnknown
 	}
-	scaled := r.ModelFactor*float64(m.Bytes) + r.TensorFactor*float64(m.tensorBytes())
+	scaled := r.ModelFactor*float64(m.Bytes) + r.TensorFactor*float64(m.TensorBytes())
 	return r.MemoryMB + int64(scaled)>>20, MemoryModel
 }
 
