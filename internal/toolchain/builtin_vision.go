@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/steps/python"
@@ -60,73 +59,46 @@ func visionRoot(cacheDir, name string) (string, visionModel, error) {
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(h.Sum(nil)[:8])), m, nil
 }
 
-// provisionVision trains a built-in image classifier once (under a lock,
-// in a temporary folder renamed into place when complete) and returns its
-// model folder: model.safetensors and config.json.
+// provisionVision trains a built-in image classifier once (provisionOnce)
+// and returns its model folder: model.safetensors and config.json.
 func provisionVision(ctx context.Context, cacheDir, name string, progress io.Writer) (string, error) {
 	root, m, err := visionRoot(cacheDir, name)
 	if err != nil {
 		return "", err
 	}
-	done := func() bool { _, err := os.Stat(filepath.Join(root, markerFile)); return err == nil }
-	if done() {
-		now := time.Now()
-		_ = os.Chtimes(root, now, now)
-		return filepath.Join(root, "model"), nil
-	}
-	tc, err := Resolve(cacheDir, Vision)
-	if err != nil {
-		return "", fmt.Errorf("built-in model %s is trained with the %s toolchain: %w", name, Vision, err)
-	}
-	parent := filepath.Dir(root)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := lockFile(ctx, filepath.Join(parent, "."+name+".lock"), progress)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if done() {
-		return filepath.Join(root, "model"), nil
-	}
-	removeLeftovers(parent, ".tmp-"+name+"-")
-	tmp, err := os.MkdirTemp(parent, ".tmp-"+name+"-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	argv, _, err := tc.Tool(m.script)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(progress, "builtin:%s: train it (one thread, a few minutes)\n", name)
-	start := time.Now()
-	// One thread, whatever the host: the bits of the weights must not
-	// depend on how many cores trained them.
-	env := append(os.Environ(), "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "EDGEPIPE_THREADS=1",
-		"CUBLAS_WORKSPACE_CONFIG=:4096:8", "PYTHONHASHSEED=0")
-	err = proc.Run(ctx, proc.Cmd{
-		Argv:    append(argv, "--out", filepath.Join(tmp, "model")),
-		Dir:     tmp,
-		Env:     env,
-		LogPath: filepath.Join(parent, "logs", name+".log"),
-		Stdout:  progress,
+	err = provisionOnce(ctx, root, name, progress, func(tmp string) (marker, error) {
+		tc, err := Resolve(cacheDir, Vision)
+		if err != nil {
+			return marker{}, fmt.Errorf("built-in model %s is trained with the %s toolchain: %w", name, Vision, err)
+		}
+		argv, _, err := tc.Tool(m.script)
+		if err != nil {
+			return marker{}, err
+		}
+		fmt.Fprintf(progress, "builtin:%s: train it (one thread, a few minutes)\n", name)
+		// One thread, whatever the host: the bits of the weights must not
+		// depend on how many cores trained them.
+		env := append(os.Environ(), "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "EDGEPIPE_THREADS=1",
+			"CUBLAS_WORKSPACE_CONFIG=:4096:8", "PYTHONHASHSEED=0")
+		logPath := filepath.Join(filepath.Dir(root), "logs", name+".log")
+		err = proc.Run(ctx, proc.Cmd{
+			Argv:    append(argv, "--out", filepath.Join(tmp, "model")),
+			Dir:     tmp,
+			Env:     env,
+			LogPath: logPath,
+			Stdout:  progress,
+		})
+		if err != nil {
+			return marker{}, fmt.Errorf("train built-in model %s: %w (log: %s)", name, err, logPath)
+		}
+		sum, err := fileSHA256(filepath.Join(tmp, "model", "model.safetensors"))
+		if err != nil {
+			return marker{}, fmt.Errorf("train built-in model %s: %w", name, err)
+		}
+		return marker{Versions: map[string]string{"model": m.version, "safetensors_sha256": sum, "toolchain": tc.LockDigest}}, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("train built-in model %s: %w (log: %s)", name, err, filepath.Join(parent, "logs", name+".log"))
-	}
-	sum, err := fileSHA256(filepath.Join(tmp, "model", "model.safetensors"))
-	if err != nil {
-		return "", fmt.Errorf("train built-in model %s: %w", name, err)
-	}
-	if err := finish(tmp, root, marker{
-		Format: markerFormat, Name: "builtin:" + name, Kind: "model", LockDigest: filepath.Base(root),
-		Versions:    map[string]string{"model": m.version, "safetensors_sha256": sum, "toolchain": tc.LockDigest},
-		InstalledAt: time.Now().UTC().Format(time.RFC3339),
-	}); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(progress, "builtin:%s: ready in %s\n", name, time.Since(start).Round(time.Second))
 	return filepath.Join(root, "model"), nil
 }

@@ -61,21 +61,16 @@ func Install(ctx context.Context, cacheDir, name string, progress io.Writer) (*I
 	if progress == nil {
 		progress = io.Discard
 	}
-	if model, ok := strings.CutPrefix(name, "builtin:"); ok && IsVisionBuiltin(model) {
-		if _, err := Install(ctx, cacheDir, Vision, progress); err != nil {
-			return nil, err
-		}
-		dir, err := provisionVision(ctx, cacheDir, model, progress)
-		if err != nil {
-			return nil, err
-		}
-		return builtinInstalled(cacheDir, model, dir)
-	}
 	if model, ok := strings.CutPrefix(name, "builtin:"); ok {
-		if _, err := Install(ctx, cacheDir, Llama, progress); err != nil {
+		// The toolchain that makes the model: vision trains, llama converts.
+		maker := Llama
+		if IsVisionBuiltin(model) {
+			maker = Vision
+		}
+		if _, err := Install(ctx, cacheDir, maker, progress); err != nil {
 			return nil, err
 		}
-		dir, err := provisionBuiltin(ctx, cacheDir, model, progress)
+		dir, err := provision(ctx, cacheDir, model, progress)
 		if err != nil {
 			return nil, err
 		}
