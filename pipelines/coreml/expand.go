@@ -22,12 +22,13 @@ func expandCoreML(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan
 	n := plan.TargetContext(t)
 	o := t.Options.(*Options)
 	kv := plan.Or(o.KVCache, "stateful")
-	w := Weights{BlockSize: f.BlockSize, Mode: plan.Or(o.Mode, ModeAffine), QuantizeEmbeddings: plan.Or(o.QuantizeEmbeddings, false)}
+	w := Weights{BlockSize: f.BlockSize, Mode: plan.Or(o.Mode, ModeAffine), QuantizeEmbeddings: plan.Or(o.QuantizeEmbeddings, false),
+		VDownBits: plan.Or(o.VDownBits, DefaultVDownBits)}
 	suffix := fmt.Sprintf("int4@c%d", n)
 	if kv != "stateful" {
 		suffix += "+kv=" + kv
 	}
-	suffix += plan.OptionSuffix(o, "mode", "quantize_embeddings")
+	suffix += plan.OptionSuffix(o, "mode", "quantize_embeddings", "v_down_bits")
 	conv := add(&plan.Step{ID: "coreml-convert:" + suffix, Kind: "coreml-convert", Needs: []string{plan.SourceStepID},
 		Params: &ConvertParams{Context: n, KVCache: kv, Weights: w}}, t.Name)
 	ppl := t.Quality.Perplexity

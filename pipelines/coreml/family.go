@@ -40,8 +40,13 @@ func Family() plan.Family {
 type Options struct {
 	KVCache            *string `yaml:"kv_cache" enum:"stateful,none" doc:"stateful (default): the KV cache lives in Core ML state (iOS 18), none: the model recomputes the whole context every token."`
 	Mode               *string `yaml:"mode" enum:"affine,symmetric" doc:"How each block of 32 weights is stored: affine (default: 4-bit codes 0..15 with an fp16 scale and an fp16 offset fitted to the block's min and max) or symmetric (codes -7..7 and a scale, coremltools' linear_symmetric)."`
+	VDownBits          *int    `yaml:"v_down_bits" enum:"4,8" doc:"Bits of every layer's v_proj and down_proj (default 8: uint8 codes on the same per-block layout, as llama.cpp's Q4_K_M gives attn_v and ffn_down more bits, and as onnx-int4 does); layers named otherwise stay at 4 bits."`
 	QuantizeEmbeddings *bool   `yaml:"quantize_embeddings" doc:"Quantize the token embedding and the output projection too (default false: they stay fp16, as llama.cpp keeps its output tensor at higher precision; a tied small model loses most of its accuracy there)."`
 }
+
+// DefaultVDownBits is the value and down projections' width when a target
+// sets none.
+const DefaultVDownBits = 8
 
 // Weight layouts of the converted package.
 const (

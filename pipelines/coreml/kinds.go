@@ -29,7 +29,7 @@ const (
 const CoreMLPackage = "model.mlpackage"
 
 func (coremlConvert) Name() string { return "coreml-convert" }
-func (coremlConvert) Version() int { return 2 }
+func (coremlConvert) Version() int { return 3 }
 
 // ConvertParams are a coreml-convert step's.
 type ConvertParams struct {
@@ -45,6 +45,9 @@ type Weights struct {
 	BlockSize          int    `json:"block_size"`
 	Mode               string `json:"mode"`
 	QuantizeEmbeddings bool   `json:"quantize_embeddings"`
+	// VDownBits is the value and down projections' width (4 or 8); 0
+	// means 4, so packages made before the option keep their keys.
+	VDownBits int `json:"v_down_bits,omitempty"`
 }
 
 // args are the weight flags both scripts take.
@@ -52,7 +55,13 @@ func (w Weights) args() ([]string, error) {
 	if w.Mode != ModeAffine && w.Mode != ModeSymmetric {
 		return nil, fmt.Errorf("mode must be %s or %s, not %q", ModeAffine, ModeSymmetric, w.Mode)
 	}
+	if w.VDownBits != 0 && w.VDownBits != 4 && w.VDownBits != 8 {
+		return nil, fmt.Errorf("v_down_bits must be 4 or 8, not %d", w.VDownBits)
+	}
 	args := []string{"--block-size", strconv.Itoa(w.BlockSize), "--mode", w.Mode}
+	if w.VDownBits == 8 {
+		args = append(args, "--v-down-bits", "8")
+	}
 	if w.QuantizeEmbeddings {
 		args = append(args, "--quantize-embeddings")
 	}
@@ -65,10 +74,14 @@ func (w Weights) describe() string {
 	if w.QuantizeEmbeddings {
 		embed = "the token embedding and output projection too"
 	}
-	if w.Mode == ModeAffine {
-		return fmt.Sprintf("int4 per block of %d: uint4 codes, an fp16 scale and an fp16 offset per block (constexpr_blockwise_shift_scale); %s", w.BlockSize, embed)
+	vdown := ""
+	if w.VDownBits == 8 {
+		vdown = "; every layer's v_proj and down_proj 8-bit on the same layout"
 	}
-	return fmt.Sprintf("int4 linear_symmetric per block of %d; %s", w.BlockSize, embed)
+	if w.Mode == ModeAffine {
+		return fmt.Sprintf("int4 per block of %d: uint4 codes, an fp16 scale and an fp16 offset per block (constexpr_blockwise_shift_scale)%s; %s", w.BlockSize, vdown, embed)
+	}
+	return fmt.Sprintf("int4 linear_symmetric per block of %d%s; %s", w.BlockSize, vdown, embed)
 }
 
 func (coremlConvert) NewParams() any     { return &ConvertParams{} }
@@ -114,6 +127,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		Sliding   int      `json:"sliding_window"`
 		ConvertS  float64  `json:"convert_s"`
 		QuantizeS float64  `json:"quantize_s"`
+		EightBit  int      `json:"eight_bit"`
 		CoreMLV   string   `json:"coremltools"`
 		TorchV    string   `json:"torch"`
 	}
@@ -135,11 +149,19 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetMetric("context", float64(n))
 	sc.Result.SetMetric("convert_s", res.ConvertS)
 	sc.Result.SetMetric("quantize_s", res.QuantizeS)
+	if p.VDownBits == 8 {
+		v := fmt.Sprintf("%d v_proj and down_proj weights at 8 bits on the same per-block layout, the others at 4", res.EightBit)
+		if res.EightBit == 0 {
+			v = "none: no weight of this model is named like a v_proj or down_proj, so every weight is 4-bit"
+		}
+		sc.Result.SetFact("v_down", v)
+		sc.Result.SetMetric("eight_bit_weights", float64(res.EightBit))
+	}
 	return nil
 }
 
 func (coremlValidate) Name() string { return "coreml-validate" }
-func (coremlValidate) Version() int { return 2 }
+func (coremlValidate) Version() int { return 3 }
 
 // ValidateParams are a coreml-validate step's.
 type ValidateParams struct {

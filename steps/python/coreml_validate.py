@@ -2,20 +2,21 @@
 
     python coreml_validate.py --package M.mlpackage --model HF_DIR --text eval.txt
                               [--ctx 512] [--chunks N] [--block-size 32]
-                              [--mode affine|symmetric] [--quantize-embeddings]
+                              [--mode affine|symmetric] [--quantize-embeddings] [--v-down-bits 4|8]
 
 Checks (each one reported with its outcome):
   * structure: the package reloads with skip_model_load=True (no compilation), is an
     ML program for iOS 18 or later, and every quantized weight is a
     constexpr_blockwise_shift_scale op whose scales cover blocks of --block-size along
     the input axis, with --mode affine uint4 data and an fp16 offset, with --mode
-    symmetric int4 data and no offset; no float weight of 2048 or more elements is left
+    symmetric int4 data and no offset (with --v-down-bits 8, every layer's v_proj and
+    down_proj uint8 / int8 on the same layout, and no other); no float weight of 2048 or more elements is left
     unquantized (biases aside, and the vocabulary-sized ones unless
     --quantize-embeddings);
   * the package's codes agree with the same per-block quantization computed from the
     checkpoint in PyTorch (affine: scale = (max - min) / 15 and offset = -min / scale in
     fp16, q = round(w / scale + offset) in 0..15; symmetric: scale = max|w| / 7 in fp16,
-    q = round(w / scale), |q| <= 7);
+    q = round(w / scale), |q| <= 7; 255 and 127 for the 8-bit weights);
   * perplexity: the package's own INT4 weights (codes x scales, read from the package)
     are loaded into the PyTorch model and scored against the unconverted checkpoint on
     the same tokens and chunks as hf_perplexity.py (ppl_scoring.py, llama-perplexity's
@@ -31,9 +32,14 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 
 import ppl_scoring
+
+
+# Every layer's value and down projections, by their checkpoint names.
+V_DOWN = re.compile(r"\.(?:v_proj|down_proj)\.weight$")
 
 
 def package_bytes(path):
@@ -114,6 +120,7 @@ def main() -> int:
     ap.add_argument("--block-size", type=int, default=32)
     ap.add_argument("--mode", choices=["affine", "symmetric"], default="affine")
     ap.add_argument("--quantize-embeddings", action="store_true")
+    ap.add_argument("--v-down-bits", type=int, choices=(4, 8), default=4)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
 
@@ -143,7 +150,9 @@ def main() -> int:
     params = {n.replace(".", "_"): (n, p) for n, p in model.named_parameters()}
 
     affine = args.mode == "affine"
-    want_dtype = "uint4" if affine else "int4"
+
+    def bits_of(target):
+        return 8 if args.v_down_bits == 8 and target is not None and V_DOWN.search(target[0]) else 4
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     quantized, bad, unmapped, big_float, kept = [], [], [], [], []
     for fn in prog.functions.values():
@@ -153,6 +162,8 @@ def main() -> int:
                 offset = op.offset.val if op.offset is not None else None
                 dtype = types.builtin_to_string(op.data.dtype)
                 blocks = [d // s for d, s in zip(data.shape, scale.shape) if s != d]
+                target = torch_name(op.name, params)
+                want_dtype = ("uint" if affine else "int") + str(bits_of(target))
                 offset_ok = (offset is not None and offset.dtype.kind == "f" and offset.shape == scale.shape) \
                     if affine else offset is None
                 if dtype != want_dtype or not offset_ok or blocks != [args.block_size] \
@@ -162,7 +173,6 @@ def main() -> int:
                                f"data {tuple(data.shape)} scale {tuple(scale.shape)}")
                 if vocab and vocab in data.shape and not args.quantize_embeddings:
                     bad.append(f"{op.name}: a vocabulary-sized weight {tuple(data.shape)} was quantized")
-                target = torch_name(op.name, params)
                 if target is None:
                     unmapped.append(op.name)
                 quantized.append((op.name, target, data, scale, offset))
@@ -176,6 +186,9 @@ def main() -> int:
                     else:
                         big_float.append(f"{op.name} {tuple(v.shape)}")
     layout = ("uint4 codes with an fp16 scale and offset" if affine else "int4 codes with an fp16 scale, no offset")
+    eight = sum(1 for q in quantized if bits_of(q[1]) == 8)
+    if args.v_down_bits == 8:
+        layout += f" ({eight} v_proj/down_proj weights {'uint8' if affine else 'int8'})"
     check(f"weights are int4, {args.mode}, per block", bool(quantized) and not bad,
           f"{len(quantized)} constexpr_blockwise_shift_scale weights, {layout}, block {args.block_size} along the "
           f"input axis" + (f"; wrong: {'; '.join(bad[:3])}" if bad else ""))
@@ -195,20 +208,23 @@ def main() -> int:
         if tuple(w.shape) != tuple(data.shape):
             continue
         blocks = w.reshape(w.shape[0], -1, args.block_size)
+        bits = bits_of(target)
         if affine:
+            top = (1 << bits) - 1
             lo, hi = blocks.amin(dim=-1, keepdim=True), blocks.amax(dim=-1, keepdim=True)
-            s = ((hi - lo) / 15).to(torch.float16)
+            s = ((hi - lo) / top).to(torch.float16)
             s = torch.where(s == 0, torch.ones_like(s), s).to(torch.float32)
             o = (-lo / s).to(torch.float16).to(torch.float32)
-            q = torch.round(blocks / s + o).clamp(0, 15)
+            q = torch.round(blocks / s + o).clamp(0, top)
         else:
-            s = (blocks.abs().amax(dim=-1, keepdim=True) / 7).to(torch.float16).to(torch.float32)
-            q = torch.where(s > 0, torch.round(blocks / s), torch.zeros_like(blocks)).clamp(-7, 7)
+            top = (1 << (bits - 1)) - 1
+            s = (blocks.abs().amax(dim=-1, keepdim=True) / top).to(torch.float16).to(torch.float32)
+            q = torch.where(s > 0, torch.round(blocks / s), torch.zeros_like(blocks)).clamp(-top, top)
         agree += int((q.reshape(w.shape).to(torch.int16).numpy() == data.astype(np.int16)).sum())
         total += data.size
     frac = agree / total if total else 0.0
-    check("PyTorch per-block INT4 reproduces the package's codes", total > 0 and frac >= 0.999,
-          f"{frac * 100:.4f}% of {total} int4 codes equal (ties of fp16 rounding may differ)")
+    check("PyTorch per-block quantization reproduces the package's codes", total > 0 and frac >= 0.999,
+          f"{frac * 100:.4f}% of {total} codes equal (ties of fp16 rounding may differ)")
 
     # Tokens, chunks and scoring: ppl_scoring.py's, as every helper's.
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -254,7 +270,7 @@ def main() -> int:
         "chunks": n_chunk, "ctx": n_ctx, "scored": scored,
         "compute": "float32 on the CPU (Core ML computes in float16)",
         "simulated": "the package's INT4 codes, fp16 scales and offsets loaded into PyTorch" if affine else "the package's INT4 codes and fp16 scales loaded into PyTorch",
-        "quantized_weights": len(quantized), "block_size": args.block_size, "mode": args.mode,
+        "quantized_weights": len(quantized), "eight_bit_weights": eight, "block_size": args.block_size, "mode": args.mode,
         "kept_fp16": kept,
         "package_bytes": package_bytes(args.package), "ran_coreml": ran, "coreml_reason": reason,
     }))

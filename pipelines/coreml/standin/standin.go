@@ -34,13 +34,14 @@ type coremlManifest struct {
 		KVCache     string `json:"kv_cache"`
 		Mode        string `json:"mode"`
 		Embeddings  bool   `json:"quantize_embeddings"`
+		VDownBits   int    `json:"v_down_bits"`
 		Source      string `json:"source_sha256"`
 	} `json:"edgepipe_standin"`
 }
 
 // coremlConvert: coreml_convert.py --model DIR --out OUT.mlpackage --context N
 // [--block-size B] [--mode affine|symmetric] [--quantize-embeddings]
-// [--kv-cache stateful|none] [--threads T]
+// [--v-down-bits 4|8] [--kv-cache stateful|none] [--threads T]
 func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coreml_convert", flag.ContinueOnError)
 	model := fs.String("model", "", "")
@@ -49,6 +50,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	block := fs.Int("block-size", 32, "")
 	mode := fs.String("mode", "affine", "")
 	embed := fs.Bool("quantize-embeddings", false, "")
+	vdown := fs.Int("v-down-bits", 4, "")
 	kv := fs.String("kv-cache", "stateful", "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +61,9 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	}
 	if *mode != "affine" && *mode != "symmetric" {
 		return fmt.Errorf("--mode %q: want affine or symmetric", *mode)
+	}
+	if *vdown != 4 && *vdown != 8 {
+		return fmt.Errorf("--v-down-bits %d: want 4 or 8", *vdown)
 	}
 	h := sha256.New()
 	cfg, err := os.ReadFile(filepath.Join(*model, "config.json"))
@@ -91,7 +96,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		"weights": {"author": "com.apple.CoreML", "path": "com.apple.CoreML/weights"},
 	}
 	m.StandIn.WeightDtype, m.StandIn.BlockSize, m.StandIn.Context, m.StandIn.KVCache = "int4", *block, *ctxLen, *kv
-	m.StandIn.Mode, m.StandIn.Embeddings = *mode, *embed
+	m.StandIn.Mode, m.StandIn.Embeddings, m.StandIn.VDownBits = *mode, *embed, *vdown
 	m.StandIn.Source = hex.EncodeToString(h.Sum(nil))
 	b, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(*out, "Manifest.json"), append(b, '\n'), 0o644); err != nil {
@@ -101,7 +106,7 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(filepath.Join(data, "model.mlmodel"), []byte(spec), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, weightBits(*block, *mode, *embed)/32), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, weightBits(*block, *mode, *embed, *vdown)/32), 0o644); err != nil {
 		return err
 	}
 	res, _ := json.Marshal(map[string]any{"kv_cache": *kv, "kv_cache_reason": "stand-in: nothing was traced",
@@ -113,11 +118,15 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 
 // weightBits is the stand-in's bits per weight: int4 plus an fp16 scale per
 // block (and an fp16 offset, affine); fp16 embeddings, a tenth of a small
-// model's weights, raise it.
-func weightBits(block int, mode string, embed bool) float64 {
+// model's weights, raise it, and so do 8-bit value and down projections,
+// about 28% of a Llama-style layer's weights.
+func weightBits(block int, mode string, embed bool, vdown int) float64 {
 	bits := 4 + 16/float64(max(block, 1))
 	if mode == "affine" {
 		bits += 16 / float64(max(block, 1))
+	}
+	if vdown == 8 {
+		bits += 0.28 * 4
 	}
 	if !embed {
 		bits += 0.1 * (16 - bits)
@@ -137,6 +146,7 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	block := fs.Int("block-size", 32, "")
 	mode := fs.String("mode", "affine", "")
 	embed := fs.Bool("quantize-embeddings", false, "")
+	vdown := fs.Int("v-down-bits", 4, "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -157,14 +167,14 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	blockOK := m.StandIn.WeightDtype == "int4" && m.StandIn.BlockSize == *block && m.StandIn.Mode == *mode &&
-		m.StandIn.Embeddings == *embed
+		m.StandIn.Embeddings == *embed && m.StandIn.VDownBits == *vdown
 	checks := []map[string]any{
 		{"name": "reloads without compiling", "passed": true, "detail": "stand-in: Manifest.json parsed"},
 		{"name": "weights are int4, " + *mode + ", per block", "passed": blockOK,
-			"detail": fmt.Sprintf("stand-in package says %s %s, block %d, embeddings quantized %t; expected int4 %s, block %d, %t",
-				m.StandIn.WeightDtype, m.StandIn.Mode, m.StandIn.BlockSize, m.StandIn.Embeddings, *mode, *block, *embed)},
+			"detail": fmt.Sprintf("stand-in package says %s %s, block %d, embeddings quantized %t, v/down %d bits; expected int4 %s, block %d, %t, %d bits",
+				m.StandIn.WeightDtype, m.StandIn.Mode, m.StandIn.BlockSize, m.StandIn.Embeddings, m.StandIn.VDownBits, *mode, *block, *embed, *vdown)},
 	}
-	bits := weightBits(m.StandIn.BlockSize, m.StandIn.Mode, m.StandIn.Embeddings)
+	bits := weightBits(m.StandIn.BlockSize, m.StandIn.Mode, m.StandIn.Embeddings, m.StandIn.VDownBits)
 	res, _ := json.Marshal(map[string]any{"checks": checks, "ppl": base + standin.Drift(bits), "baseline_ppl": base,
 		"coreml_ppl": nil, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2),
 		"compute": "stand-in, nothing computed", "simulated": "stand-in numbers derived from the text",
