@@ -80,6 +80,7 @@ func writeJSON(w io.Writer, v any) error {
 
 // pickFlags are the flags pick and init share.
 type pickFlags struct {
+	task, params    string
 	platform, model string
 	maxMemGB        float64
 	minTokS         float64
@@ -88,12 +89,49 @@ type pickFlags struct {
 }
 
 func (p *pickFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&p.task, "task", "llm", "what the model does: llm (text generation) or vision (image classification)")
+	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the brief's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
 	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", "))
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
 	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
 	fs.Float64Var(&p.minTokS, "min-tok-s", 0, "decode speed budget in tokens per second")
 	fs.IntVar(&p.context, "context", edge.DefaultContext, "context length in tokens the KV cache must hold")
 	fs.StringVar(&p.format, "format", "", "use this format instead of the platform's choice (e.g. gguf-q4_k_m, which this build converts)")
+}
+
+// vision reports whether the pick is for a vision model, refusing flags
+// that belong to the other task.
+func (p *pickFlags) vision() (bool, error) {
+	switch p.task {
+	case "llm":
+		if p.params != "" {
+			return false, usageErr("--params is for --task vision; an LLM's size comes from --model")
+		}
+		return false, nil
+	case "vision":
+		if p.model != "" || p.format != "" || p.minTokS > 0 || p.maxMemGB > 0 || p.context != edge.DefaultContext {
+			return true, usageErr("--task vision takes --platform and --params only (the LLM flags --model, --format, --min-tok-s, --max-memory and --context do not apply)")
+		}
+		return true, nil
+	}
+	return false, usageErr("--task %q: use llm or vision", p.task)
+}
+
+// pickVision is `pick --task vision`.
+func (p *pickFlags) pickVision() (edge.VisionPick, error) {
+	if p.platform == "" || p.params == "" {
+		return edge.VisionPick{}, usageErr("name a --platform (%s) and the backbone's --params, e.g. --params 2.5M", strings.Join(edge.Platforms(), ", "))
+	}
+	n, err := edge.ParseParams(p.params)
+	if err != nil {
+		return edge.VisionPick{}, usageErr("%v", err)
+	}
+	vp, err := edge.PickVision(edge.VisionRequest{Platform: p.platform, Params: n})
+	var unknown *edge.UnknownPlatformError
+	if errors.As(err, &unknown) {
+		return vp, usageErr("%v", err)
+	}
+	return vp, err
 }
 
 func (p *pickFlags) pick() (edge.Pick, error) {
@@ -181,6 +219,19 @@ func cmdPick(env *Env, fs *pflag.FlagSet) runFunc {
 		if len(pos) > 0 {
 			return usageErr("pick takes flags only, e.g. edgepipe pick --platform ios --model builtin:smollm2-135m")
 		}
+		if vision, err := pf.vision(); err != nil {
+			return err
+		} else if vision {
+			vp, err := pf.pickVision()
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(env.Stdout, vp)
+			}
+			edgetext.PrintVisionPick(env.Stdout, vp)
+			return nil
+		}
 		pk, err := pf.pick()
 		if err != nil {
 			return err
@@ -258,6 +309,11 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) > 0 || *out == "" {
 			return usageErr("init writes the recipe named by -o, e.g. edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml")
+		}
+		if vision, err := pf.vision(); err != nil {
+			return err
+		} else if vision {
+			return usageErr("init writes LLM recipes only for now; for an image classifier, start from recipes/vision-digits.yaml (task: image-classification) and see `edgepipe pick --task vision` for the platform's format")
 		}
 		pk, err := pf.pick()
 		if err != nil {

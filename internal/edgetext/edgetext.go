@@ -98,6 +98,45 @@ func PrintPick(w io.Writer, pk edge.Pick, stepIDs []string, missing, instead str
 	list("notes", pr.Notes)
 }
 
+// PrintVisionPick writes `pick --task vision`'s answer: backbone,
+// runtime, format, method, gate and how to decide, with the reasons.
+func PrintVisionPick(w io.Writer, vp edge.VisionPick) {
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	row("platform", "%s: %s", vp.Platform, vp.Summary)
+	row("task", "%s, a budget of %s parameters", vp.Task, edge.Params(int64(vp.Params)))
+	backbone := vp.Backbone
+	if vp.Builtin != "" {
+		backbone += " (model.source: " + vp.Builtin + ")"
+	}
+	row("backbone", "%s", backbone)
+	row("runtime", "%s", vp.Runtime)
+	if vp.Built {
+		row("format", "%s", vp.Format)
+	} else {
+		row("format", "%s (not in this build; it converts %s)", vp.Format, vp.Buildable)
+	}
+	row("method", "%s", vp.Method)
+	row("gate", "%s", vp.Gate)
+	row("decide", "%s", vp.Decide)
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintln(w, title)
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	list("why", vp.Reasons)
+	var warnings []string
+	for _, wn := range vp.Warnings {
+		warnings = append(warnings, "warning: "+wn)
+	}
+	list("warnings", warnings)
+}
+
 // CeilingTarget is one recipe target's row set in `ceiling --recipe`.
 type CeilingTarget struct {
 	Target   string               `json:"target"`
