@@ -15,7 +15,7 @@ import (
 // the short tag each adds to the step id (gptq-w4a16+g64+n16).
 var llmcWith = []struct{ key, tag string }{
 	{"group_size", "g"}, {"num_calibration_samples", "n"}, {"max_seq_length", "s"}, {"n_grid", "grid"},
-	{"symmetric", "sym="}, {"observer", "obs="}, {"actorder", "order="}, {"rounding", "round="},
+	{"symmetric", "sym="}, {"observer", "obs="}, {"actorder", "order="}, {"rounding", "round="}, {"v_down_bits", "vd"},
 }
 
 // expandLLMCompressor: source -> llmc-quantize (GPTQ or AWQ W4A16 on the
@@ -44,6 +44,7 @@ func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, a
 		params.ActOrder = plan.Or(opts.ActOrder, DefaultActOrder)
 	}
 	params.Symmetric = plan.Or(o.Symmetric, false)
+	params.VDownBits = plan.Or(o.VDownBits, DefaultVDownBits)
 	params.Observer = plan.Or(o.Observer, DefaultObserver(scheme, params.Rounding))
 	params.GroupSize = plan.Or(o.GroupSize, 0)
 	params.Samples = plan.Or(o.NumCalibrationSamples, DefaultCalibrationSamples)

@@ -45,6 +45,7 @@ type Options struct {
 	MaxSeqLength          *int    `yaml:"max_seq_length" min:"8" doc:"Tokens per calibration window (default 512)."`
 	Symmetric             *bool   `yaml:"symmetric" doc:"Symmetric 4-bit weights, without zero points (default false: a zero point per group, the W4A16_ASYM preset; vLLM's kernels take both)."`
 	Observer              *string `yaml:"observer" enum:"minmax,mse" doc:"How each group's range is chosen: minmax (the group's min and max; AWQ's default) or mse (searches a clipped range that minimises the rounding error; GPTQ's default)."`
+	VDownBits             *int    `yaml:"v_down_bits" enum:"4,8" doc:"Bits of every layer's v_proj and down_proj (default 8: a second config group at 8 bits with the same groups and zero points, as llama.cpp's Q4_K_M gives attn_v and ffn_down more bits; vLLM loads mixed 4/8-bit compressed-tensors checkpoints). Layers named otherwise stay at 4 bits."`
 }
 
 // GPTQOptions are a GPTQ target's with: options.

@@ -48,7 +48,7 @@ const (
 var groupSizeCandidates = []int{128, 64, 32}
 
 func (llmcQuantize) Name() string { return "llmc-quantize" }
-func (llmcQuantize) Version() int { return 2 }
+func (llmcQuantize) Version() int { return 3 }
 
 // QuantizeParams are an llmc-quantize step's.
 type QuantizeParams struct {
@@ -70,7 +70,14 @@ type QuantizeParams struct {
 	ActOrder string `json:"actorder,omitempty"`
 	// Rounding is how AWQ's rescaled weights are rounded: gptq or rtn ("" for GPTQ).
 	Rounding string `json:"rounding,omitempty"`
+	// VDownBits is the value and down projections' width (4 or 8); 0
+	// means 4, so checkpoints made before the option keep their keys.
+	VDownBits int `json:"v_down_bits,omitempty"`
 }
+
+// DefaultVDownBits is the value and down projections' width when a target
+// sets none: 8, as onnx-int4 and coreml-int4 do.
+const DefaultVDownBits = 8
 
 // DefaultAWQRounding is how an AWQ target's rescaled weights are rounded
 // when it sets none. llmcompressor 0.14 made AWQ a transform of its own
@@ -116,6 +123,8 @@ func (p *QuantizeParams) check() error {
 		return fmt.Errorf("llmc-quantize: observer must be minmax or mse, not %q", p.Observer)
 	case p.Scheme == "awq" && p.Rounding != "gptq" && p.Rounding != "rtn":
 		return fmt.Errorf("llmc-quantize: rounding must be gptq or rtn, not %q", p.Rounding)
+	case p.VDownBits != 0 && p.VDownBits != 4 && p.VDownBits != 8:
+		return fmt.Errorf("llmc-quantize: v_down_bits must be 4 or 8, not %d", p.VDownBits)
 	case p.gptqRounding() && p.ActOrder != "static" && p.ActOrder != "group" && p.ActOrder != "none":
 		return fmt.Errorf("llmc-quantize: actorder must be static, group or none, not %q", p.ActOrder)
 	}
@@ -170,6 +179,9 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if p.Symmetric {
 		args = append(args, "--symmetric")
 	}
+	if p.VDownBits == 8 {
+		args = append(args, "--v-down-bits", "8")
+	}
 	if scheme == "awq" {
 		args = append(args, "--rounding", p.Rounding)
 		sc.Result.SetFact("rounding", p.Rounding)
@@ -195,12 +207,20 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("%s wrote no usable checkpoint: %w", ToolLLMCQuantize, err)
 	}
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "compressed-tensors layout", Passed: true,
-		Detail: fmt.Sprintf("%d INT4 linears packed 8 per int32, one scale per %d columns, format %s", layout.Packed, group, layout.Format)})
+		Detail: fmt.Sprintf("%d linears packed into int32 (%d at 8 bits, the rest at 4), one scale per %d columns, format %s", layout.Packed, layout.EightBit, group, layout.Format)})
 	sc.Result.SetFile("model", "config.json")
 	sc.Result.SetMetric("group_size", float64(group))
 	sc.Result.SetMetric("calibration_samples", float64(res.Samples))
 	sc.Result.SetMetric("calibration_seq_len", float64(seqLen))
 	sc.Result.SetMetric("quantized_linears", float64(layout.Packed))
+	if p.VDownBits == 8 {
+		sc.Result.SetMetric("eight_bit_linears", float64(layout.EightBit))
+		v := fmt.Sprintf("%d v_proj and down_proj linears at 8 bits (same groups), the others at 4", layout.EightBit)
+		if layout.EightBit == 0 {
+			v = "none: no linear of this model is named like a v_proj or down_proj, so every one is 4-bit"
+		}
+		sc.Result.SetFact("v_down", v)
+	}
 	sc.Result.SetFact("scheme", scheme)
 	if p.Symmetric {
 		sc.Result.SetFact("weights", "symmetric")
@@ -315,8 +335,9 @@ func joinInts(xs []int, sep string) string {
 
 // CompressedLayout is what CheckCompressedTensors found.
 type CompressedLayout struct {
-	Format string // compressed-tensors format (pack-quantized)
-	Packed int    // linears stored as packed INT4
+	Format   string // compressed-tensors format (pack-quantized)
+	Packed   int    // linears stored packed (4 or 8 bits)
+	EightBit int    // of those, the 8-bit ones
 }
 
 // CheckCompressedTensors checks that dir holds a W4A16 compressed-tensors
@@ -353,10 +374,12 @@ func CheckCompressedTensors(dir string, group int) (CompressedLayout, error) {
 	if len(qc.ConfigGroups) == 0 {
 		return out, fmt.Errorf("quantization_config has no config_groups")
 	}
+	widths := map[int64]bool{}
 	for name, g := range qc.ConfigGroups {
-		if w := g.Weights; w == nil || w.NumBits != 4 || w.Strategy != "group" || w.GroupSize != group {
-			return out, fmt.Errorf("quantization_config group %s is not 4-bit weights in groups of %d: %+v", name, group, g.Weights)
+		if w := g.Weights; w == nil || (w.NumBits != 4 && w.NumBits != 8) || w.Strategy != "group" || w.GroupSize != group {
+			return out, fmt.Errorf("quantization_config group %s is not 4- or 8-bit weights in groups of %d: %+v", name, group, g.Weights)
 		}
+		widths[int64(g.Weights.NumBits)] = true
 	}
 	out.Format = qc.Format
 	tensors := map[string]safetensorsEntry{}
@@ -379,19 +402,36 @@ func CheckCompressedTensors(dir string, group int) (CompressedLayout, error) {
 			continue
 		}
 		scale, ok := tensors[base+".weight_scale"]
-		if t.Dtype != "I32" || len(t.Shape) != 2 || !ok || len(scale.Shape) != 2 {
-			return out, fmt.Errorf("%s: want an int32 [out, in/8] weight_packed beside a 2-D weight_scale", base)
+		if t.Dtype != "I32" || len(t.Shape) != 2 || !ok || len(scale.Shape) != 2 || scale.Shape[0] != t.Shape[0] {
+			return out, fmt.Errorf("%s: want an int32 [out, in*bits/32] weight_packed beside a 2-D [out, in/group] weight_scale", base)
 		}
-		in := t.Shape[1] * 8
-		if scale.Shape[0] != t.Shape[0] || scale.Shape[1]*int64(group) != in {
-			return out, fmt.Errorf("%s: weight_scale %v does not hold one scale per %d of %d input columns", base, scale.Shape, group, in)
+		// The scales give the input width (one per group of columns); the
+		// packed width then says how many bits each weight has.
+		in := scale.Shape[1] * int64(group)
+		bits := t.Shape[1] * 32 / max(in, 1)
+		if t.Shape[1]*32 != bits*in || !widths[bits] {
+			return out, fmt.Errorf("%s: weight_packed %v and weight_scale %v do not hold one scale per %d input columns at %s bits", base, t.Shape, scale.Shape, group, joinBits(widths))
 		}
 		out.Packed++
+		if bits == 8 {
+			out.EightBit++
+		}
 	}
 	if out.Packed == 0 {
 		return out, fmt.Errorf("no packed INT4 weights (*.weight_packed) in the safetensors")
 	}
 	return out, nil
+}
+
+// joinBits lists the configured widths, "4" or "4 or 8".
+func joinBits(widths map[int64]bool) string {
+	var ws []string
+	for _, b := range []int64{4, 8} {
+		if widths[b] {
+			ws = append(ws, strconv.FormatInt(b, 10))
+		}
+	}
+	return strings.Join(ws, " or ")
 }
 
 type safetensorsEntry struct {

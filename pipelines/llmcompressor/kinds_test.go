@@ -115,6 +115,23 @@ func TestCheckCompressedTensors(t *testing.T) {
 	if _, err := CheckCompressedTensors(dir, 64); err == nil || !strings.Contains(err.Error(), "one scale per 64") {
 		t.Fatalf("wrong scale shape: %v", err)
 	}
+	// Mixed widths: a second 8-bit group packs 4 weights per int32.
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+  "config_groups": {"group_0": {"weights": {"num_bits": 4, "strategy": "group", "group_size": 64}},
+    "group_1": {"weights": {"num_bits": 8, "strategy": "group", "group_size": 64}}}}}`), 0o644)
+	mixed := `{"l.weight_packed": {"dtype": "I32", "shape": [1536, 72], "data_offsets": [0, 0]},
+		"l.weight_scale": {"dtype": "F32", "shape": [1536, 9], "data_offsets": [0, 0]},
+		"d.weight_packed": {"dtype": "I32", "shape": [576, 384], "data_offsets": [0, 0]},
+		"d.weight_scale": {"dtype": "F32", "shape": [576, 24], "data_offsets": [0, 0]}}`
+	writeST(t, dir, mixed)
+	if got, err := CheckCompressedTensors(dir, 64); err != nil || got.Packed != 2 || got.EightBit != 1 {
+		t.Fatalf("mixed 4/8-bit: CheckCompressedTensors = %+v, %v", got, err)
+	}
+	// An 8-bit tensor when the config has only a 4-bit group.
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(w4a16Config), 0o644)
+	if _, err := CheckCompressedTensors(dir, 64); err == nil || !strings.Contains(err.Error(), "at 4 bits") {
+		t.Fatalf("an 8-bit tensor without an 8-bit group: %v", err)
+	}
 	// No packed weights at all: an unquantized checkpoint.
 	writeST(t, dir, `{"l.weight": {"dtype": "F32", "shape": [1536, 576], "data_offsets": [0, 0]}}`)
 	if _, err := CheckCompressedTensors(dir, 64); err == nil {

@@ -3,7 +3,7 @@
     python llmc_quantize.py --model DIR --calibration TEXT --out DIR --scheme gptq|awq
                             --group-size N [--samples 32] [--seq-len 512] [--n-grid 20] [--threads 1]
                             [--symmetric] [--observer minmax|mse] [--actorder static|group|none]
-                            [--rounding gptq|rtn]
+                            [--rounding gptq|rtn] [--v-down-bits 4|8]
 
 Calibration data is built here from the text, with no hub access: the whole text is
 tokenized once (no special tokens), cut into consecutive windows of --seq-len tokens,
@@ -18,6 +18,10 @@ Schemes (every Linear but lm_head, 4-bit integer weights, one scale per group of
         llmcompressor 0.14 a transform of its own) followed by the rounding --rounding
         names: gptq (GPTQModifier, as above, on the rescaled weights) or rtn
         (QuantizationModifier, round to nearest).
+With --v-down-bits 8, every layer's v_proj and down_proj get 8-bit weights in a second
+config group (same group size and zero points), as llama.cpp's Q4_K_M gives attn_v and
+ffn_down more bits; a regex target outranks the "Linear" class target in compressed-tensors'
+matching, so those layers take the 8-bit scheme and every other Linear the 4-bit one.
 Weights are asymmetric, with a zero point per group (the W4A16_ASYM preset), unless
 --symmetric (the W4A16 preset). --observer picks each group's range: minmax, or mse
 (a clipped range that minimises the rounding error).
@@ -34,8 +38,14 @@ quantized_linears, seconds, versions.
 import argparse
 import json
 import os
+import re
 import sys
 import time
+
+# Every layer's value and down projections, by module name; the same pattern as a
+# compressed-tensors target.
+V_DOWN_TARGET = r"re:.*\.(v_proj|down_proj)$"
+V_DOWN = re.compile(V_DOWN_TARGET[3:])
 
 
 def main() -> int:
@@ -52,6 +62,8 @@ def main() -> int:
     ap.add_argument("--observer", choices=["minmax", "mse"], default="minmax", help="how each group's range is chosen")
     ap.add_argument("--actorder", choices=["static", "group", "none"], default="static", help="GPTQ's column order")
     ap.add_argument("--rounding", choices=["gptq", "rtn"], default="gptq", help="AWQ: how the rescaled weights are rounded")
+    ap.add_argument("--v-down-bits", type=int, choices=(4, 8), default=4,
+                    help="bits of every layer's v_proj and down_proj (8: a second config group)")
     # GPTQ and AWQ run thousands of small tensor ops per layer, each ending at an
     # OpenMP barrier where libgomp spins by default. On a 2-core machine with
     # another process busy, a 1536x576 layer took 34 s with 2 threads against 1.9 s
@@ -121,6 +133,14 @@ def main() -> int:
     weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": args.group_size,
                "symmetric": args.symmetric, "observer": args.observer}
     groups = {"group_0": {"targets": ["Linear"], "weights": weights}}
+    eight = []
+    if args.v_down_bits == 8:
+        eight = [name for name in linears if V_DOWN.search(name)]
+        if eight:
+            groups["group_1"] = {"targets": [V_DOWN_TARGET], "weights": dict(weights, num_bits=8)}
+        else:
+            print("llmc_quantize: --v-down-bits 8, but no Linear is named like a v_proj or down_proj: "
+                  "every layer stays 4-bit", file=sys.stderr, flush=True)
     if args.scheme == "gptq":
         from llmcompressor.modifiers.gptq import GPTQModifier
         recipe = [GPTQModifier(ignore=["lm_head"], config_groups=groups,
@@ -152,7 +172,7 @@ def main() -> int:
         "actorder": args.actorder if args.scheme == "gptq" or args.rounding == "gptq" else None,
         "rounding": args.rounding if args.scheme == "awq" else None,
         "n_grid": args.n_grid if args.scheme == "awq" else None,
-        "calibration_tokens": len(ids), "quantized_linears": len(linears),
+        "calibration_tokens": len(ids), "quantized_linears": len(linears), "eight_bit_linears": len(eight),
         "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),
         "versions": {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,
                      "transformers": transformers.__version__, "torch": torch.__version__},

@@ -10,9 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 )
@@ -55,6 +57,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	observer := fs.String("observer", "minmax", "")
 	actorder := fs.String("actorder", "static", "")
 	rounding := fs.String("rounding", "gptq", "")
+	vdown := fs.Int("v-down-bits", 4, "")
 	fs.Int("threads", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,6 +67,9 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkChoices(*rounding, *observer, *actorder); err != nil {
 		return err
+	}
+	if *vdown != 4 && *vdown != 8 {
+		return fmt.Errorf("--v-down-bits %d (4|8) is not one the script takes", *vdown)
 	}
 	cfgBytes, err := os.ReadFile(filepath.Join(*model, "config.json"))
 	if err != nil {
@@ -95,18 +101,23 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d %t %s %s", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid,
-		*symmetric, *observer, *actorder+" "+*rounding))
+	seed := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%s %d %d %d %d %t %s %s %d", digest, sha256.Sum256(text), *scheme, *group, n, *seqLen, *grid,
+		*symmetric, *observer, *actorder+" "+*rounding, *vdown))
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
 	weights := map[string]any{"num_bits": 4, "type": "int", "strategy": "group", "group_size": *group, "symmetric": *symmetric,
 		"observer": *observer}
+	groups := map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": weights}}
+	if *vdown == 8 {
+		eight := maps.Clone(weights)
+		eight["num_bits"] = 8
+		groups["group_1"] = map[string]any{"targets": []string{`re:.*\.(v_proj|down_proj)$`}, "weights": eight}
+	}
 	cfg["quantization_config"] = map[string]any{
 		"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
-		"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": weights}},
-		"ignore":        []string{"lm_head"},
+		"config_groups": groups, "ignore": []string{"lm_head"},
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	if err := os.WriteFile(filepath.Join(*out, "config.json"), b, 0o644); err != nil {
@@ -124,11 +135,17 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 		{"mlp.down_proj", hidden, inter},
 	}
 	var tensors []stTensor
+	eightBit := 0
 	for _, l := range linears {
 		base := "model.layers.0." + l.name
-		zeroShape := []int{l.out / 8, l.in / *group}
+		perInt := 8 // weights per int32
+		if *vdown == 8 && (strings.HasSuffix(l.name, ".v_proj") || strings.HasSuffix(l.name, ".down_proj")) {
+			perInt = 4
+			eightBit++
+		}
+		zeroShape := []int{l.out / perInt, l.in / *group}
 		tensors = append(tensors,
-			stTensor{base + ".weight_packed", "I32", []int{l.out, l.in / 8}},
+			stTensor{base + ".weight_packed", "I32", []int{l.out, l.in / perInt}},
 			stTensor{base + ".weight_scale", "F32", []int{l.out, l.in / *group}},
 			stTensor{base + ".weight_shape", "I64", []int{2}})
 		if !*symmetric {
@@ -148,7 +165,7 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "llmc_quantize: %d calibration samples of %d tokens\n", n, *seqLen)
 	return json.NewEncoder(stdout).Encode(map[string]any{
 		"scheme": *scheme, "group_size": *group, "samples": n, "seq_len": *seqLen, "calibration_tokens": words,
-		"quantized_linears": len(linears), "format": "pack-quantized",
+		"quantized_linears": len(linears), "eight_bit_linears": eightBit, "format": "pack-quantized",
 		"versions": map[string]string{"llmcompressor": "stand-in"},
 	})
 }
