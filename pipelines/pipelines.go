@@ -13,8 +13,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/pipelines/coreml"
 	"github.com/edgepipe/edgepipe/pipelines/gguf"
-	// litert registers its toolchain only (no formats yet).
-	_ "github.com/edgepipe/edgepipe/pipelines/litert"
 	"github.com/edgepipe/edgepipe/pipelines/llmcompressor"
 	"github.com/edgepipe/edgepipe/pipelines/mlc"
 	"github.com/edgepipe/edgepipe/pipelines/nvidia"

@@ -17,7 +17,7 @@ import (
 // test split against the fp32 PyTorch model. It checks what the manifests
 // say was measured, not what the recipe asked for.
 func TestRealVision(t *testing.T) {
-	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime; trains the built-in vision model")
+	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert toolchain; trains the built-in vision model")
 	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
 	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
 	if err != nil {
@@ -83,5 +83,44 @@ func TestRealVision(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "cpu-int8", "config.json")); err != nil || !strings.Contains(string(b), "mobilenet_v3_small") {
 		t.Errorf("the int8 artifact's config.json (its preprocessing): %v %s", err, b)
+	}
+
+	// tflite-int8: litert-torch's full-integer model, scored by the LiteRT
+	// interpreter on the same images against the same PyTorch reference.
+	dir := filepath.Join(out, "android-int8")
+	run("verify", dir)
+	m, err := manifest.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := m.Metrics.Accuracy
+	if a == nil || a.Images != 359 || !strings.HasPrefix(a.Backend, "LiteRT interpreter (ai-edge-litert 2.3.0") ||
+		!strings.HasPrefix(a.ReferenceBackend, "torch 2.11.0") || a.Reference != fp32.Metrics.Accuracy.Reference {
+		t.Fatalf("android-int8: accuracy %+v: want the test split scored by the LiteRT interpreter against the same PyTorch reference", a)
+	}
+	if a.Drop > a.MaxDrop || a.Agreement == nil || *a.Agreement < 0.95 {
+		t.Errorf("android-int8: accuracy %+v: want a drop within max_drop and the fp32 model's class on at least 95%% of images", a)
+	}
+	if *m.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 || m.Metrics.DecodeCeilingTokS != nil {
+		t.Errorf("android-int8: %d bytes (fp32 ONNX %d), decode ceiling %v: want an int8 model under half the fp32 one, and no LLM ceiling",
+			*m.Metrics.SizeBytes, *fp32.Metrics.SizeBytes, m.Metrics.DecodeCeilingTokS)
+	}
+	converted := false
+	for _, s := range m.Steps {
+		if s.StandIn {
+			t.Errorf("android-int8: step %s ran a stand-in in the real tier", s.ID)
+		}
+		if s.Kind == "litert-convert" {
+			converted = true
+			if !strings.Contains(s.Note, "full-integer INT8") || !strings.Contains(s.Note, "int8 input") {
+				t.Errorf("litert-convert note %q: want a full-integer model with an int8 input", s.Note)
+			}
+		}
+	}
+	if !converted {
+		t.Error("no litert-convert step in the android-int8 manifest")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.tflite")); err != nil {
+		t.Error(err)
 	}
 }

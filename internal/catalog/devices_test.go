@@ -237,7 +237,7 @@ func TestParseDevicesRejects(t *testing.T) {
 		{"unknown field", "memory_gb: 8", "memory_gib: 8", "field memory_gib not found"},
 		{"missing source", "    memory_gb: test\n", "", "memory_gb = 8 has no entry in sources"},
 		{"unknown format", "formats: [coreml-int4]", "formats: [coreml-int4, gguf-q4km]", `unknown format "gguf-q4km"`},
-		{"pattern matching nothing", "formats: [coreml-int4]", "formats: [coreml-int4, tflite-*]", `unknown format "tflite-*"`},
+		{"pattern matching nothing", "formats: [coreml-int4]", "formats: [coreml-int4, tensorflow-*]", `unknown format "tensorflow-*"`},
 		{"preferred not loadable", "preferred_format: coreml-int4", "preferred_format: gguf-q4_k_m", "not loaded by any of its runtimes"},
 		{"bad family", "family: apple-ane", "family: apple", `family "apple" is not one of`},
 		{"bad platform", "platform: ios", "platform: iphone", `platform "iphone" is not one of`},

@@ -3,6 +3,7 @@ package edge
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -73,8 +74,20 @@ var visionRules = map[string]visionRule{
 // platform: static INT8 QDQ ONNX (pipelines/vision).
 const FormatVisionINT8 = "onnx-int8"
 
-// builtVisionFormats are the vision formats this build has pipelines for.
-var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true}
+// builtVisionFormats are the vision formats this build has pipelines for
+// (pipelines_test checks each against the registered families).
+var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true, "tflite-int8": true}
+
+// BuiltVisionFormats lists the vision formats the picker says this build
+// converts.
+func BuiltVisionFormats() []string {
+	out := make([]string, 0, len(builtVisionFormats))
+	for f := range builtVisionFormats {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // ParseParams reads a parameter count: 2500000, 2.5M, 800K, 1.2B.
 func ParseParams(s string) (float64, error) {

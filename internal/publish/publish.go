@@ -333,7 +333,9 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 	}
 	sz := size
 	m.Metrics.SizeBytes = &sz
-	if dev, ok := catalog.Lookup(m.Target.Device); ok && size > 0 && dev.MemoryBandwidthGBs > 0 {
+	// The decode ceiling is an LLM's bound (bandwidth / bytes a token reads);
+	// an image classifier has no decode loop.
+	if dev, ok := catalog.Lookup(m.Target.Device); ok && size > 0 && dev.MemoryBandwidthGBs > 0 && !r.IsVision() {
 		c := catalog.DecodeCeiling(dev.MemoryBandwidthGBs, float64(size)/1e9)
 		m.Metrics.DecodeCeilingTokS = &c
 	}

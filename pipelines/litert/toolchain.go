@@ -1,8 +1,7 @@
 // Package litert declares the pinned LiteRT toolchain (steps/toolchains/litert.lock)
 // and its helper scripts: PyTorch -> TFLite/LiteRT conversion, FP32 and full-integer
 // INT8 (litert-torch's PT2E quantizer, calibrated), and validation with the LiteRT
-// interpreter. It brings no formats yet: the vision family wires its Android target
-// to these tools.
+// interpreter. The vision family's tflite-int8 format runs them.
 package litert
 
 import "github.com/edgepipe/edgepipe/internal/toolchain"
@@ -18,8 +17,9 @@ const (
 	ToolValidate = "litert_validate.py"
 )
 
-func init() {
-	toolchain.Register(toolchain.Python(Toolchain, []string{ToolConvert, ToolValidate},
+// Spec is the toolchain, for the family that brings it.
+func Spec() toolchain.Spec {
+	return toolchain.Python(Toolchain, []string{ToolConvert, ToolValidate},
 		"litert-torch 0.10.0 (ai-edge-torch renamed) converts PyTorch vision models to TFLite/LiteRT, FP32 or full-integer INT8 "+
-			"(PT2E static quantization, calibrated); ai-edge-litert 2.3.0's interpreter validates them on this CPU"))
+			"(PT2E static quantization, calibrated); ai-edge-litert 2.3.0's interpreter validates them on this CPU")
 }

@@ -21,6 +21,9 @@ const ReferenceStepID = "vision-eval:reference"
 func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ref := add(&plan.Step{ID: ReferenceStepID, Kind: KindEval, Needs: []string{plan.SourceStepID},
 		Params: &EvalParams{Runtime: RuntimeTorch}, Data: plan.EvalData(r)}, t.Name)
+	if f.Name == FormatTFLiteInt8 {
+		return expandTFLite(r, t, ref, add)
+	}
 	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
 	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,
 		Needs: []string{plan.SourceStepID}, Params: &ExportParams{Opset: opset}, Data: plan.EvalData(r)}, t.Name)
@@ -47,10 +50,29 @@ const (
 	KindExport   = "vision-export"
 	KindQuantize = "vision-quantize"
 	KindEval     = "vision-eval"
+	// KindLiteRTConvert runs in the litert toolchain.
+	KindLiteRTConvert = "litert-convert"
 )
 
 // Runtimes a vision-eval step scores with.
 const (
 	RuntimeTorch = "torch"
 	RuntimeONNX  = "onnxruntime"
+	// RuntimeLiteRT scores a .tflite with the LiteRT interpreter.
+	RuntimeLiteRT = "litert"
 )
+
+// expandTFLite: source -> litert-convert (litert-torch, full-integer INT8,
+// calibrated on data.calibration) -> vision-eval on the LiteRT interpreter,
+// gated against the PyTorch reference on the same images. The converter
+// takes the PyTorch model itself, not the ONNX export.
+func expandTFLite(r *recipe.Recipe, t *recipe.Target, ref *plan.Step, add plan.AddFunc) (*plan.Step, []string) {
+	o := t.Options.(*TFLiteOptions)
+	params := &LiteRTParams{PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0)}
+	suffix := plan.OptionSuffix(t.Options, "per_channel", "calibration_samples")
+	model := add(&plan.Step{ID: "litert-convert:tflite-int8" + suffix, Kind: KindLiteRTConvert,
+		Needs: []string{plan.SourceStepID}, Params: params, Data: plan.CalibrationData(r)}, t.Name)
+	check := add(&plan.Step{ID: "vision-eval:tflite-int8" + suffix, Kind: KindEval,
+		Needs: []string{model.ID, ref.ID, plan.SourceStepID}, Params: &EvalParams{Runtime: RuntimeLiteRT}, Data: plan.EvalData(r)}, t.Name)
+	return model, []string{check.ID}
+}

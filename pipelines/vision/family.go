@@ -3,7 +3,10 @@
 // to an fp32 ONNX graph with a dynamic batch axis (onnx-fp32), ONNX
 // Runtime's static quantizer makes a calibrated INT8 QDQ model of it
 // (onnx-int8), and every artifact is gated on top-1 accuracy over a
-// labelled evaluation set against the fp32 PyTorch model.
+// labelled evaluation set against the fp32 PyTorch model. tflite-int8 is
+// the Android format: litert-torch converts the PyTorch classifier to a
+// full-integer INT8 TFLite/LiteRT model (calibrated), and the LiteRT
+// interpreter scores it.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -15,6 +18,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/pipelines/litert"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -29,8 +33,9 @@ const (
 
 // Formats an image-classification target can ask for.
 const (
-	FormatFP32 = "onnx-fp32"
-	FormatInt8 = "onnx-int8"
+	FormatFP32       = "onnx-fp32"
+	FormatInt8       = "onnx-int8"
+	FormatTFLiteInt8 = "tflite-int8"
 )
 
 // Family is the vision family, for registration.
@@ -41,17 +46,22 @@ func Family() plan.Family {
 		// onnx-fp32 is in the catalog already (the onnx family's row);
 		// onnx-int8 exists only for image classification.
 		Formats: catalog.FormatSet{
+			Labels: map[string]string{"litert": "TFLite/LiteRT"},
 			Formats: []catalog.Format{
 				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
 						"calibrated, per-channel weights"},
+				{Name: FormatTFLiteInt8, Family: "litert", BitsPerWeight: 8, RunsHere: "yes",
+					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
+						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}},
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain},
-			"torch, torchvision, scikit-learn (the built-in digits model), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer")},
+			"torch, torchvision, scikit-learn (the built-in digits model), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
+			litert.Spec()},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/litert"
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -190,10 +191,15 @@ type EvalParams struct {
 // PredictionsFile holds a vision-eval step's predicted classes (.npy).
 const PredictionsFile = "predictions.npy"
 
-func (visionEval) Name() string       { return KindEval }
-func (visionEval) Version() int       { return 1 }
-func (visionEval) NewParams() any     { return &EvalParams{} }
-func (visionEval) Tools(any) []string { return []string{ToolEval} }
+func (visionEval) Name() string   { return KindEval }
+func (visionEval) Version() int   { return 1 }
+func (visionEval) NewParams() any { return &EvalParams{} }
+func (visionEval) Tools(params any) []string {
+	if p, ok := params.(*EvalParams); ok && p.Runtime == RuntimeLiteRT {
+		return []string{litert.ToolValidate}
+	}
+	return []string{ToolEval}
+}
 func (visionEval) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1024, ModelFactor: 8}
 }
@@ -206,6 +212,7 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	args := []string{"--set", set, "--predictions", filepath.Join(sc.Out, PredictionsFile)}
 	var ref *steps.Input
+	tool := ToolEval
 	switch p.Runtime {
 	case RuntimeTorch:
 		src, err := sc.Input(steps.Fetch)
@@ -229,10 +236,29 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		ref = &r
 		args = append(args, "--onnx", filepath.Join(model.Dir, model.Result.Files["model"]),
 			"--reference", filepath.Join(r.Dir, PredictionsFile))
+	case RuntimeLiteRT:
+		if len(sc.Inputs) < 3 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
+			return fmt.Errorf("step %s needs, first, the step that made the .tflite it scores, then the reference and the source", sc.StepID)
+		}
+		model := sc.Inputs[0]
+		r, err := sc.Input(visionEval{})
+		if err != nil {
+			return err
+		}
+		if r.Result == nil || r.Result.Accuracy == nil {
+			return fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
+		}
+		src, err := sc.Input(steps.Fetch)
+		if err != nil {
+			return err
+		}
+		ref, tool = &r, litert.ToolValidate
+		args = append(args, "--model", filepath.Join(model.Dir, model.Result.Files["model"]), "--config", src.Dir,
+			"--reference", filepath.Join(r.Dir, PredictionsFile), "--threads", strconv.Itoa(sc.NumThreads()))
 	default:
-		return fmt.Errorf("vision-eval: runtime %q is not %s or %s", p.Runtime, RuntimeTorch, RuntimeONNX)
+		return fmt.Errorf("vision-eval: runtime %q is not %s, %s or %s", p.Runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT)
 	}
-	if err := sc.RunTool(ctx, ToolEval, args...); err != nil {
+	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return err
 	}
 	var res struct {
@@ -241,12 +267,26 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		Images    int      `json:"images"`
 		Runtime   string   `json:"runtime"`
 		Agreement *float64 `json:"agreement"`
+		// litert_validate.py's names for the same.
+		Samples   int    `json:"samples"`
+		LiteRT    string `json:"ai_edge_litert"`
+		Reference *struct {
+			Agreement *float64 `json:"agreement"`
+		} `json:"reference"`
+		MSPerImage float64 `json:"ms_per_image"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolEval, err)
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	if p.Runtime == RuntimeLiteRT {
+		res.Images, res.Runtime = res.Samples, "LiteRT interpreter (ai-edge-litert "+res.LiteRT+", XNNPACK on the CPU)"
+		if res.Reference != nil {
+			res.Agreement = res.Reference.Agreement
+		}
+		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 	}
 	if res.Top1 == nil || res.Images == 0 {
-		return fmt.Errorf("%s scored no images (see %s)", ToolEval, sc.LogPath)
+		return fmt.Errorf("%s scored no images (see %s)", tool, sc.LogPath)
 	}
 	acc := &steps.Accuracy{Top1: *res.Top1, Correct: res.Correct, Images: res.Images, Backend: res.Runtime, Agreement: res.Agreement}
 	if ref != nil {

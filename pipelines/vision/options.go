@@ -22,6 +22,12 @@ type Int8Options struct {
 	KeepFloat         *string `yaml:"keep_float" doc:"A regular expression over the ONNX graph's node names (for example /classifier/): the nodes it matches stay in float too (default: none)."`
 }
 
+// TFLiteOptions are tflite-int8's options.
+type TFLiteOptions struct {
+	PerChannel *bool `yaml:"per_channel" doc:"One int8 scale per output channel of each convolution and fully-connected weight (default true); false: one per tensor."`
+	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
+}
+
 // Defaults of onnx-int8.
 const (
 	DefaultOpset             = 18
@@ -40,8 +46,11 @@ func (o *Int8Options) CheckOptions() []recipe.OptionProblem {
 }
 
 func options(format string) any {
-	if format == FormatInt8 {
+	switch format {
+	case FormatInt8:
 		return &Int8Options{}
+	case FormatTFLiteInt8:
+		return &TFLiteOptions{}
 	}
 	return &ExportOptions{}
 }

@@ -3,6 +3,12 @@
     python litert_convert.py --weights model.safetensors --out model.tflite --mode fp32|int8
         --num-classes 10 [--input-size 32] [--in-channels 3]
         [--calibration CALIB.npy] [--samples N] [--per-tensor]
+    python litert_convert.py --model DIR --out model.tflite --mode fp32|int8
+        [--calibration SET.npz] [--samples N] [--per-tensor]
+
+--model DIR is an edgepipe image-classifier folder (model.safetensors and config.json, see
+vision_data.py): the classes, input size and channels come from its config, and a labelled
+calibration set (.npz) is preprocessed with it, as every vision runtime does.
 
 The model is torchvision's mobilenet_v3_small(num_classes=...) with its first convolution
 rebuilt for --in-channels when that is not 3, loaded from a safetensors state dict (strict: every
@@ -96,9 +102,19 @@ def build_model(weights, num_classes, in_channels):
     return model.eval()
 
 
-def load_calibration(path, shape, samples):
+def load_calibration(path, shape, samples, cfg=None):
     import numpy as np
 
+    if path.endswith(".npz"):
+        if cfg is None:
+            fail(f"--calibration {path}: a labelled set (.npz) needs --model DIR, whose config.json says how to preprocess it")
+        import vision_data
+
+        images, _ = vision_data.load_set(path)
+        x = vision_data.preprocess(images[:samples] if samples else images, cfg)
+        if len(x) == 0:
+            fail(f"--calibration {path}: no images")
+        return x.astype(np.float32)
     try:
         x = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -162,10 +178,12 @@ def census(path):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--weights", required=True, help="the classifier's state dict (.safetensors)")
+    ap.add_argument("--weights", help="the classifier's state dict (.safetensors)")
+    ap.add_argument("--model", help="an image-classifier folder (model.safetensors + config.json) instead of --weights "
+                                    "and the shape flags")
     ap.add_argument("--out", required=True, help="the .tflite to write")
     ap.add_argument("--mode", choices=("fp32", "int8"), required=True)
-    ap.add_argument("--num-classes", type=int, required=True)
+    ap.add_argument("--num-classes", type=int, default=0)
     ap.add_argument("--input-size", type=int, default=224, help="height and width of the model's input")
     ap.add_argument("--in-channels", type=int, default=3)
     ap.add_argument("--calibration", help="int8: float32 .npy (N, C, H, W) of preprocessed calibration images")
@@ -173,6 +191,17 @@ def main() -> int:
     ap.add_argument("--per-tensor", action="store_true", help="int8: one weight scale per tensor, not per output channel")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    cfg = None
+    if bool(args.model) == bool(args.weights):
+        fail("give exactly one of --model DIR and --weights FILE")
+    if args.model:
+        import vision_data
+
+        cfg = vision_data.read_config(args.model)
+        if cfg["architecture"] != "mobilenet_v3_small":
+            fail(f"architecture {cfg['architecture']!r} is not one this converter builds (mobilenet_v3_small)")
+        args.weights = os.path.join(args.model, "model.safetensors")
+        args.num_classes, args.input_size, args.in_channels = cfg["num_classes"], cfg["input_size"], cfg["in_channels"]
     if args.num_classes < 1 or args.input_size < 1 or args.in_channels < 1:
         fail("--num-classes, --input-size and --in-channels must be positive")
     if args.mode == "int8" and not args.calibration:
@@ -185,7 +214,7 @@ def main() -> int:
     torch.manual_seed(args.seed)
     shape = (1, args.in_channels, args.input_size, args.input_size)
     model = build_model(args.weights, args.num_classes, args.in_channels)
-    calib = load_calibration(args.calibration, shape, args.samples) if args.mode == "int8" else None
+    calib = load_calibration(args.calibration, shape, args.samples, cfg) if args.mode == "int8" else None
 
     example = torch.zeros(shape, dtype=torch.float32)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

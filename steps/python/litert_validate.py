@@ -2,6 +2,12 @@
 
     python litert_validate.py --model model.tflite --images X.npy [--labels Y.npy]
         [--reference REF.npy] [--save-logits OUT.npy] [--threads N]
+    python litert_validate.py --model model.tflite --set SET.npz --config DIR
+        [--reference REF.npy] [--predictions OUT.npy] [--threads N]
+
+--set is a labelled image set (.npz, see vision_data.py), preprocessed with the classifier
+folder DIR's config.json exactly as the PyTorch and ONNX Runtime scorers do; its labels give
+top-1 accuracy. --predictions saves the predicted classes (int64 .npy), as vision_eval.py does.
 
 --images is a float32 .npy of shape (N, C, H, W): the model's input, preprocessed as for PyTorch.
 For a quantized model (int8 or uint8 input) each image is quantized with the input tensor's scale
@@ -44,7 +50,10 @@ def load_npy(path, what):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the .tflite")
-    ap.add_argument("--images", required=True, help="float32 .npy (N, C, H, W), preprocessed")
+    ap.add_argument("--images", help="float32 .npy (N, C, H, W), preprocessed")
+    ap.add_argument("--set", help="a labelled image set (.npz) instead of --images and --labels")
+    ap.add_argument("--config", help="with --set: the classifier folder whose config.json preprocesses it")
+    ap.add_argument("--predictions", help="write the predicted classes here (int64 .npy)")
     ap.add_argument("--labels", help="int .npy (N,): the true classes")
     ap.add_argument("--reference", help=".npy: the FP32 model's logits (N, classes) or predicted classes (N,)")
     ap.add_argument("--save-logits", help="write this model's (dequantized) logits here, float32 (N, classes)")
@@ -55,10 +64,18 @@ def main() -> int:
     import ai_edge_litert
     from ai_edge_litert.interpreter import Interpreter
 
-    x = load_npy(args.images, "--images")
+    if bool(args.set) == bool(args.images) or (args.set and (not args.config or args.labels)):
+        fail("give --images [--labels], or --set SET.npz with --config DIR")
+    if args.set:
+        import vision_data
+
+        images, labels = vision_data.load_set(args.set)
+        x = vision_data.preprocess(images, vision_data.read_config(args.config))
+    else:
+        x = load_npy(args.images, "--images")
+        labels = load_npy(args.labels, "--labels") if args.labels else None
     if x.ndim != 4 or not np.issubdtype(x.dtype, np.floating):
         fail(f"--images {args.images}: want float32 (N, C, H, W) preprocessed images, got {x.dtype} {x.shape}")
-    labels = load_npy(args.labels, "--labels") if args.labels else None
     if labels is not None and (labels.ndim != 1 or len(labels) != len(x) or not np.issubdtype(labels.dtype, np.integer)):
         fail(f"--labels {args.labels}: want one int class per image ({len(x)}), got {labels.dtype} {labels.shape}")
     ref = load_npy(args.reference, "--reference") if args.reference else None
@@ -103,13 +120,16 @@ def main() -> int:
     pred = logits.argmax(axis=1)
     if args.save_logits:
         np.save(args.save_logits, logits)
+    if args.predictions:
+        np.save(args.predictions, pred.astype(np.int64))
 
     def io(d):
         s, z = d["quantization"]
         return {"dtype": d["dtype"].__name__, "shape": [int(v) for v in d["shape"]], "scale": float(s), "zero_point": int(z)}
 
     report = {"model": args.model, "samples": int(len(x)), "input": io(inp), "output": io(out),
-              "top1": None if labels is None else float((pred == labels).mean())}
+              "top1": None if labels is None else float((pred == labels).mean()),
+              "correct": None if labels is None else int((pred == labels).sum())}
     if ref is not None:
         ref_pred = ref.argmax(axis=1) if ref.ndim == 2 else ref
         r = {"agreement": float((pred == ref_pred).mean())}
