@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/edgepipe/edgepipe/internal/complete"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/suggest"
@@ -106,25 +107,25 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: recipeArg},
-		{use: "plan [--json] [--bundle FILE] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: recipeArg},
-		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: recipeArg},
-		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: recipeArg},
-		{use: "step run PLAN.json|BUNDLE STEP-ID", summary: "run one step of a saved plan or bundle (plan --bundle), on any machine", define: cmdStep, complete: stepArgs},
-		{use: "export argo [--image IMG] --remote-cache URL [--target NAME] RECIPE", summary: "print the plan as an Argo Workflow: one pod per step running `edgepipe step run`", define: cmdExport, complete: recipeArg},
-		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: recipeArg},
-		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: dirArgs},
-		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: dirArgs},
+		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: complete.RecipeArg},
+		{use: "plan [--json] [--bundle FILE] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: complete.RecipeArg},
+		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: complete.RecipeArg},
+		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: complete.RecipeArg},
+		{use: "step run PLAN.json|BUNDLE STEP-ID", summary: "run one step of a saved plan or bundle (plan --bundle), on any machine", define: cmdStep, complete: complete.StepArgs},
+		{use: "export argo [--image IMG] --remote-cache URL [--target NAME] RECIPE", summary: "print the plan as an Argo Workflow: one pod per step running `edgepipe step run`", define: cmdExport, complete: complete.RecipeArg},
+		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: complete.RecipeArg},
+		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: complete.DirArgs},
+		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: complete.DirArgs},
 		{use: "pull [--key PUB.pem] [--insecure] oci://HOST/REPOSITORY:TAG DIR", summary: "download a pushed artifact and verify it", define: cmdPull},
-		{use: "cache ls | cache gc [--older-than DURATION] [--dry-run]", summary: "list the cache, or remove incomplete entries and what was not used for a while", define: cmdCache, complete: words("ls", "gc")},
-		{use: "toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...", summary: "install the pinned toolchains (all, by name, or what a recipe needs), list them with sizes and last use, remove them", define: cmdToolchain, complete: toolchainArgs},
-		{use: "doctor [--json] [RECIPE]", summary: "say which tools are installed, their versions, and how to install the rest (with RECIPE: only what it needs)", define: cmdDoctor, complete: recipeArg},
-		{use: "devices [--json]", summary: "list the device catalog", define: cmdDevices, complete: noArgs},
-		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: noArgs},
-		{use: "pick --platform PLATFORM --model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] [--json]", summary: "choose device, format and pipeline for a platform, model and budget", define: cmdPick, complete: noArgs},
-		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: noArgs},
-		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: noArgs},
-		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: noArgs},
+		{use: "cache ls | cache gc [--older-than DURATION] [--dry-run]", summary: "list the cache, or remove incomplete entries and what was not used for a while", define: cmdCache, complete: complete.Words("ls", "gc")},
+		{use: "toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...", summary: "install the pinned toolchains (all, by name, or what a recipe needs), list them with sizes and last use, remove them", define: cmdToolchain, complete: complete.ToolchainArgs},
+		{use: "doctor [--json] [RECIPE]", summary: "say which tools are installed, their versions, and how to install the rest (with RECIPE: only what it needs)", define: cmdDoctor, complete: complete.RecipeArg},
+		{use: "devices [--json]", summary: "list the device catalog", define: cmdDevices, complete: complete.NoArgs},
+		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: complete.NoArgs},
+		{use: "pick --platform PLATFORM (--model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] | --task vision --params N) [--json]", summary: "choose device, format and pipeline for a platform, model and budget (--task vision: backbone, runtime and INT8 format for an image classifier)", define: cmdPick, complete: complete.NoArgs},
+		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: complete.NoArgs},
+		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: complete.NoArgs},
+		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: complete.NoArgs},
 	}
 }
 
@@ -182,7 +183,7 @@ func newRootRan(env *Env, ran *bool) *cobra.Command {
 			return run(cmd.Context(), args)
 		}
 		cmd.SetFlagErrorFunc(flagError)
-		registerFlagCompletions(name, cmd)
+		complete.RegisterFlags(name, cmd, recipeTargets)
 		root.AddCommand(cmd)
 	}
 	return root

@@ -123,6 +123,31 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(filepath.Join(*out, "config.json"), b, 0o644); err != nil {
 		return err
 	}
+	tensors, linears, eightBit := layer0Tensors(cfg, hidden, inter, *group, *symmetric, *vdown == 8)
+	if err := writeSafetensors(filepath.Join(*out, "model.safetensors"), tensors, seed[:]); err != nil {
+		return err
+	}
+	for _, tok := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"} {
+		if b, err := os.ReadFile(filepath.Join(*model, tok)); err == nil {
+			if err := os.WriteFile(filepath.Join(*out, tok), b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "llmc_quantize: %d calibration samples of %d tokens\n", n, *seqLen)
+	return json.NewEncoder(stdout).Encode(map[string]any{
+		"scheme": *scheme, "group_size": *group, "samples": n, "seq_len": *seqLen, "calibration_tokens": words,
+		"quantized_linears": linears, "eight_bit_linears": eightBit, "format": "pack-quantized",
+		"versions": map[string]string{"llmcompressor": "stand-in"},
+	})
+}
+
+// layer0Tensors are the packed tensors of layer 0's linears as
+// compressed-tensors saves them: int32 weight_packed [out, in/8] (in/4
+// for the 8-bit v_proj and down_proj when eight), weight_scale [out,
+// in/group], weight_shape, and zero points unless symmetric. It returns
+// them, how many linears there are and how many of them are 8-bit.
+func layer0Tensors(cfg map[string]any, hidden, inter, group int, symmetric, eight bool) ([]stTensor, int, int) {
 	heads := max(intField(cfg, "num_attention_heads"), 1)
 	kv := max(intField(cfg, "num_key_value_heads"), 1)
 	hd := hidden / heads
@@ -139,35 +164,19 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 	for _, l := range linears {
 		base := "model.layers.0." + l.name
 		perInt := 8 // weights per int32
-		if *vdown == 8 && (strings.HasSuffix(l.name, ".v_proj") || strings.HasSuffix(l.name, ".down_proj")) {
+		if eight && (strings.HasSuffix(l.name, ".v_proj") || strings.HasSuffix(l.name, ".down_proj")) {
 			perInt = 4
 			eightBit++
 		}
-		zeroShape := []int{l.out / perInt, l.in / *group}
 		tensors = append(tensors,
 			stTensor{base + ".weight_packed", "I32", []int{l.out, l.in / perInt}},
-			stTensor{base + ".weight_scale", "F32", []int{l.out, l.in / *group}},
+			stTensor{base + ".weight_scale", "F32", []int{l.out, l.in / group}},
 			stTensor{base + ".weight_shape", "I64", []int{2}})
-		if !*symmetric {
-			tensors = append(tensors, stTensor{base + ".weight_zero_point", "I32", zeroShape})
+		if !symmetric {
+			tensors = append(tensors, stTensor{base + ".weight_zero_point", "I32", []int{l.out / perInt, l.in / group}})
 		}
 	}
-	if err := writeSafetensors(filepath.Join(*out, "model.safetensors"), tensors, seed[:]); err != nil {
-		return err
-	}
-	for _, tok := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"} {
-		if b, err := os.ReadFile(filepath.Join(*model, tok)); err == nil {
-			if err := os.WriteFile(filepath.Join(*out, tok), b, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	fmt.Fprintf(stderr, "llmc_quantize: %d calibration samples of %d tokens\n", n, *seqLen)
-	return json.NewEncoder(stdout).Encode(map[string]any{
-		"scheme": *scheme, "group_size": *group, "samples": n, "seq_len": *seqLen, "calibration_tokens": words,
-		"quantized_linears": len(linears), "eight_bit_linears": eightBit, "format": "pack-quantized",
-		"versions": map[string]string{"llmcompressor": "stand-in"},
-	})
+	return tensors, len(linears), eightBit
 }
 
 // llmcPerplexity: llmc_perplexity.py --model DIR --text FILE --ctx N
