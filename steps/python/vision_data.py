@@ -3,7 +3,7 @@
 An image set is an .npz file (numpy's zip of .npy arrays, read with allow_pickle=False):
   images  uint8, (N, H, W) grayscale or (N, H, W, 3) RGB, values 0-255
   labels  int64, (N,) class indices
-A model folder holds model.safetensors (a torchvision classifier's state dict) and
+A model folder holds model.safetensors (the state dict of a classifier build_model makes) and
 config.json: {"architecture", "num_classes", "input_size", "in_channels", "mean", "std"}.
 Preprocessing (resize, channels, normalization) is config.json's, the same for every
 runtime, so PyTorch and ONNX Runtime score the same tensors.
@@ -96,12 +96,23 @@ def preprocess(images, cfg):
     return ((x - mean) / std).contiguous().numpy()
 
 
-def build_model(cfg):
-    import torchvision
+# The architectures edgepipe builds, by config.json's "architecture".
+ARCHITECTURES = ("mobilenet_v3_small", "tf_efficientnet_lite0")
 
-    if cfg["architecture"] != "mobilenet_v3_small":
-        raise SystemExit(f"architecture {cfg['architecture']!r} is not one edgepipe builds (mobilenet_v3_small)")
-    return torchvision.models.mobilenet_v3_small(num_classes=cfg["num_classes"])
+
+def build_model(cfg):
+    arch = cfg["architecture"]
+    if arch == "mobilenet_v3_small":
+        import torchvision
+
+        return torchvision.models.mobilenet_v3_small(num_classes=cfg["num_classes"])
+    if arch == "tf_efficientnet_lite0":
+        import timm
+
+        # pretrained=False: timm builds the layers only and downloads nothing; the weights
+        # come from the folder's model.safetensors.
+        return timm.create_model(arch, pretrained=False, num_classes=cfg["num_classes"])
+    raise SystemExit(f"architecture {arch!r} is not one edgepipe builds ({', '.join(ARCHITECTURES)})")
 
 
 def load_model(model_dir):
