@@ -139,3 +139,39 @@ class TestImport(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestStaticSamePadding(unittest.TestCase):
+    """vision_export.static_same_padding: timm's TensorFlow "same" padding exported as Pads
+    with constant amounts (input-dependent amounts are float arithmetic the INT8 quantizer
+    wraps in QuantizeLinear/DequantizeLinear, which made the INT8 EfficientNet-Lite0 pad by
+    the wrong amounts)."""
+
+    def test_same_outputs_and_constant_pads(self):
+        try:
+            import onnx
+            import timm  # noqa: F401
+            import torch
+        except ImportError as e:
+            self.skipTest(f"needs the vision toolchain: {e}")
+        import vision_export
+
+        torch.manual_seed(0)
+        cfg = {"architecture": "tf_efficientnet_lite0", "num_classes": 10, "input_size": 64, "in_channels": 3}
+        model = vision_data.build_model(cfg).eval()
+        x = torch.randn(2, 3, 64, 64)
+        with torch.no_grad():
+            want = model(x)
+            self.assertEqual(vision_export.static_same_padding(model, cfg), 5)
+            got = model(x)
+        self.assertTrue(torch.allclose(want, got, atol=1e-5), float((want - got).abs().max()))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.onnx")
+            torch.onnx.export(model, (x,), path, opset_version=18, input_names=["pixel_values"], output_names=["logits"],
+                              dynamic_axes={"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+                              do_constant_folding=True, dynamo=False)
+            g = onnx.load(path).graph
+        pads = [n for n in g.node if n.op_type == "Pad"]
+        self.assertEqual(len(pads), 5)
+        self.assertFalse([n.name for n in pads if vision_export.reads_input(g, n.input[1])])
+        self.assertTrue(vision_export.reads_input(g, pads[0].input[0]))
