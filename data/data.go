@@ -1,8 +1,10 @@
 // Package data ships the built-in evaluation and calibration texts and
-// labelled image sets (data/README.md says where they come from and under
-// which license), so a recipe's `builtin:eval`, `builtin:calibration`,
-// `builtin:digits-test` and `builtin:digits-calibration` work offline and
-// give the same tokens and images on every machine.
+// image sets (data/README.md says where they come from and under which
+// license), so a recipe's `builtin:eval`, `builtin:calibration`,
+// `builtin:digits-test`, `builtin:digits-calibration` (labelled) and
+// `builtin:skimage-photos`, `builtin:skimage-photos-calibration`
+// (unlabelled: every label -1) work offline and give the same tokens and
+// images on every machine.
 package data
 
 import (
@@ -31,8 +33,8 @@ func Names() []string {
 	return out
 }
 
-// fileOf is the embedded file of a built-in data set: a text (.txt) or a
-// labelled image set (.npz).
+// fileOf is the embedded file of a built-in data set: a text (.txt) or an
+// image set (.npz).
 func fileOf(name string) (string, error) {
 	for _, ext := range []string{".txt", ".npz"} {
 		if _, err := fs.Stat(texts, name+ext); err == nil {

@@ -308,10 +308,13 @@ type Accuracy struct {
 	Images  int     `json:"images"`
 	// Reference is the reference model's top-1; nil in the reference's
 	// own step.
-	Reference        *float64 `json:"reference_top1,omitempty"`
-	Agreement        *float64 `json:"agreement,omitempty"`
-	Backend          string   `json:"backend"`
-	ReferenceBackend string   `json:"reference_backend,omitempty"`
+	Reference *float64 `json:"reference_top1,omitempty"`
+	Agreement *float64 `json:"agreement,omitempty"`
+	// Unlabelled: the set has no labels (every label -1), so Top1 and
+	// Correct are 0 and mean nothing; only Agreement measures the model.
+	Unlabelled       bool   `json:"unlabelled,omitempty"`
+	Backend          string `json:"backend"`
+	ReferenceBackend string `json:"reference_backend,omitempty"`
 }
 
 // SetVersion records the version of a tool or library that ran.

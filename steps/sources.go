@@ -21,7 +21,7 @@ func init() {
 		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Check: toolchain.CheckBuiltin,
 			Tools: func(src string) []string {
 				if toolchain.IsVisionBuiltin(src) {
-					return []string{toolchain.ToolVisionTrain}
+					return []string{toolchain.VisionBuiltinTool(src)}
 				}
 				return []string{toolchain.ToolGGUFToHF}
 			}},

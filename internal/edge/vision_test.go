@@ -15,9 +15,9 @@ func TestPickVisionBackboneByParams(t *testing.T) {
 	}{
 		{2.5e6, "MobileNetV3-Small", "builtin:mobilenetv3-small-digits", ""},
 		{2_999_999, "MobileNetV3-Small", "builtin:mobilenetv3-small-digits", ""},
-		{3e6, "EfficientNet-Lite0", "", "no built-in EfficientNet-Lite0"},
-		{10e6, "EfficientNet-Lite0", "", "no built-in EfficientNet-Lite0"},
-		{25e6, "EfficientNet-Lite0", "", "past the brief's vision rule, which stops at 10M"},
+		{3e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", ""},
+		{10e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", ""},
+		{25e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", "past the brief's vision rule, which stops at 10M"},
 	} {
 		p, err := PickVision(VisionRequest{Platform: "laptop", Params: tc.params})
 		if err != nil {

@@ -149,8 +149,10 @@ type RunResult struct {
 	Gates     map[string]*publish.GateResult
 	// Accuracy holds image classifiers' gates, by target.
 	Accuracy map[string]*publish.AccuracyResult
-	Failed   []error // root causes only
-	Skipped  []string
+	// Agreement holds image classifiers' agreement gates, by target.
+	Agreement map[string]*publish.AgreementResult
+	Failed    []error // root causes only
+	Skipped   []string
 	// Stopped maps each skipped step that needed nothing that failed to
 	// the failure after which fail-fast stopped launching work.
 	Stopped map[string]string
@@ -160,7 +162,7 @@ type RunResult struct {
 // context's error when interrupted); RunResult lists them all.
 func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 	res := &RunResult{Outputs: e.outputs, Published: map[string]string{}, Gates: map[string]*publish.GateResult{},
-		Accuracy: map[string]*publish.AccuracyResult{}, Stopped: map[string]string{}}
+		Accuracy: map[string]*publish.AccuracyResult{}, Agreement: map[string]*publish.AgreementResult{}, Stopped: map[string]string{}}
 	var nodes []dag.Node
 	var pubMu sync.Mutex
 	only := map[string]bool{}
@@ -204,6 +206,9 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 						}
 						if pr.Accuracy != nil {
 							res.Accuracy[s.Target] = pr.Accuracy
+						}
+						if pr.Agreement != nil {
+							res.Agreement[s.Target] = pr.Agreement
 						}
 						if pr.Dir != "" {
 							res.Published[s.Target] = pr.Dir

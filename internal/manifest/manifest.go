@@ -137,7 +137,10 @@ type Step struct {
 type Metrics struct {
 	Perplexity *Perplexity `json:"perplexity,omitempty"`
 	// Accuracy is an image classifier's gate, in place of Perplexity.
-	Accuracy          *Accuracy  `json:"accuracy,omitempty"`
+	Accuracy *Accuracy `json:"accuracy,omitempty"`
+	// Agreement is an image classifier's agreement gate (with or in place
+	// of Accuracy): not accuracy, faithfulness to the fp32 model.
+	Agreement         *Agreement `json:"agreement_gate,omitempty"`
 	KLDivergence      *float64   `json:"kl_divergence,omitempty"`
 	Top1Agreement     *float64   `json:"top1_agreement,omitempty"`
 	SizeBytes         *int64     `json:"size_bytes,omitempty"`
@@ -187,6 +190,21 @@ type Accuracy struct {
 	// Agreement is the share of images both models put in the same class.
 	Agreement *float64 `json:"agreement,omitempty"`
 	// Backend and ReferenceBackend are the runtimes that scored them.
+	Backend          string `json:"backend"`
+	ReferenceBackend string `json:"reference_backend"`
+}
+
+// Agreement is an image classifier's agreement gate: the share of the
+// evaluation images on which the converted model's top-1 class is the
+// reference's (the fp32 PyTorch model). It needs no labels; it is not
+// accuracy (a model wrong the same way as the reference agrees).
+type Agreement struct {
+	Agreement float64 `json:"agreement"`
+	Min       float64 `json:"min"`
+	Verdict   string  `json:"verdict"`
+	Images    int     `json:"images"`
+	// Labelled is false for an unlabelled set (no accuracy measured).
+	Labelled         bool   `json:"labelled"`
 	Backend          string `json:"backend"`
 	ReferenceBackend string `json:"reference_backend"`
 }

@@ -132,6 +132,10 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			drop := a.MaxDrop
 			pub.Params.(*PublishParams).MaxAccuracyDrop = &drop
 		}
+		if a := t.Quality.Agreement; a != nil && r.IsVision() {
+			min := a.Min
+			pub.Params.(*PublishParams).MinAgreement = &min
+		}
 		add(pub, t.Name)
 	}
 
@@ -319,6 +323,8 @@ type PublishParams struct {
 	// MaxAccuracyDrop is an image classifier's gate (absent for text
 	// generation, whose keys it leaves as they were).
 	MaxAccuracyDrop *float64 `json:"max_accuracy_drop,omitempty"`
+	// MinAgreement is an image classifier's agreement gate.
+	MinAgreement *float64 `json:"min_agreement,omitempty"`
 }
 
 // overrideParams applies a user step's with: to a step's typed params,

@@ -40,7 +40,7 @@ func JudgeAccuracy(reference, converted, maxDrop float64) (drop float64, verdict
 // judgeAccuracy judges one check step's accuracy, or returns nil when it
 // is not a comparison with the reference.
 func judgeAccuracy(t *recipe.Target, step string, a *steps.Accuracy) *AccuracyResult {
-	if a == nil || a.Reference == nil {
+	if a == nil || a.Reference == nil || a.Unlabelled || !accuracyGated(t) {
 		return nil
 	}
 	maxDrop := recipe.DefaultMaxAccuracyDrop
@@ -50,6 +50,12 @@ func judgeAccuracy(t *recipe.Target, step string, a *steps.Accuracy) *AccuracyRe
 	d, v := JudgeAccuracy(*a.Reference, a.Top1, maxDrop)
 	return &AccuracyResult{Target: t.Name, Reference: *a.Reference, Converted: a.Top1, Drop: d, MaxDrop: maxDrop,
 		Verdict: v, Step: step, measured: a}
+}
+
+// accuracyGated: the accuracy gate applies when the target sets it, or,
+// as the default, when it sets no agreement gate either.
+func accuracyGated(t *recipe.Target) bool {
+	return t.Quality.Accuracy != nil || t.Quality.Agreement == nil
 }
 
 func (g *AccuracyResult) failure() string {

@@ -30,8 +30,10 @@ type GateError struct {
 	Gate   *GateResult
 	// Accuracy is set for an image classifier's accuracy gate.
 	Accuracy *AccuracyResult
-	Check    *steps.Check
-	Step     string
+	// Agreement is set for an image classifier's agreement gate.
+	Agreement *AgreementResult
+	Check     *steps.Check
+	Step      string
 	// Earlier is the target's folder when an earlier run published there:
 	// it is left as it was (nothing already done is destroyed), but it is
 	// not this recipe's result, and the message says so.
@@ -42,6 +44,8 @@ func (e *GateError) Error() string {
 	var msg string
 	if e.Accuracy != nil {
 		msg = e.Accuracy.failure()
+	} else if e.Agreement != nil {
+		msg = e.Agreement.failure()
 	} else if e.Check != nil {
 		msg = fmt.Sprintf("target %s failed its quality gate: check %q of step %s failed: %s; nothing was published",
 			e.Target, e.Check.Name, e.Step, e.Check.Detail)

@@ -73,6 +73,8 @@ type Result struct {
 	Gate *GateResult
 	// Accuracy is an image classifier's gate.
 	Accuracy *AccuracyResult
+	// Agreement is an image classifier's agreement gate.
+	Agreement *AgreementResult
 	// Cached is true when the folder already held this build.
 	Cached bool
 }
@@ -109,8 +111,8 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		}
 		return ge
 	}
-	gate, acc, gerr := p.judge(req)
-	res.Gate, res.Accuracy = gate, acc
+	gate, acc, agr, gerr := p.judge(req)
+	res.Gate, res.Accuracy, res.Agreement = gate, acc, agr
 	if gerr != nil {
 		return res, failed(gerr)
 	}
@@ -167,6 +169,12 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 			Detail: fmt.Sprintf("top-1 %.4f vs reference %.4f: drop %+.4f (max %.4f): %s", acc.Converted, acc.Reference, acc.Drop, acc.MaxDrop, acc.Verdict)})
 		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	}
+	if agr != nil {
+		m.Metrics.Agreement = agr.manifestAgreement()
+		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "agreement gate", Passed: agr.Verdict != manifest.VerdictFail,
+			Detail: fmt.Sprintf("top-1 agreement with the fp32 model %.4f (min %.4f): %s", agr.Agreement, agr.Min, agr.Verdict)})
+		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	}
 	m.Sidecars = []string{manifest.ProvenanceFile}
 	if p.Signer != nil {
 		m.Sidecars = append(m.Sidecars, manifest.SignatureFile)
@@ -177,6 +185,12 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		for _, c := range budgets {
 			m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
 		}
+		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
+	}
+	if agr != nil {
+		m.Metrics.Agreement = agr.manifestAgreement()
+		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "agreement gate", Passed: agr.Verdict != manifest.VerdictFail,
+			Detail: fmt.Sprintf("top-1 agreement with the fp32 model %.4f (min %.4f): %s", agr.Agreement, agr.Min, agr.Verdict)})
 		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	}
 	for _, out := range req.Upstream {
@@ -210,25 +224,38 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 // judge applies the target's checks: any validation a check step recorded
 // as failed fails the target (a logits mismatch, a structural check), and so
 // does perplexity drift over the target's max_delta, and an image
-// classifier's top-1 accuracy drop over its max_drop.
-func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *GateError) {
+// classifier's top-1 accuracy drop over its max_drop, or top-1 agreement
+// with the fp32 model under its min.
+func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *AgreementResult, *GateError) {
 	t := req.Target
 	var gate *GateResult
 	var acc *AccuracyResult
+	var agr *AgreementResult
 	for _, in := range req.Checks {
 		for _, c := range in.Result.Checks {
 			if !c.Passed {
 				c := c
 				p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-				return gate, acc, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
+				return gate, acc, agr, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
 			}
+		}
+		if a := judgeAgreement(t, in.StepID, in.Result.Accuracy); a != nil {
+			agr = a
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+				Message: fmt.Sprintf("top-1 agreement with the fp32 model %.4f (min %.4f) -> %s", a.Agreement, a.Min, a.Verdict)})
+			if a.Verdict == manifest.VerdictFail {
+				return gate, acc, agr, &GateError{Target: t.Name, Agreement: agr}
+			}
+		}
+		if a := in.Result.Accuracy; a != nil && a.Reference != nil && a.Unlabelled && accuracyGated(t) {
+			return gate, acc, agr, unlabelledAccuracy(t, in.StepID)
 		}
 		if a := judgeAccuracy(t, in.StepID, in.Result.Accuracy); a != nil {
 			acc = a
 			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
 				Message: fmt.Sprintf("top-1 accuracy %.4f vs reference %.4f: drop %+.4f -> %s", a.Converted, a.Reference, a.Drop, a.Verdict)})
 			if a.Verdict == manifest.VerdictFail {
-				return gate, acc, &GateError{Target: t.Name, Accuracy: acc}
+				return gate, acc, agr, &GateError{Target: t.Name, Accuracy: acc}
 			}
 		}
 		pp := in.Result.Perplexity
@@ -243,10 +270,10 @@ func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *GateErro
 		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
-			return gate, acc, &GateError{Target: t.Name, Gate: gate}
+			return gate, acc, agr, &GateError{Target: t.Name, Gate: gate}
 		}
 	}
-	return gate, acc, nil
+	return gate, acc, agr, nil
 }
 
 // alreadyPublished reports whether final holds this recipe's target built

@@ -960,6 +960,7 @@ func (p *parser) quality(v *yaml.Node, path string, q *Quality, target bool) {
 	}
 	p.object(v, path, []field{
 		{"accuracy", func(k, v *yaml.Node) { p.accuracy(k, v, path+".accuracy", q) }},
+		{"agreement", func(k, v *yaml.Node) { p.agreement(k, v, path+".agreement", q) }},
 		{"perplexity", func(k, v *yaml.Node) {
 			p.onlyFor(k, ppath, false, hintVisionGate)
 			p.object(v, ppath, []field{

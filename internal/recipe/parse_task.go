@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"fmt"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -60,13 +61,43 @@ func (p *parser) accuracy(k, v *yaml.Node, path string, q *Quality) {
 	q.Accuracy = &g
 }
 
+// agreement reads a quality.agreement section into q. On a target it
+// replaces the accuracy gate the target inherited by default (not one
+// the recipe wrote), so a target can gate on agreement alone.
+func (p *parser) agreement(k, v *yaml.Node, path string, q *Quality) {
+	p.onlyFor(k, path, true, "add task: image-classification to the recipe, or gate a text-generation model with quality.perplexity")
+	g := AgreementGate{Min: DefaultMinAgreement}
+	if q.Agreement != nil {
+		g = *q.Agreement
+	}
+	p.object(v, path, []field{
+		{"min", func(_, v *yaml.Node) {
+			f, ok := p.nonNegative(v, path+".min")
+			if ok && f > 1 {
+				p.report(v, "write the agreement as a fraction of the images: min: 0.99 is 99% of them",
+					"%s.min %s is over 1", path, v.Value)
+				return
+			}
+			if ok {
+				g.Min = f
+			}
+		}},
+	})
+	q.Agreement = &g
+	if q.Accuracy != nil && q.Accuracy.defaulted {
+		q.Accuracy = nil
+	}
+}
+
 // applyTask sets what an image-classification recipe takes by default
 // (the accuracy gate, the built-in digits sets) and reports keys written
 // for the other task.
 func (p *parser) applyTask(r *Recipe) {
 	if r.IsVision() {
-		if r.Quality.Accuracy == nil {
-			r.Quality.Accuracy = &AccuracyGate{MaxDrop: DefaultMaxAccuracyDrop}
+		// The accuracy gate is the default, unless the recipe gates on
+		// agreement (which needs no labels) instead.
+		if r.Quality.Accuracy == nil && r.Quality.Agreement == nil {
+			r.Quality.Accuracy = &AccuracyGate{MaxDrop: DefaultMaxAccuracyDrop, defaulted: true}
 		}
 		if r.Data.Calibration == DefaultCalibration {
 			r.Data.Calibration = DefaultVisionCalibration
@@ -80,6 +111,7 @@ func (p *parser) applyTask(r *Recipe) {
 			r.Targets[i].KVDtype = "" // an image classifier has no KV cache
 		}
 	}
+	p.checkUnlabelled(r)
 	for _, k := range p.taskKeys {
 		switch {
 		case k.vision && !r.IsVision():
@@ -87,6 +119,23 @@ func (p *parser) applyTask(r *Recipe) {
 		case !k.vision && r.IsVision():
 			p.report(k.node, k.hint, "%s applies only to text-generation recipes, and this one has task: image-classification", k.path)
 		}
+	}
+}
+
+// checkUnlabelled refuses an accuracy gate on a built-in set that has no
+// labels: top-1 accuracy cannot be measured there, agreement can. (A set
+// given as a file is only read when the run scores it, and fails then.)
+func (p *parser) checkUnlabelled(r *Recipe) {
+	if !r.IsVision() || !slices.Contains(UnlabelledVisionSets, r.Data.Eval) {
+		return
+	}
+	for _, t := range r.Targets {
+		if t.Quality.Accuracy == nil {
+			continue
+		}
+		p.add(Diagnostic{Pos: r.Data.Pos, Hint: "gate on top-1 agreement with the fp32 model, which needs no labels: quality: {agreement: {min: 0.99}} (and no quality.accuracy), or evaluate on a labelled set",
+			Msg: fmt.Sprintf("target %s gates on top-1 accuracy, but data.eval %s has no labels", t.Name, r.Data.Eval)})
+		return
 	}
 }
 

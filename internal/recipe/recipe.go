@@ -76,11 +76,13 @@ type Data struct {
 }
 
 // Quality is the quality gate configuration: perplexity drift for text
-// generation, top-1 accuracy drop for image classification (nil in a
-// text-generation recipe).
+// generation; for image classification a top-1 accuracy drop on labelled
+// images, and/or top-1 agreement with the fp32 model, which needs no
+// labels (both nil in a text-generation recipe).
 type Quality struct {
 	Perplexity PerplexityGate `json:"perplexity"`
 	Accuracy   *AccuracyGate  `json:"accuracy,omitempty"`
+	Agreement  *AgreementGate `json:"agreement,omitempty"`
 }
 
 // AccuracyGate: drop = reference top-1 accuracy - converted top-1
@@ -88,6 +90,17 @@ type Quality struct {
 // percentage point). Above MaxDrop is "fail" (no publish).
 type AccuracyGate struct {
 	MaxDrop float64 `json:"max_drop"`
+	// defaulted: set by the task, not written; a target's own agreement
+	// gate replaces it (an agreement-gated target needs no labels).
+	defaulted bool
+}
+
+// AgreementGate: agreement = the share of data.eval's images on which the
+// converted model's top-1 class is the fp32 PyTorch model's. Under Min is
+// "fail" (no publish). It measures faithfulness to the reference, not
+// accuracy: it needs no labels, and a model wrong the same way scores 1.
+type AgreementGate struct {
+	Min float64 `json:"min"`
 }
 
 // PerplexityGate: delta = converted - baseline perplexity on the same tokens.
@@ -211,12 +224,22 @@ const (
 // of vision models: accuracy must drop by under 1%.
 const DefaultMaxAccuracyDrop = 0.01
 
+// DefaultMinAgreement: the converted model must pick the fp32 model's
+// class on at least 99% of the images, the brief's 1% read as a share of
+// images whose answer changed.
+const DefaultMinAgreement = 0.99
+
 // The built-in labelled image sets of image-classification recipes: the
 // calibration and test splits of scikit-learn's digits (data/README.md).
 const (
 	DefaultVisionCalibration = "builtin:digits-calibration"
 	DefaultVisionEval        = "builtin:digits-test"
 )
+
+// UnlabelledVisionSets are the built-in image sets without labels (every
+// label -1): photos from scikit-image's wheel (data/README.md). A recipe
+// evaluating on one gates on agreement.
+var UnlabelledVisionSets = []string{"builtin:skimage-photos", "builtin:skimage-photos-calibration"}
 
 // Bench defaults: 10 warm-up and 50 timed runs at a 128-token prompt, a
 // 1 GiB bandwidth probe.

@@ -98,6 +98,8 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
 {{- else if .Accuracy}}
 <td class="n">{{top1 .Accuracy.Reference}}<br/><span class="note">top-1, PyTorch fp32</span></td><td class="n">{{top1 .Accuracy.Converted}}<br/><span class="note">top-1</span></td><td class="n">drop {{top1 .Accuracy.Drop}}<br/><span class="note">max {{top1 .Accuracy.MaxDrop}}</span></td>
+{{- else if .Agreement}}
+<td class="n">-<br/><span class="note">unlabelled: no accuracy</span></td><td class="n">{{top1 .Agreement.Agreement}}<br/><span class="note">top-1 agreement with PyTorch fp32</span></td><td class="n">-<br/><span class="note">min {{top1 .Agreement.Min}}</span></td>
 {{- else}}
 <td class="n">-</td><td class="n">-</td><td class="n">-</td>
 {{- end}}

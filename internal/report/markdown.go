@@ -40,6 +40,9 @@ func Markdown(r Report) []byte {
 		if a := t.Accuracy; a != nil {
 			ppl = fmt.Sprintf("top-1 %.2f%%", 100*a.Converted)
 			delta = fmt.Sprintf("drop %.2f pt", 100*a.Drop)
+		} else if a := t.Agreement; a != nil {
+			ppl = fmt.Sprintf("agreement %.2f%%", 100*a.Agreement)
+			delta = fmt.Sprintf("min %.2f%%", 100*a.Min)
 		}
 		if t.Verdict != "" {
 			verdict = t.Verdict

@@ -62,7 +62,10 @@ type Target struct {
 	// Perplexity, KL divergence and top-1 agreement are nil when not measured.
 	Perplexity *Perplexity
 	// Accuracy is an image classifier's gate, in place of Perplexity.
-	Accuracy      *Accuracy
+	Accuracy *Accuracy
+	// Agreement is an image classifier's agreement gate (with Accuracy,
+	// or alone for an unlabelled evaluation set).
+	Agreement     *AgreementGate
 	KLDivergence  *float64
 	Top1Agreement *float64
 	// StandIns lists the steps that ran with stand-in tools: their numbers
@@ -91,6 +94,13 @@ type Perplexity struct {
 // the converted model, as fractions.
 type Accuracy struct {
 	Reference, Converted, Drop, MaxDrop float64
+}
+
+// AgreementGate is the agreement gate: the share of images on which the
+// converted model picks the fp32 model's class, and its minimum. Not
+// accuracy.
+type AgreementGate struct {
+	Agreement, Min float64
 }
 
 // Failure is one root cause of a failed run.

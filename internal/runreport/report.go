@@ -47,6 +47,9 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 		if a := o.Accuracy; a != nil {
 			t.Accuracy = &report.Accuracy{Reference: a.Reference, Converted: a.Converted, Drop: a.Drop, MaxDrop: a.MaxDrop}
 		}
+		if a := o.Agreement; a != nil {
+			t.Agreement = &report.AgreementGate{Agreement: a.Agreement, Min: a.Min}
+		}
 		if o.Outcome == OutcomePublished {
 			r.Published++
 		}
@@ -62,6 +65,10 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 			t.KLDivergence, t.Top1Agreement, t.Bench = m.Metrics.KLDivergence, m.Metrics.Top1Agreement, m.Metrics.Bench
 			if a := m.Metrics.Accuracy; a != nil {
 				t.Top1Agreement = a.Agreement // the share of images both models put in the same class
+			}
+			if a := m.Metrics.Agreement; a != nil {
+				v := a.Agreement
+				t.Top1Agreement = &v
 			}
 			for _, st := range m.Steps {
 				if st.StandIn {

@@ -135,6 +135,8 @@ type Outcome struct {
 	PushFailed []string `json:"push_failed,omitempty"`
 	// Accuracy is an image classifier's gate (in place of Gate).
 	Accuracy *publish.AccuracyResult `json:"accuracy,omitempty"`
+	// Agreement is an image classifier's agreement gate.
+	Agreement *publish.AgreementResult `json:"agreement,omitempty"`
 }
 
 func (c *Recorder) Outcomes(res *engine.RunResult) []Outcome {
@@ -153,8 +155,14 @@ func (c *Recorder) Outcomes(res *engine.RunResult) []Outcome {
 		if g := res.Gates[t.Name]; g != nil {
 			o.Gate, o.Verdict = g, g.Verdict
 		}
-		if a := res.Accuracy[t.Name]; a != nil {
+		if a := res.Agreement[t.Name]; a != nil {
+			o.Agreement, o.Verdict = a, a.Verdict
+		}
+		// With both gates, a failed one is the verdict.
+		if a := res.Accuracy[t.Name]; a != nil && (o.Verdict == "" || a.Verdict == manifest.VerdictFail) {
 			o.Accuracy, o.Verdict = a, a.Verdict
+		} else if a != nil {
+			o.Accuracy = a
 		}
 		c.mu.Lock()
 		o.Pushed, o.PushFailed = c.pushed[t.Name], c.pushFailed[t.Name]

@@ -40,6 +40,9 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 	q1, q2 := "PPL", "DELTA"
 	if pl.Recipe.IsVision() {
 		q1, q2 = "TOP-1", "DROP"
+		if agreementOnly(pl) {
+			q1, q2 = "AGREEMENT", "MIN"
+		}
 	}
 	fmt.Fprintf(tw, "TARGET\tFORMAT\tSIZE\t%s\t%s\t%s\tARTIFACT\n", q1, q2, termstatus.Paint(colour, termstatus.Plain, "VERDICT"))
 	for _, t := range pl.Recipe.Targets {
@@ -52,6 +55,17 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 		if a := res.Accuracy[t.Name]; a != nil {
 			ppl = fmt.Sprintf("%.2f%%", 100*a.Converted)
 			delta = fmt.Sprintf("%+.2f pt", 100*a.Drop)
+			verdict = a.Verdict
+		} else if a := res.Agreement[t.Name]; a != nil {
+			// Labelled as agreement wherever the column says top-1.
+			ppl = fmt.Sprintf("%.2f%%", 100*a.Agreement)
+			delta = fmt.Sprintf("min %.2f%%", 100*a.Min)
+			if !agreementOnly(pl) {
+				ppl = "agreement " + ppl
+			}
+			verdict = a.Verdict
+		}
+		if a := res.Agreement[t.Name]; a != nil && a.Verdict == manifest.VerdictFail {
 			verdict = a.Verdict
 		}
 		if dir, ok := res.Published[t.Name]; ok {
@@ -110,4 +124,15 @@ func writeBenches(w io.Writer, pl *plan.Plan, res *engine.RunResult) {
 				*b.HostBandwidthGBs, *b.HostCeilingTokS, report.HumanBytes(b.ModelBytes), 100**b.Efficiency)
 		}
 	}
+}
+
+// agreementOnly: every target of the vision recipe gates on agreement
+// alone (an unlabelled set), so the summary's columns say so.
+func agreementOnly(pl *plan.Plan) bool {
+	for _, t := range pl.Recipe.Targets {
+		if t.Quality.Agreement == nil || t.Quality.Accuracy != nil {
+			return false
+		}
+	}
+	return len(pl.Recipe.Targets) > 0
 }

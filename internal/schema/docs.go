@@ -33,6 +33,7 @@ var typeDocs = map[string]string{
 	"Data":              "The calibration and evaluation texts: builtin:NAME, or a text file path relative to the recipe.",
 	"Quality":           "The quality gate every target must pass before it is published.",
 	"AccuracyGate":      "Top-1 accuracy of the converted classifier against the fp32 PyTorch model, on the same labelled images: drop = reference - converted, a fraction.",
+	"AgreementGate":     "Top-1 agreement of the converted classifier with the fp32 PyTorch model: the share of the evaluation images on which both pick the same class. It needs no labels (an unlabelled set such as builtin:skimage-photos); it measures faithfulness to the fp32 model, not accuracy.",
 	"PerplexityGate":    "Perplexity of the converted model against the unconverted baseline, on the same tokens: delta = converted - baseline.",
 	"Resources":         "Caps on what the executor uses at once; unset means the machine's.",
 	"Target":            "One published artifact: the model in one format for one device. Its name (the key) names the artifact folder.",
@@ -73,21 +74,24 @@ var fieldDocs = map[string]fieldDoc{
 		}},
 	"Recipe.Toolchains": {Desc: "Use your own tools instead of the pinned toolchains, by toolchain name (`edgepipe doctor` lists them).", Nullable: true},
 
-	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
+	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits, efficientnet-lite0), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
 		Required: true, Examples: []any{"builtin:smollm2-135m", "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main", "./weights", "./model-Q4_K_M.gguf"}},
 	"Model.AllowPickle":     {Desc: "Accept pickled weights (.bin, .pt, .pth, .ckpt, .pkl), which can run code when loaded. Default: refuse them.", Default: false},
 	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},
 
 	"Data.Calibration": {Desc: "Text for calibration (imatrix, GPTQ, AWQ, ...), or for an image-classification recipe a labelled image set (.npz; default builtin:digits-calibration): builtin:NAME or a file path relative to the recipe.",
 		Default: recipe.DefaultCalibration, Examples: []any{recipe.DefaultCalibration, "data/calibration.txt"}},
-	"Data.Eval": {Desc: "Text the perplexity gate is measured on, or for an image-classification recipe the labelled image set (.npz; default builtin:digits-test) the accuracy gate is: builtin:NAME or a file path relative to the recipe.",
+	"Data.Eval": {Desc: "Text the perplexity gate is measured on, or for an image-classification recipe the image set (.npz; default builtin:digits-test, labelled; builtin:skimage-photos has no labels and needs quality.agreement) the accuracy or agreement gate is: builtin:NAME or a file path relative to the recipe.",
 		Default: recipe.DefaultEval, Examples: []any{recipe.DefaultEval, "data/eval.txt"}},
 
 	"Quality.Perplexity": {Desc: "The perplexity gate (text generation only).", Nullable: true},
-	"Quality.Accuracy":   {Desc: "The top-1 accuracy gate (task: image-classification only; default max_drop 0.01).", Nullable: true},
+	"Quality.Accuracy":   {Desc: "The top-1 accuracy gate (task: image-classification only; the default gate, max_drop 0.01, unless the recipe sets quality.agreement).", Nullable: true},
+	"Quality.Agreement":  {Desc: "The top-1 agreement gate (task: image-classification only; default min 0.99): for an unlabelled evaluation set, in place of quality.accuracy; with both set, both apply.", Nullable: true},
 
 	"AccuracyGate.MaxDrop": {Desc: "A top-1 drop over this fraction (0.01: one percentage point) fails the gate: the target is not published and the run exits 3.",
 		Min: zero, Default: recipe.DefaultMaxAccuracyDrop},
+	"AgreementGate.Min": {Desc: "An agreement under this fraction of the images (0.99: 99%) fails the gate: the target is not published and the run exits 3.",
+		Min: zero, Default: recipe.DefaultMinAgreement},
 
 	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: recipe.DefaultPPLContext},
 	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: recipe.DefaultWarnDelta},

@@ -174,9 +174,11 @@ const (
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
 	// Vision is the image-classification toolchain (the vision family
-	// registers it); ToolVisionTrain trains the built-in vision model.
-	Vision          = "vision"
-	ToolVisionTrain = "vision_train.py"
+	// registers it); ToolVisionTrain trains the built-in digits model,
+	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
+	Vision           = "vision"
+	ToolVisionTrain  = "vision_train.py"
+	ToolVisionImport = "vision_import.py"
 )
 
 // registered holds toolchains the format families bring, after the core

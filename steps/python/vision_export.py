@@ -9,8 +9,17 @@ graph is checked in ONNX Runtime (CPU) against PyTorch on the first --images ima
 the set, run as one batch and as batches of 1 and 7 (the batch axis must really be
 dynamic).
 
+TensorFlow "same" padding (timm's Conv2dSame, in the tf_ models' stride-2 convs) is exported
+as a Pad with constant amounts, computed for config.json's input size (the only one the graph
+takes): traced as is, the amounts become a float computation on the tensors' shapes
+(Shape, Cast, Div, Ceil, Mul, Add, Sub, Clip) that the INT8 quantizer treats like
+activations, inserting QuantizeLinear/DequantizeLinear on those scalars, so the quantized
+graph pads by the wrong amounts (measured: blocks 2.0, 3.0 and 5.0's depthwise convs got
+pads [0, 2], [1, 1], [0, 2] per spatial axis where [1, 2], [0, 1], [1, 2] are right).
+
 Prints one JSON line: {"model", "opset", "inputs", "outputs", "dynamic_batch",
-"max_abs_logit_diff", "checked_images", "batch_sizes", "bytes", "onnxruntime"}.
+"max_abs_logit_diff", "checked_images", "batch_sizes", "bytes", "static_same_pads",
+"onnxruntime"}.
 """
 
 import argparse
@@ -20,6 +29,60 @@ import shutil
 import numpy as np
 
 import vision_data
+
+
+def static_same_padding(model, cfg):
+    """Fix the pads of every Conv2dSame of model to those of a cfg-sized input; returns how many.
+    The module's forward becomes F.pad with constant amounts then F.conv2d: the same arithmetic
+    (timm's pad_same: zeros, the odd pixel after) at that size, and the exported node names
+    (.../Pad, .../Conv) do not change."""
+    import torch
+    import torch.nn.functional as F
+
+    try:
+        from timm.layers.conv2d_same import Conv2dSame
+        from timm.layers.padding import pad_same_arg
+    except ImportError:  # no timm: no dynamic "same" padding either
+        return 0
+    convs = [m for m in model.modules() if isinstance(m, Conv2dSame)]
+    if not convs:
+        return 0
+    sizes = {}
+    hooks = [m.register_forward_pre_hook(lambda m, args: sizes.__setitem__(m, tuple(args[0].shape[-2:])))
+             for m in convs]
+    size = cfg["input_size"]
+    with torch.no_grad():
+        model(torch.zeros(1, cfg["in_channels"], size, size))
+    for h in hooks:
+        h.remove()
+
+    def forward(self, x):
+        return F.conv2d(F.pad(x, self.static_pads), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+    for m in convs:
+        if m not in sizes:
+            raise SystemExit(f"a Conv2dSame of {cfg['architecture']} did not run on a {size}x{size} input")
+        m.static_pads = tuple(int(p) for p in pad_same_arg(list(sizes[m]), list(m.weight.shape[-2:]),
+                                                           list(m.stride), list(m.dilation)))
+        m.forward = forward.__get__(m)
+    return len(convs)
+
+
+def reads_input(graph, tensor):
+    """Whether tensor's value depends on the graph's inputs (a Pad's amounts must not: constant
+    integer arithmetic, which ONNX Runtime folds, is fine)."""
+    producers = {o: n for n in graph.node for o in n.output}
+    inputs = {i.name for i in graph.input}
+    todo, seen = [tensor], set()
+    while todo:
+        t = todo.pop()
+        if t in inputs:
+            return True
+        if t in seen or t not in producers:
+            continue
+        seen.add(t)
+        todo += [i for i in producers[t].input if i]
+    return False
 
 
 def main():
@@ -39,6 +102,9 @@ def main():
     model, cfg = vision_data.load_model(args.model)
     images, _ = vision_data.load_set(args.set)
     x = vision_data.preprocess(images[: args.images], cfg)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()  # the model as built, before static_same_padding
+    static_pads = static_same_padding(model, cfg)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "model.onnx")
     sample = torch.from_numpy(x[:2])
@@ -53,8 +119,11 @@ def main():
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = vision_data.threads()
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    with torch.no_grad():
-        ref = model(torch.from_numpy(x)).numpy()
+    dynamic_pads = sum(1 for n in m.graph.node if n.op_type == "Pad" and len(n.input) > 1
+                       and reads_input(m.graph, n.input[1]))
+    if dynamic_pads:
+        raise SystemExit(f"{path}: {dynamic_pads} Pad nodes compute their amounts in the graph: "
+                         f"the INT8 quantizer would quantize that arithmetic")
     diff = 0.0
     batches = [len(x), 1, 7]
     for bs in batches:
@@ -71,6 +140,7 @@ def main():
         "checked_images": int(len(x)),
         "batch_sizes": batches,
         "bytes": os.path.getsize(path),
+        "static_same_pads": static_pads,
         "onnxruntime": ort.__version__,
     })
     return 0

@@ -8,7 +8,7 @@ quantize_static: QuantFormat.QDQ, int8 weights (symmetric, per output channel by
 default), uint8 activations calibrated on the calibration set's images (config.json's
 preprocessing, one image per batch: the histogram calibrators need equal batches), every
 calibration image unless --samples caps them. --keep-stem leaves the Conv that reads the
-image in float (its input is not quantized either); --keep-float the nodes whose names match.
+image (directly or through a Pad) in float (its input is not quantized either); --keep-float the nodes whose names match.
 
 Writes OUT/model.onnx and OUT/config.json; prints one JSON line: {"model",
 "quantize_linear", "dequantize_linear", "int8_initializers", "float_conv_gemm",
@@ -22,6 +22,28 @@ import shutil
 import numpy as np
 
 import vision_data
+
+
+# Nodes that only move or pad the image: a Conv behind them still reads it.
+PASS_THROUGH = ("Pad", "Identity", "Cast")
+
+
+def stem_nodes(graph):
+    """The Convs that read the graph's input, directly or through Pad (TensorFlow "same"
+    padding, as timm's tf_ models export it), and those Pads: all stay float, so the image
+    itself is never quantized."""
+    feeds = {graph.input[0].name: []}  # tensor -> the pass-through nodes between it and the input
+    out = []
+    for n in graph.node:  # ONNX nodes are in topological order
+        if not n.input or n.input[0] not in feeds:
+            continue
+        path = feeds[n.input[0]]
+        if n.op_type == "Conv":
+            out += [p for p in path if p not in out] + [n.name]
+        elif n.op_type in PASS_THROUGH:
+            for o in n.output:
+                feeds[o] = path + [n.name]
+    return out
 
 
 def main():
@@ -66,7 +88,7 @@ def main():
     graph = onnx.load(pre).graph
     keep = [n.name for n in graph.node if args.keep_float and re.search(args.keep_float, n.name)]
     if args.keep_stem:
-        stem = [n.name for n in graph.node if n.op_type == "Conv" and n.input[0] == graph.input[0].name]
+        stem = stem_nodes(graph)
         if not stem:
             raise SystemExit("--keep-stem: no Conv reads the graph's input " + graph.input[0].name)
         keep += [s for s in stem if s not in keep]

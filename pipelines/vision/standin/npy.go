@@ -72,12 +72,18 @@ func (a npyArray) int64s() ([]int64, error) {
 	return out, nil
 }
 
-// imageSet is a labelled image set (.npz): images uint8 and labels int64,
-// as vision_data.py reads it.
+// imageSet is an image set (.npz): images uint8 and labels int64, as
+// vision_data.py reads it. Every label -1 (Unlabelled) is an unlabelled
+// set, scored by agreement only; some -1 among class indices is an error.
 type imageSet struct {
-	Images npyArray
-	Labels []int64
+	Images     npyArray
+	Labels     []int64
+	Unlabelled bool
 }
+
+// Unlabelled is the label of every image of an unlabelled set
+// (vision_data.UNLABELLED).
+const Unlabelled = -1
 
 func readImageSet(path string) (*imageSet, error) {
 	zr, err := zip.OpenReader(path)
@@ -117,7 +123,16 @@ func readImageSet(path string) (*imageSet, error) {
 	if len(labels) != im.Shape[0] {
 		return nil, fmt.Errorf("%s: %d labels for %d images", path, len(labels), im.Shape[0])
 	}
-	return &imageSet{Images: im, Labels: labels}, nil
+	missing := 0
+	for _, l := range labels {
+		if l == Unlabelled {
+			missing++
+		}
+	}
+	if missing > 0 && missing < len(labels) {
+		return nil, fmt.Errorf("%s: %d of %d labels are -1: a set is labelled (class indices) or unlabelled (every label -1), not both", path, missing, len(labels))
+	}
+	return &imageSet{Images: im, Labels: labels, Unlabelled: missing > 0}, nil
 }
 
 // image returns the bytes of image i.

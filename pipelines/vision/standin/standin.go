@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
@@ -25,6 +26,9 @@ func init() {
 	standin.Tools["vision_quantize.py"] = quantize
 	standin.Tools["vision_eval.py"] = eval
 }
+
+// Architectures are vision_data.ARCHITECTURES.
+var Architectures = []string{"mobilenet_v3_small", "tf_efficientnet_lite0"}
 
 // classifierConfig is the part of a vision model's config.json the
 // stand-ins check.
@@ -41,6 +45,10 @@ func readConfig(dir string) (classifierConfig, error) {
 	}
 	if err := json.Unmarshal(b, &c); err != nil || c.Architecture == "" || c.NumClasses < 2 {
 		return c, fmt.Errorf("%s/config.json has no architecture and num_classes: not an image classifier", dir)
+	}
+	// The architectures vision_data.build_model builds, and no other.
+	if !slices.Contains(Architectures, c.Architecture) {
+		return c, fmt.Errorf("architecture %q is not one edgepipe builds (%s)", c.Architecture, strings.Join(Architectures, ", "))
 	}
 	return c, nil
 }
