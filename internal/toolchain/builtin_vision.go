@@ -115,7 +115,7 @@ func provisionVision(ctx context.Context, cacheDir, name string, progress io.Wri
 		if err != nil {
 			return marker{}, fmt.Errorf("make built-in model %s with %s: %w (log: %s)", name, m.script, err, logPath)
 		}
-		sum, err := fileSHA256(filepath.Join(tmp, "model", "model.safetensors"))
+		sum, err := fileDigest(filepath.Join(tmp, "model", "model.safetensors"))
 		if err != nil {
 			return marker{}, fmt.Errorf("make built-in model %s: %w", name, err)
 		}

@@ -46,7 +46,7 @@ var httpClient = &http.Client{
 func fetchPin(ctx context.Context, cacheDir string, p Pin, progress io.Writer) (string, error) {
 	dir := filepath.Join(cacheDir, "downloads")
 	dst := filepath.Join(dir, p.Filename)
-	if got, err := fileSHA256(dst); err == nil {
+	if got, err := fileDigest(dst); err == nil {
 		if got == p.SHA256 {
 			// Reused: its modification time is its last use, for cache gc.
 			now := time.Now()
@@ -191,17 +191,4 @@ func redact(raw string) string {
 	}
 	u.User = nil
 	return u.String()
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -206,7 +207,7 @@ func (in *Installed) Tool(tool string) (argv []string, identity string, err erro
 // for manifests and the toolchain's name.
 func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchain string, err error) {
 	for _, spec := range Specs() {
-		if spec.Kind == KindExternal || !contains(spec.Tools, tool) {
+		if spec.Kind == KindExternal || !slices.Contains(spec.Tools, tool) {
 			continue
 		}
 		inst, err := Resolve(cacheDir, spec.Name)
@@ -220,7 +221,7 @@ func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchai
 		return argv, identity, inst.Summary(), spec.Name, nil
 	}
 	for _, spec := range Specs() {
-		if spec.Kind == KindExternal && spec.FromPath && contains(spec.Tools, tool) {
+		if spec.Kind == KindExternal && spec.FromPath && slices.Contains(spec.Tools, tool) {
 			if p, err := exec.LookPath(tool); err == nil {
 				version := stdoutVersion(p)
 				// A system package is identified by where it is and the
@@ -232,7 +233,7 @@ func FindTool(cacheDir, tool string) (argv []string, identity, version, toolchai
 		}
 	}
 	for _, spec := range Specs() {
-		if spec.Kind == KindExternal && contains(spec.Tools, tool) && spec.Note != "" {
+		if spec.Kind == KindExternal && slices.Contains(spec.Tools, tool) && spec.Note != "" {
 			// Something edgepipe cannot install: say how to get it.
 			return nil, "", "", "", fmt.Errorf("%s: %s", tool, spec.Note)
 		}
@@ -310,15 +311,6 @@ func majorMinor(v string) string {
 		}
 	}
 	return v
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // pyImport matches the import statements of edgepipe's helper scripts.

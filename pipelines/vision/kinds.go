@@ -210,53 +210,9 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"--set", set, "--predictions", filepath.Join(sc.Out, PredictionsFile)}
-	var ref *steps.Input
-	tool := ToolEval
-	switch p.Runtime {
-	case RuntimeTorch:
-		src, err := sc.Input(steps.Fetch)
-		if err != nil {
-			return err
-		}
-		args = append(args, "--torch", src.Dir)
-	case RuntimeONNX:
-		// The model it scores is its first need (expand puts it there).
-		if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
-			return fmt.Errorf("step %s needs, first, the step that made the ONNX model it scores, then the reference", sc.StepID)
-		}
-		model := sc.Inputs[0]
-		r, err := sc.Input(visionEval{})
-		if err != nil {
-			return err
-		}
-		if r.Result == nil || r.Result.Accuracy == nil {
-			return fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
-		}
-		ref = &r
-		args = append(args, "--onnx", filepath.Join(model.Dir, model.Result.Files["model"]),
-			"--reference", filepath.Join(r.Dir, PredictionsFile))
-	case RuntimeLiteRT:
-		if len(sc.Inputs) < 3 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
-			return fmt.Errorf("step %s needs, first, the step that made the .tflite it scores, then the reference and the source", sc.StepID)
-		}
-		model := sc.Inputs[0]
-		r, err := sc.Input(visionEval{})
-		if err != nil {
-			return err
-		}
-		if r.Result == nil || r.Result.Accuracy == nil {
-			return fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
-		}
-		src, err := sc.Input(steps.Fetch)
-		if err != nil {
-			return err
-		}
-		ref, tool = &r, litert.ToolValidate
-		args = append(args, "--model", filepath.Join(model.Dir, model.Result.Files["model"]), "--config", src.Dir,
-			"--reference", filepath.Join(r.Dir, PredictionsFile), "--threads", strconv.Itoa(sc.NumThreads()))
-	default:
-		return fmt.Errorf("vision-eval: runtime %q is not %s, %s or %s", p.Runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT)
+	tool, args, ref, err := evalCommand(sc, p.Runtime, set)
+	if err != nil {
+		return err
 	}
 	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return err
@@ -310,4 +266,43 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		sc.Result.SetMetric("agreement", *acc.Agreement)
 	}
 	return nil
+}
+
+// evalCommand is the tool and arguments that score the step's model on the
+// set with runtime, and the reference step it is compared with (nil for
+// the reference itself). The model a converted target's eval scores is its
+// first need (expand puts it there), the reference its eval need.
+func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *steps.Input, error) {
+	args := []string{"--set", set, "--predictions", filepath.Join(sc.Out, PredictionsFile)}
+	if runtime == RuntimeTorch {
+		src, err := sc.Input(steps.Fetch)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return ToolEval, append(args, "--torch", src.Dir), nil, nil
+	}
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT)
+	}
+	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
+		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
+	}
+	model := filepath.Join(sc.Inputs[0].Dir, sc.Inputs[0].Result.Files["model"])
+	r, err := sc.Input(visionEval{})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if r.Result == nil || r.Result.Accuracy == nil {
+		return "", nil, nil, fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
+	}
+	args = append(args, "--reference", filepath.Join(r.Dir, PredictionsFile))
+	if runtime == RuntimeONNX {
+		return ToolEval, append(args, "--onnx", model), &r, nil
+	}
+	// The LiteRT scorer preprocesses with the source folder's config.json.
+	src, err := sc.Input(steps.Fetch)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return litert.ToolValidate, append(args, "--model", model, "--config", src.Dir, "--threads", strconv.Itoa(sc.NumThreads())), &r, nil
 }
