@@ -38,9 +38,7 @@ func CeilingTable(w io.Writer, rows []catalog.CeilingRow, mark string) error {
 func PrintPick(w io.Writer, pk edge.Pick, stepIDs []string, missing, instead string) {
 	pr := pk.Prediction
 	d, _ := catalog.Lookup(pk.Device)
-	row := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
-	}
+	row := func(label, format string, args ...any) { pickRow(w, label, format, args...) }
 	row("platform", "%s: %s", pk.Platform, pk.Summary)
 	row("device", "%s: %s, %g GB/s, %g GB (%g GB left to apps)", d.ID, d.Name, d.MemoryBandwidthGBs, d.MemoryGB, d.MemoryGB-d.OSReservedGB)
 	row("format", "%s, KV cache %s, context %d", pk.Format, pk.KVDtype, pk.Context)
@@ -80,30 +78,40 @@ func PrintPick(w io.Writer, pk edge.Pick, stepIDs []string, missing, instead str
 	if instead != "" {
 		row("", "meanwhile: %s", instead)
 	}
-	list := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintln(w, title)
-		for _, it := range items {
-			fmt.Fprintf(w, "  - %s\n", it)
-		}
+	printReasons(w, pk.Reasons, pk.Warnings)
+	printList(w, "notes", pr.Notes)
+}
+
+// printList writes a titled bullet list, nothing when items is empty.
+func printList(w io.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
 	}
-	list("why", pk.Reasons)
-	var warnings []string
-	for _, wn := range pk.Warnings {
-		warnings = append(warnings, "warning: "+wn)
+	fmt.Fprintln(w, title)
+	for _, it := range items {
+		fmt.Fprintf(w, "  - %s\n", it)
 	}
-	list("warnings", warnings)
-	list("notes", pr.Notes)
+}
+
+// printReasons writes a pick's reasons and its warnings, each marked.
+func printReasons(w io.Writer, reasons, warnings []string) {
+	printList(w, "why", reasons)
+	marked := make([]string, len(warnings))
+	for i, wn := range warnings {
+		marked[i] = "warning: " + wn
+	}
+	printList(w, "warnings", marked)
+}
+
+// pickRow writes one labelled line of a pick.
+func pickRow(w io.Writer, label, format string, args ...any) {
+	fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
 }
 
 // PrintVisionPick writes `pick --task vision`'s answer: backbone,
 // runtime, format, method, gate and how to decide, with the reasons.
 func PrintVisionPick(w io.Writer, vp edge.VisionPick) {
-	row := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-9s %s\n", label, fmt.Sprintf(format, args...))
-	}
+	row := func(label, format string, args ...any) { pickRow(w, label, format, args...) }
 	row("platform", "%s: %s", vp.Platform, vp.Summary)
 	row("task", "%s, a budget of %s parameters", vp.Task, edge.Params(int64(vp.Params)))
 	backbone := vp.Backbone
@@ -120,21 +128,7 @@ func PrintVisionPick(w io.Writer, vp edge.VisionPick) {
 	row("method", "%s", vp.Method)
 	row("gate", "%s", vp.Gate)
 	row("decide", "%s", vp.Decide)
-	list := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintln(w, title)
-		for _, it := range items {
-			fmt.Fprintf(w, "  - %s\n", it)
-		}
-	}
-	list("why", vp.Reasons)
-	var warnings []string
-	for _, wn := range vp.Warnings {
-		warnings = append(warnings, "warning: "+wn)
-	}
-	list("warnings", warnings)
+	printReasons(w, vp.Reasons, vp.Warnings)
 }
 
 // CeilingTarget is one recipe target's row set in `ceiling --recipe`.

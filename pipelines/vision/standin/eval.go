@@ -52,22 +52,9 @@ func eval(args []string, stdout, stderr io.Writer) error {
 			salt = h.Weights
 		}
 	}
-	pred := make([]int64, len(s.Labels))
-	correct := 0
-	for i, label := range s.Labels {
-		if s.Unlabelled {
-			// No label to be right about: the "true" class is the image's own
-			// (its bytes pick it), so the fp32 model still predicts the same
-			// class as the reference and an int8 one sometimes another.
-			h := sha256.Sum256(s.image(i))
-			label = int64(binary.BigEndian.Uint16(h[:2])) % int64(cfg.NumClasses)
-		} else if label < 0 || int(label) >= cfg.NumClasses {
-			return fmt.Errorf("%s: label %d of image %d is not one of the model's %d classes", *set, label, i, cfg.NumClasses)
-		}
-		pred[i] = predict(source, salt, s.image(i), label, cfg.NumClasses)
-		if pred[i] == label {
-			correct++
-		}
+	pred, correct, err := classify(s, *set, source, salt, cfg.NumClasses)
+	if err != nil {
+		return err
 	}
 	if err := writeInt64NPY(*preds, pred); err != nil {
 		return err
@@ -77,22 +64,53 @@ func eval(args []string, stdout, stderr io.Writer) error {
 		res["top1"], res["correct"], res["labelled"] = nil, 0, false
 	}
 	if *ref != "" {
-		r, err := readInt64NPY(*ref)
-		if err != nil {
+		if res["agreement"], err = agreement(*ref, pred); err != nil {
 			return err
 		}
-		if len(r) != len(pred) {
-			return fmt.Errorf("%s: %d reference predictions for %d images", *ref, len(r), len(pred))
-		}
-		same := 0
-		for i := range r {
-			if r[i] == pred[i] {
-				same++
-			}
-		}
-		res["agreement"] = float64(same) / float64(len(r))
 	}
 	return json.NewEncoder(stdout).Encode(res)
+}
+
+// classify predicts every image of s (read from path) with the stand-in
+// classifier, returning the predictions and how many match their labels.
+// An unlabelled set has no label to be right about: each image's "true"
+// class is its own (its bytes pick it), so the fp32 model still predicts
+// the reference's class and an int8 one sometimes another.
+func classify(s *imageSet, path, source, salt string, classes int) ([]int64, int, error) {
+	pred := make([]int64, len(s.Labels))
+	correct := 0
+	for i, label := range s.Labels {
+		if s.Unlabelled {
+			h := sha256.Sum256(s.image(i))
+			label = int64(binary.BigEndian.Uint16(h[:2])) % int64(classes)
+		} else if label < 0 || int(label) >= classes {
+			return nil, 0, fmt.Errorf("%s: label %d of image %d is not one of the model's %d classes", path, label, i, classes)
+		}
+		pred[i] = predict(source, salt, s.image(i), label, classes)
+		if pred[i] == label {
+			correct++
+		}
+	}
+	return pred, correct, nil
+}
+
+// agreement is the share of pred equal to the reference predictions in
+// refPath (.npy).
+func agreement(refPath string, pred []int64) (float64, error) {
+	r, err := readInt64NPY(refPath)
+	if err != nil {
+		return 0, err
+	}
+	if len(r) != len(pred) {
+		return 0, fmt.Errorf("%s: %d reference predictions for %d images", refPath, len(r), len(pred))
+	}
+	same := 0
+	for i := range r {
+		if r[i] == pred[i] {
+			same++
+		}
+	}
+	return float64(same) / float64(len(r)), nil
 }
 
 // predict is the stand-in classifier: right about 98% of the time, wrong

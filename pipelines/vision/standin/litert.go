@@ -136,16 +136,9 @@ func litertValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pred := make([]int64, len(s.Labels))
-	correct := 0
-	for i, label := range s.Labels {
-		if label < 0 || int(label) >= cfg.NumClasses {
-			return fmt.Errorf("%s: label %d of image %d is not one of the model's %d classes", *set, label, i, cfg.NumClasses)
-		}
-		pred[i] = predict(h.Source, h.Salt, s.image(i), label, cfg.NumClasses)
-		if pred[i] == label {
-			correct++
-		}
+	pred, correct, err := classify(s, *set, h.Source, h.Salt, cfg.NumClasses)
+	if err != nil {
+		return err
 	}
 	if *preds != "" {
 		if err := writeInt64NPY(*preds, pred); err != nil {
@@ -154,21 +147,15 @@ func litertValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	res := map[string]any{"model": *model, "samples": len(pred), "top1": float64(correct) / float64(len(pred)),
 		"correct": correct, "ai_edge_litert": "stand-in", "ms_per_image": 0}
+	if s.Unlabelled {
+		res["top1"], res["correct"], res["labelled"] = nil, nil, false
+	}
 	if *ref != "" {
-		r, err := readInt64NPY(*ref)
+		a, err := agreement(*ref, pred)
 		if err != nil {
 			return err
 		}
-		if len(r) != len(pred) {
-			return fmt.Errorf("--reference %s: %d predictions for %d images", *ref, len(r), len(pred))
-		}
-		same := 0
-		for i := range r {
-			if r[i] == pred[i] {
-				same++
-			}
-		}
-		res["reference"] = map[string]any{"agreement": float64(same) / float64(len(r))}
+		res["reference"] = map[string]any{"agreement": a}
 	}
 	return json.NewEncoder(stdout).Encode(res)
 }
