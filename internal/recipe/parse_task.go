@@ -47,18 +47,23 @@ func (p *parser) accuracy(k, v *yaml.Node, path string, q *Quality) {
 	}
 	p.object(v, path, []field{
 		{"max_drop", func(_, v *yaml.Node) {
-			f, ok := p.nonNegative(v, path+".max_drop")
-			if ok && f > 1 {
-				p.report(v, "write the drop as a fraction of the images: max_drop: 0.01 is one percentage point of top-1 accuracy",
-					"%s.max_drop %s is over 1", path, v.Value)
-				return
-			}
-			if ok {
+			if f, ok := p.fraction(v, path+".max_drop", "write the drop as a fraction of the images: max_drop: 0.01 is one percentage point of top-1 accuracy"); ok {
 				g.MaxDrop = f
 			}
 		}},
 	})
 	q.Accuracy = &g
+}
+
+// fraction reads a share of the images, 0 to 1; over 1 is reported at
+// the value with hint.
+func (p *parser) fraction(v *yaml.Node, key, hint string) (float64, bool) {
+	f, ok := p.nonNegative(v, key)
+	if ok && f > 1 {
+		p.report(v, hint, "%s %s is over 1", key, v.Value)
+		return 0, false
+	}
+	return f, ok
 }
 
 // agreement reads a quality.agreement section into q. On a target it
@@ -72,13 +77,7 @@ func (p *parser) agreement(k, v *yaml.Node, path string, q *Quality) {
 	}
 	p.object(v, path, []field{
 		{"min", func(_, v *yaml.Node) {
-			f, ok := p.nonNegative(v, path+".min")
-			if ok && f > 1 {
-				p.report(v, "write the agreement as a fraction of the images: min: 0.99 is 99% of them",
-					"%s.min %s is over 1", path, v.Value)
-				return
-			}
-			if ok {
+			if f, ok := p.fraction(v, path+".min", "write the agreement as a fraction of the images: min: 0.99 is 99% of them"); ok {
 				g.Min = f
 			}
 		}},
