@@ -648,6 +648,10 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		{"data", func(k, v *yaml.Node) { p.data(k, v, &r.Data) }},
 		{"quality", func(k, v *yaml.Node) { p.quality(v, "quality", &r.Quality, false) }},
 		{"resources", func(k, v *yaml.Node) { p.resources(v, &r.Resources) }},
+		{"bench", func(k, v *yaml.Node) {
+			p.onlyFor(k, "bench", true, hintRecipeBench)
+			r.Bench, r.BenchPos = p.bench(v, "bench", nil), p.pos(k)
+		}},
 		{"targets", func(k, v *yaml.Node) { targetsKey, targetsVal = k, v }},
 		{"steps", func(k, v *yaml.Node) { r.Steps = p.steps(v) }},
 		{"toolchains", func(k, v *yaml.Node) { r.Toolchains = p.toolchains(v) }},
@@ -669,7 +673,7 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		p.applyTask(r) // the defaults targets start from
 	}
 	if targetsKey != nil {
-		r.Targets = p.targets(targetsKey, targetsVal, r.Quality)
+		r.Targets = p.targets(targetsKey, targetsVal, r.Quality, r.Bench, r.BenchPos)
 	}
 	p.applyTask(r)
 	return r
@@ -806,13 +810,19 @@ func (p *parser) section(v *yaml.Node, path, example string) []entry {
 	return p.entries(m, path)
 }
 
-func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
+// targets reads the targets; each starts from the recipe's quality and
+// bench (a copy of each: a target's override changes only its own).
+func (p *parser) targets(k, v *yaml.Node, quality Quality, recipeBench *BenchSpec, benchPos Pos) []Target {
 	const example = "targets: {NAME: {device: DEVICE, format: FORMAT}}"
 	var out []Target
 	for _, e := range p.section(v, "targets", example) {
 		path := "targets." + e.name
 		p.checkName(e.key, "target name", e.name)
 		t := Target{Name: e.name, KVDtype: DefaultKVDtype, Quality: quality, Pos: p.pos(e.key)}
+		if recipeBench != nil {
+			b := *recipeBench
+			t.Bench, t.BenchPos = &b, benchPos
+		}
 		got := p.object(e.val, path, []field{
 			{"device", func(_, v *yaml.Node) {
 				if s, ok := p.str(v, path+".device"); ok {
@@ -862,8 +872,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 				t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms")
 			}},
 			{"bench", func(k, v *yaml.Node) {
-				p.onlyFor(k, path+".bench", false, hintNoBench)
-				t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k)
+				t.Bench, t.BenchPos = p.bench(v, path+".bench", recipeBench), p.pos(k)
 			}},
 			{"publish", func(_, v *yaml.Node) { t.Publish = p.publishList(v, path+".publish") }},
 		})
@@ -884,11 +893,16 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 	return out
 }
 
-// bench reads a target's bench section; an empty one (bench: or
-// bench: {}) turns the bench on with the defaults.
-func (p *parser) bench(v *yaml.Node, path string) *BenchSpec {
+// bench reads a bench section over base (the recipe's, for a target of
+// an image-classification recipe; nil: the defaults); an empty one
+// (bench: or bench: {}) turns the bench on with what base holds. Which
+// keys a task takes is judged once the task is known (applyTask).
+func (p *parser) bench(v *yaml.Node, path string, base *BenchSpec) *BenchSpec {
 	b := &BenchSpec{Warmup: DefaultBenchWarmup, Runs: DefaultBenchRuns,
-		PromptTokens: DefaultBenchPromptTokens, ProbeMiB: DefaultBenchProbeMiB}
+		PromptTokens: DefaultBenchPromptTokens, ProbeMiB: DefaultBenchProbeMiB, Batch: DefaultBenchBatch}
+	if base != nil {
+		*b = *base
+	}
 	p.object(v, path, []field{
 		{"warmup", func(_, v *yaml.Node) {
 			if n, ok := p.nonNegativeInt(v, path+".warmup"); ok {
@@ -900,13 +914,21 @@ func (p *parser) bench(v *yaml.Node, path string) *BenchSpec {
 				b.Runs = n
 			}
 		}},
-		{"prompt_tokens", func(_, v *yaml.Node) {
+		{"prompt_tokens", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".prompt_tokens", false, hintBenchTextKey)
 			if n, ok := p.positiveInt(v, path+".prompt_tokens"); ok {
 				b.PromptTokens = n
 			}
 		}},
+		{"batch", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".batch", true, hintBenchBatch)
+			if n, ok := p.positiveInt(v, path+".batch"); ok {
+				b.Batch = n
+			}
+		}},
 		{"threads", func(_, v *yaml.Node) { b.Threads, _ = p.nonNegativeInt(v, path+".threads") }},
-		{"probe_mib", func(_, v *yaml.Node) {
+		{"probe_mib", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".probe_mib", false, hintBenchTextKey)
 			if n, ok := p.positiveInt(v, path+".probe_mib"); ok {
 				b.ProbeMiB = n
 			}
