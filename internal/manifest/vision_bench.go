@@ -33,9 +33,11 @@ type VisionBench struct {
 	MaxMS        float64 `json:"latency_max_ms"`
 	// ImagesPerS is Batch images over the mean latency.
 	ImagesPerS float64 `json:"images_per_s"`
-	// PeakRSSBytes is the bench process's peak resident set (ru_maxrss):
-	// the interpreter, the runtime's libraries, the model and its working
-	// memory together, an upper bound on what the model needs.
+	// PeakRSSBytes is the bench process's peak resident set (VmHWM on
+	// Linux; getrusage's ru_maxrss elsewhere, which Linux would carry
+	// over from edgepipe): the interpreter, the runtime's libraries, the
+	// model and its working memory together, an upper bound on what the
+	// model needs.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// RSSBeforeLoadBytes is the process's resident set once the runtime
 	// was imported and before the model was loaded; RSSGrowthBytes is
@@ -44,6 +46,10 @@ type VisionBench struct {
 	// memory, so it can be below the model's transient peak).
 	RSSBeforeLoadBytes int64 `json:"rss_before_load_bytes"`
 	RSSGrowthBytes     int64 `json:"rss_growth_bytes"`
+	// HostLoad1m is the host's 1-minute load average just before the
+	// runs (Linux): above the core count, other work shared the CPUs
+	// and the tail latencies measure it too. Absent where unknown.
+	HostLoad1m *float64 `json:"host_load_1m,omitempty"`
 }
 
 // validate reports figures no measurement can give.

@@ -121,8 +121,15 @@ func decisionNote(rows []DecisionRow, r Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured on this host%s, each artifact in the runtime that gated it, in a process of its own: ", host)
 	b.WriteString("single-inference latency in ms after the warm-up runs, images/s over the mean, ")
-	b.WriteString("peak RSS (the bench process's ru_maxrss: interpreter, runtime and model together) and RSS growth ")
+	b.WriteString("peak RSS (the bench process's peak resident set: interpreter, runtime and model together) and RSS growth ")
 	b.WriteString("(resident set after the timed runs minus before the model loaded). A target that failed its gate is measured too.")
+	if lo, hi, ok := loadRange(r); ok {
+		load := fmt.Sprintf("%.2f", lo)
+		if hi-lo >= 0.005 {
+			load += fmt.Sprintf("-%.2f", hi)
+		}
+		fmt.Fprintf(&b, " The host's 1-minute load average was %s as the benches started (above the core count, other work shared the CPUs, and the latencies, p95/p99 most, include it).", load)
+	}
 	for _, d := range rows {
 		if d.StandIn {
 			b.WriteString(" Rows marked stand-in ran with stand-in tools: their figures are not measurements of the model.")
@@ -130,4 +137,17 @@ func decisionNote(rows []DecisionRow, r Report) string {
 		}
 	}
 	return b.String()
+}
+
+// loadRange is the lowest and highest load average the benches recorded.
+func loadRange(r Report) (lo, hi float64, ok bool) {
+	for _, t := range r.Targets {
+		if b := t.VisionBench; b != nil && b.HostLoad1m != nil {
+			if v := *b.HostLoad1m; !ok || v < lo {
+				lo = v
+			}
+			hi, ok = max(hi, *b.HostLoad1m), true
+		}
+	}
+	return lo, hi, ok
 }

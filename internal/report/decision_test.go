@@ -20,7 +20,7 @@ func visionSample() Report {
 		return &manifest.VisionBench{Runtime: "onnxruntime", RuntimeVersion: rt, Host: host, WarmupRuns: 10, TimedRuns: 50,
 			Batch: 1, InputShape: []int{1, 3, 32, 32}, InputDtype: "float32", Threads: 2, ModelBytes: bytes,
 			LatencyP50MS: p50, LatencyP95MS: p95, LatencyP99MS: p99, MeanMS: mean, ImagesPerS: 1000 / mean,
-			PeakRSSBytes: peak, RSSBeforeLoadBytes: 50 << 20, RSSGrowthBytes: growth}
+			PeakRSSBytes: peak, RSSBeforeLoadBytes: 50 << 20, RSSGrowthBytes: growth, HostLoad1m: f(1.5 + p50/100)}
 	}
 	return Report{
 		Recipe: "vision-digits", ExitCode: 3, ExitText: "a quality gate failed", Published: 2,

@@ -43,7 +43,7 @@ const ToolBench = "vision_bench.py"
 //	{"latency_ns": [W+R numbers, warm-up first], "batch": B, "threads": T,
 //	 "input_shape": [...], "input_dtype": "float32",
 //	 "runtime_version": "onnxruntime 1.23.2 CPUExecutionProvider",
-//	 "peak_rss_bytes": ru_maxrss, "rss_before_load_bytes": N,
+//	 "peak_rss_bytes": VmHWM, "rss_before_load_bytes": N,
 //	 "rss_after_runs_bytes": N}
 //
 // rss_before_load_bytes is read once the runtime is imported and before
@@ -164,7 +164,7 @@ type BenchParams struct {
 }
 
 func (visionBench) Name() string   { return KindBench }
-func (visionBench) Version() int   { return 1 }
+func (visionBench) Version() int   { return 2 } // 2: the host's load average, VmHWM
 func (visionBench) NewParams() any { return &BenchParams{} }
 
 // HostIdentity puts the machine in the cache key: the output is a
@@ -219,6 +219,7 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 	if threads <= 0 {
 		threads = sc.NumThreads()
 	}
+	load := loadAverage()
 	if err := sc.RunTool(ctx, rt.Tool, "--model", filepath.Join(in.Dir, in.Result.Files["model"]), "--config", in.Dir,
 		"--warmup", strconv.Itoa(p.Warmup), "--runs", strconv.Itoa(p.Runs), "--batch", strconv.Itoa(p.Batch),
 		"--threads", strconv.Itoa(threads)); err != nil {
@@ -232,7 +233,7 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return fmt.Errorf("step %s: %s %w (see %s)", sc.StepID, rt.Tool, err, sc.LogPath)
 	}
-	vb.Runtime, vb.Host, vb.ModelBytes = rt.Name, host.Identity(), modelBytes
+	vb.Runtime, vb.Host, vb.ModelBytes, vb.HostLoad1m = rt.Name, host.Identity(), modelBytes, load
 	sc.Result.VisionBench = vb
 	// The raw timings, warm-up runs included, so the summary can be
 	// recomputed.
@@ -279,4 +280,22 @@ func summarizeBench(res benchReport, p *BenchParams, threads int) (*manifest.Vis
 		LatencyP50MS: l.P50MS, LatencyP95MS: l.P95MS, LatencyP99MS: l.P99MS, MeanMS: l.MeanMS, MinMS: l.MinMS, MaxMS: l.MaxMS,
 		ImagesPerS: l.TokensPerS(float64(res.Batch)), PeakRSSBytes: res.PeakRSS, RSSBeforeLoadBytes: res.RSSBeforeLoad,
 		RSSGrowthBytes: res.RSSAfterRuns - res.RSSBeforeLoad}, nil
+}
+
+// loadAverage is the host's 1-minute load average (/proc/loadavg), or nil
+// where the system does not say.
+func loadAverage() *float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return nil
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || v < 0 {
+		return nil
+	}
+	return &v
 }

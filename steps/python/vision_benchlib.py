@@ -11,10 +11,11 @@ warm-up first), "batch", "threads", "input_shape", "input_dtype", "runtime_versi
 "peak_rss_bytes", "rss_before_load_bytes", "rss_after_runs_bytes"}.
 
 Memory, named for what it is:
-  peak_rss_bytes         the process's ru_maxrss: its largest resident set over its whole
-                         life (Python, numpy, the runtime's libraries, the model, its arena);
-                         the kernel raises that mark lazily, so the larger of it and the
-                         last resident set read is reported
+  peak_rss_bytes         the process's peak resident set over its whole life (Python, numpy, the
+                         runtime's libraries, the model, its arena): VmHWM of /proc/self/status on
+                         Linux, not getrusage's ru_maxrss, which Linux carries over an execve from
+                         the process that started this one (edgepipe's own peak, when the tool is
+                         spawned with CLONE_VM as Go does); ru_maxrss where there is no /proc
   rss_before_load_bytes  the resident set once the runtime is imported, before the model loads
   rss_after_runs_bytes   the resident set after the last timed run
 Only the standard library and numpy are imported here, so the scripts can measure what
@@ -72,6 +73,16 @@ def rss_bytes():
 
 
 def peak_rss_bytes():
+    """This process's peak resident set: VmHWM (Linux), else ru_maxrss."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    value, unit = line.split()[1:3]
+                    if unit == "kB":
+                        return int(value) * 1024
+    except (OSError, ValueError):
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # macOS: bytes; Linux: KiB
 
