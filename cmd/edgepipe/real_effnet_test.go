@@ -44,7 +44,11 @@ func TestRealEfficientNet(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "cpu-int8")); err == nil {
 		t.Error("cpu-int8 was published though its gate failed")
 	}
+	// cpu-int8 failed its gate and was timed all the same: the decision
+	// table shows what it would have cost.
+	checkDecisionTable(t, out, map[string]string{"cpu-fp32": "excellent, published", "cpu-int8": `\*\*fail, not published\*\*`})
 	fp32 := checkAgreementManifest(t, run, filepath.Join(out, "cpu-fp32"))
+	checkVisionBench(t, "cpu-fp32", fp32.Metrics.VisionBench, "onnxruntime", "onnxruntime 1.31.1 CPUExecutionProvider", []int{1, 3, 224, 224})
 	// fp32 ONNX Runtime and PyTorch compute the same function.
 	if a := fp32.Metrics.Agreement; a.Agreement != 1 || a.Verdict != manifest.VerdictExcellent || a.Min != 0.99 {
 		t.Errorf("cpu-fp32: %+v: want every image in PyTorch's class", a)
@@ -70,6 +74,8 @@ func TestRealEfficientNet(t *testing.T) {
 	if a := int8.Metrics.Agreement; !(a.Agreement > 0.3 && a.Agreement < 0.99) || a.Min != 0.3 || a.Verdict != manifest.VerdictOK {
 		t.Errorf("cpu-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", a)
 	}
+	// Its bench is the one the failed run measured (cached): the manifest has it.
+	checkVisionBench(t, "cpu-int8", int8.Metrics.VisionBench, "onnxruntime", "onnxruntime 1.31.1 CPUExecutionProvider", []int{1, 3, 224, 224})
 	if *int8.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 {
 		t.Errorf("sizes: fp32 %d bytes, int8 %d: want an int8 model under half of fp32", *fp32.Metrics.SizeBytes, *int8.Metrics.SizeBytes)
 	}

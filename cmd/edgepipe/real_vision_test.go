@@ -54,6 +54,7 @@ func TestRealVision(t *testing.T) {
 		if m.Metrics.Perplexity != nil {
 			t.Errorf("%s: an image classifier's manifest has a perplexity gate", target)
 		}
+		checkVisionBench(t, target, m.Metrics.VisionBench, "onnxruntime", "onnxruntime 1.31.1 CPUExecutionProvider", []int{1, 3, 32, 32})
 		if target == "cpu-fp32" {
 			fp32 = m
 		} else {
@@ -123,4 +124,10 @@ func TestRealVision(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "model.tflite")); err != nil {
 		t.Error(err)
 	}
+	// Timed by the interpreter that gated it, on its int8 input.
+	checkVisionBench(t, "android-int8", m.Metrics.VisionBench, "litert", "ai-edge-litert 2.3.0 interpreter", []int{1, 3, 32, 32})
+	if m.Metrics.VisionBench.InputDtype != "int8" {
+		t.Errorf("android-int8: timed on a %s input, want the model's int8", m.Metrics.VisionBench.InputDtype)
+	}
+	checkDecisionTable(t, out, map[string]string{"cpu-fp32": "excellent, published", "cpu-int8": "(excellent|ok), published", "android-int8": "(excellent|ok), published"})
 }

