@@ -21,8 +21,11 @@ const ReferenceStepID = "vision-eval:reference"
 func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ref := add(&plan.Step{ID: ReferenceStepID, Kind: KindEval, Needs: []string{plan.SourceStepID},
 		Params: &EvalParams{Runtime: RuntimeTorch}, Data: plan.EvalData(r)}, t.Name)
-	if f.Name == FormatTFLiteInt8 {
+	switch f.Name {
+	case FormatTFLiteInt8:
 		return expandTFLite(r, t, ref, add)
+	case FormatCoreMLInt8:
+		return expandCoreML(r, t, ref, add)
 	}
 	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
 	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,
