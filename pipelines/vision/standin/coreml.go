@@ -176,7 +176,7 @@ func coremlEval(args []string, stdout, stderr io.Writer) error {
 	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred), "labelled": true,
 		"ran_coreml": false, "runtime": "MIL interpreter (stand-in); Core ML did not run", "ms_per_image": 0,
 		"interpreter_proof": map[string]any{"images": n, "max_abs_logit_diff": diff, "limit": *limit, "passed": diff <= *limit},
-		"ops": map[string]int{"conv": 52, "quantize": 89, "dequantize": 95}}
+		"ops":               map[string]int{"conv": 52, "quantize": 89, "dequantize": 95}}
 	if s.Unlabelled {
 		res["top1"], res["correct"], res["labelled"] = nil, 0, false
 	}
