@@ -332,6 +332,23 @@ def _expand(p, reps):
     return p
 
 
+def _pad(a):
+    """MIL pad: pad holds [before, after] for each of the last len(pad) / 2 axes, outermost
+    first (torch's F.pad wants the innermost axis first)."""
+    import torch.nn.functional as F
+
+    x = _t(a["x"])
+    p = [int(v) for v in np.atleast_1d(a["pad"])]
+    mode = str(a.get("mode", "constant"))
+    if mode not in ("constant", "reflect", "replicate"):
+        raise UnsupportedOp(f"pad mode {mode!r}")
+    pairs = [p[i:i + 2] for i in range(0, len(p), 2)]
+    flat = [v for pair in reversed(pairs) for v in pair]
+    if mode == "constant":
+        return F.pad(x, flat, mode="constant", value=float(a.get("constant_val", 0.0)))
+    return F.pad(x, flat, mode=mode)
+
+
 def _binary(fn):
     def run(a):
         return fn(_t(a["x"]), _t(a["y"]))
@@ -405,6 +422,7 @@ def _build_ops():
         "expand_dims": lambda a: _t(a["x"]).reshape(_expand_dims_shape(np.shape(a["x"]), a["axes"])),
         "transpose": lambda a: _t(a["x"]).permute([int(v) for v in np.atleast_1d(a["perm"])]),
         "concat": _concat,
+        "pad": _pad,
         "softmax": _softmax,
         "cast": _cast,
         "identity": lambda a: np.asarray(a["x"]),
