@@ -27,12 +27,11 @@ then W8A8 with coremltools 9.0's two passes:
     with each image's before comparing, so they keep the last image's range only);
   * coremltools.optimize.coreml.linear_quantize_weights: int8 weights, linear_symmetric, one
     scale per output channel (--per-tensor: one per tensor), every weight of 2048 elements or
-    more (coremltools' default threshold; smaller ones, such as the squeeze-excitation convs of
-    a small classifier, stay fp16).
+    more than --min-weight-elements (below).
 The script refuses (exit 2) a package in which a convolution's weight is not int8 codes
 (constexpr_affine_dequantize / constexpr_blockwise_shift_scale of int8 data) or that has no
-quantize/dequantize op: --convs-int8 names the rule; --min-weight-elements lowers coremltools'
-threshold to 0 so every conv and linear weight is quantized (the default here: 0).
+quantize/dequantize op. --min-weight-elements is the smallest weight quantized (default 0: every
+conv and linear weight, where coremltools' own default of 2048 would leave small ones fp16).
 
 The package is saved, then normalized to be bit-identical across conversions (coreml_convert.py's
 normalize_package: item UUIDs derived from their paths, no conversion date, deterministic
