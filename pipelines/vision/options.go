@@ -28,6 +28,12 @@ type TFLiteOptions struct {
 	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
 }
 
+// CoreMLOptions are coreml-int8's options.
+type CoreMLOptions struct {
+	PerChannel *bool `yaml:"per_channel" doc:"One int8 scale per output channel of each convolution and linear weight (default true); false: one per tensor."`
+	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate the activations on the first N images of data.calibration (default: every image)."`
+}
+
 // Defaults of onnx-int8.
 const (
 	DefaultOpset             = 18
@@ -51,6 +57,8 @@ func options(format string) any {
 		return &Int8Options{}
 	case FormatTFLiteInt8:
 		return &TFLiteOptions{}
+	case FormatCoreMLInt8:
+		return &CoreMLOptions{}
 	}
 	return &ExportOptions{}
 }
