@@ -17,7 +17,7 @@ import (
 // test split against the fp32 PyTorch model. It checks what the manifests
 // say was measured, not what the recipe asked for.
 func TestRealVision(t *testing.T) {
-	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert toolchain; trains the built-in vision model")
+	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert and qnn toolchains; trains the built-in vision model")
 	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
 	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
 	if err != nil {
@@ -122,5 +122,11 @@ func TestRealVision(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "model.tflite")); err != nil {
 		t.Error(err)
+	}
+
+	// qnn-int8: the context binary scored on QNN's HTP simulator.
+	q := checkQNNManifest(t, run, filepath.Join(out, "hexagon-int8"), 359, fp32).Metrics.Accuracy
+	if q.Reference != fp32.Metrics.Accuracy.Reference || q.Drop > q.MaxDrop || q.Agreement == nil || *q.Agreement < 0.95 {
+		t.Errorf("hexagon-int8: accuracy %+v: want a drop within max_drop against the same reference and the fp32 model's class on at least 95%% of images", q)
 	}
 }
