@@ -38,7 +38,7 @@ func checkQNNManifest(t *testing.T, run func(args ...string) []byte, dir string,
 		}
 		kinds[s.Kind] += s.Note
 	}
-	if n := kinds["vision-qnn-quantize"]; !strings.Contains(n, "uint8 activations, int8 symmetric weights (Conv per output channel") ||
+	if n := kinds["vision-qnn-quantize"]; !strings.Contains(n, "uint8 activations, int8 symmetric weights (Conv and Gemm per output channel") ||
 		!strings.Contains(n, "static input [1 3 ") {
 		t.Errorf("%s: quantize note %q: want per-channel int8 weights, uint8 activations, batch 1", dir, n)
 	}

@@ -59,7 +59,7 @@ func Family() plan.Family {
 					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
 						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
 				{Name: FormatQNNInt8, Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
-					Note: "image classification only: uint8 activations and int8 weights (Conv per channel), ONNX Runtime's QNN quantization config, calibrated; " +
+					Note: "image classification only: uint8 activations and int8 weights (per channel), ONNX Runtime's QNN quantization config, calibrated; " +
 						"a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) for the device's SoC and scored on its HTP simulator here; not run on a phone here"},
 			},
 		},

@@ -38,7 +38,7 @@ const (
 // QNNOptions are qnn-int8's options.
 type QNNOptions struct {
 	ExportOptions `yaml:",inline"`
-	PerChannel    *bool `yaml:"per_channel" doc:"One int8 scale per output channel of each Conv weight (default true; QNN's quantization config quantizes Gemm weights per tensor either way); false: one per tensor."`
+	PerChannel    *bool `yaml:"per_channel" doc:"One int8 scale per output channel of each Conv and Gemm weight (default true; QNN's quantization config keeps MatMul weights per tensor, QNN has no per-channel MatMul); false: one per tensor."`
 	Samples       *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
 	EvalImages    *int  `yaml:"eval_images" min:"1" doc:"Score only the first N images of data.eval on the HTP simulator (default: every image; the simulator takes about 0.4 s per 32x32 digit and 2.8 s per 224x224 photo on this host). The gate's top-1, drop and agreement are then over those N images, the reference's too."`
 }
@@ -112,7 +112,7 @@ func (qnnQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetFact("format", fmt.Sprintf("QDQ for QNN (ONNX Runtime's get_qnn_qdq_config, MinMax): uint8 activations, int8 symmetric weights (%s), static input %v",
-		map[bool]string{true: "Conv per output channel, Gemm per tensor", false: "per tensor"}[p.PerChannel], res.Shape))
+		map[bool]string{true: "Conv and Gemm per output channel", false: "per tensor"}[p.PerChannel], res.Shape))
 	sc.Result.SetFact("batch", "1 (static: HTP graphs have static shapes; the export's dynamic batch axis is fixed to 1)")
 	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
 	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))

@@ -10,7 +10,8 @@ top-1 on the HTP simulator.
 quantize: the vision export (fp32, dynamic batch) with its batch fixed to 1 (HTP graphs have static
 shapes; onnxruntime.tools.onnx_model_utils, as qnn_qdq.py fixes an LLM's), qnn_preprocess_model,
 then ONNX Runtime's QNN quantization config (get_qnn_qdq_config: uint8 activations, int8 symmetric
-weights per output channel for Conv, the layers QNN's per-channel path takes; Gemm per tensor)
+weights per output channel for Conv and Gemm; QNN's config keeps a MatMul's per tensor, since QNN has no
+per-channel MatMul)
 calibrated with MinMax on the calibration images, preprocessed by the model's config.json as every
 vision runtime does. Every node is quantized: a float node would run in fp16 on the HTP or not at
 all. Writes OUT/model.onnx and OUT/config.json.
@@ -133,11 +134,13 @@ def load_qnn():
     return ort, qnn
 
 
-def non_epcontext_nodes(path):
-    """The nodes of an EPContext wrapper that are not EPContext nodes: each would run on the CPU."""
+def epcontext_nodes(path):
+    """An EPContext wrapper's EPContext node count, and its other nodes: each of those would run on the
+    CPU."""
     import onnx
 
-    return [f"{n.op_type} {n.name}" for n in onnx.load(path, load_external_data=False).graph.node if n.op_type != "EPContext"]
+    nodes = onnx.load(path, load_external_data=False).graph.node
+    return sum(n.op_type == "EPContext" for n in nodes), [f"{n.op_type} {n.name}" for n in nodes if n.op_type != "EPContext"]
 
 
 def compile_ctx(args):
@@ -166,25 +169,19 @@ def compile_ctx(args):
         print(f"vision_qnn: the session compiled but wrote no EPContext model and one context binary in {args.out} "
               f"(binaries: {bins})", file=sys.stderr)
         return 1
-    left = non_epcontext_nodes(ctx_model)
-    if left:
-        print(f"vision_qnn: the EPContext model keeps {len(left)} nodes outside the context binary, which would run "
-              f"on the CPU: {', '.join(left[:10])}", file=sys.stderr)
+    n_ctx, left = epcontext_nodes(ctx_model)
+    if left or not n_ctx:
+        print(f"vision_qnn: the EPContext model holds {n_ctx} EPContext nodes and {len(left)} nodes outside the context "
+              f"binary, which would run on the CPU: {', '.join(left[:10])}", file=sys.stderr)
         return 3
     shutil.copyfile(os.path.join(os.path.dirname(args.qdq), "config.json"), os.path.join(args.out, "config.json"))
     print(f"compiled on the QNN HTP backend in {compile_s:.1f} s: model_ctx.onnx + {bins[0]}", file=sys.stderr, flush=True)
     out = {"model": "model_ctx.onnx", "context_binary": bins[0], "compile_s": round(compile_s, 2),
            "context_binary_bytes": os.path.getsize(os.path.join(args.out, bins[0])),
-           "epcontext_nodes": len(onnx_nodes(ctx_model))}
+           "epcontext_nodes": n_ctx}
     out.update(versions(ort, qnn, args))
     vision_data.emit(out)
     return 0
-
-
-def onnx_nodes(path):
-    import onnx
-
-    return list(onnx.load(path, load_external_data=False).graph.node)
 
 
 def evaluate(args):
@@ -205,10 +202,10 @@ def evaluate(args):
             raise SystemExit(f"{args.reference}: {ref.shape} reference predictions for the set's {set_images} images")
         ref = ref[: len(x)]
 
-    left = non_epcontext_nodes(args.model)
-    if left:
-        raise SystemExit(f"vision_qnn: {args.model} holds nodes outside the context binary (they would run on the CPU): "
-                         f"{', '.join(left[:10])}")
+    n_ctx, left = epcontext_nodes(args.model)
+    if left or not n_ctx:
+        raise SystemExit(f"vision_qnn: {args.model} holds {n_ctx} EPContext nodes and {len(left)} nodes outside the "
+                         f"context binary (they would run on the CPU): {', '.join(left[:10])}")
     ort, qnn = load_qnn()
     t0 = time.monotonic()
     session = qnn_htp.qnn_session(ort, qnn, args.model, args.soc_model, args.htp_arch)
