@@ -270,7 +270,7 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	if ref != nil {
 		ra := ref.Result.Accuracy
 		top := ra.Top1
-		if subset := p.Runtime == RuntimeQNNHTP && res.Images < ra.Images; subset {
+		if p.Runtime == RuntimeQNNHTP && res.Images < ra.Images {
 			// eval_images: the reference's top-1 over the same first
 			// images, from its predictions.
 			if res.SetImages != ra.Images || (res.ReferenceTop == nil && !unlabelled) {
