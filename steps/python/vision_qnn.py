@@ -147,14 +147,19 @@ def compile_ctx(args):
     ort, qnn = load_qnn()
     os.makedirs(args.out, exist_ok=True)
     ctx_model = os.path.join(args.out, "model_ctx.onnx")
+    # From bytes, not the path: ONNX Runtime names the compiled graph (inside the binary) with a hash
+    # of the model's path when it has one, and of its contents otherwise, so only bytes make the
+    # binary independent of where the cache keeps the QDQ model (edgepipe reproduce).
+    with open(args.qdq, "rb") as f:
+        qdq = f.read()
     t0 = time.monotonic()
     s, _ = qnn_htp.with_captured_stderr(
-        lambda: qnn_htp.qnn_session(ort, qnn, args.qdq, args.soc_model, args.htp_arch, context_out=ctx_model))
+        lambda: qnn_htp.qnn_session(ort, qnn, qdq, args.soc_model, args.htp_arch, context_out=ctx_model))
     if isinstance(s, Exception):
         print(f"vision_qnn: the QNN HTP backend refused the graph (CPU fallback is disabled, so no node may run on "
               f"the CPU): {s}", file=sys.stderr)
         _, logged = qnn_htp.with_captured_stderr(
-            lambda: qnn_htp.qnn_session(ort, qnn, args.qdq, args.soc_model, args.htp_arch, verbose=True))
+            lambda: qnn_htp.qnn_session(ort, qnn, qdq, args.soc_model, args.htp_arch, verbose=True))
         lines = qnn_htp.refused_lines(logged)
         # The prefix Go's refusedNodes reads.
         for line in lines[:40]:
