@@ -2,7 +2,7 @@
 top-1 on the HTP simulator.
 
     python vision_qnn.py quantize --in MODEL.onnx --calibration IMAGES.npz --out DIR
-        [--weight-type int8|uint8] [--per-tensor] [--samples N]
+        [--per-tensor] [--samples N]
     python vision_qnn.py compile --qdq DIR/model.onnx --out DIR --soc-model 57 --htp-arch 75
     python vision_qnn.py eval --model DIR/model_ctx.onnx --set IMAGES.npz --config DIR
         --predictions OUT.npy [--reference REF.npy] [--images N] --soc-model 57 --htp-arch 75
@@ -10,10 +10,9 @@ top-1 on the HTP simulator.
 quantize: the vision export (fp32, dynamic batch) with its batch fixed to 1 (HTP graphs have static
 shapes; onnxruntime.tools.onnx_model_utils, as qnn_qdq.py fixes an LLM's), qnn_preprocess_model,
 then ONNX Runtime's QNN quantization config (get_qnn_qdq_config: uint8 activations, int8 symmetric
-weights per output channel for Conv and Gemm; QNN's config keeps a MatMul's per tensor, since QNN has no
-per-channel MatMul)
-calibrated with MinMax on the calibration images, preprocessed by the model's config.json as every
-vision runtime does. Every node is quantized: a float node would run in fp16 on the HTP or not at
+weights per output channel for Conv and Gemm; the config keeps a MatMul's per tensor, QNN has no
+per-channel MatMul) calibrated with MinMax on the calibration images, preprocessed by the model's
+config.json as every vision runtime does. Every node is quantized: a float node would run in fp16 on the HTP or not at
 all. Writes OUT/model.onnx and OUT/config.json.
 
 compile: QNN's HTP backend (onnxruntime-qnn, as qnn_htp.py) compiles the QDQ model for the SoC into
@@ -86,9 +85,8 @@ def quantize(args):
         onnx.save_model(model, fixed)
         prep = os.path.join(work, "preprocessed.onnx")
         src = prep if qnn_preprocess_model(fixed, prep) else fixed
-        weight = QuantType.QInt8 if args.weight_type == "int8" else QuantType.QUInt8
         config = get_qnn_qdq_config(src, Reader(), calibrate_method=CalibrationMethod.MinMax,
-                                    activation_type=QuantType.QUInt8, weight_type=weight,
+                                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                                     per_channel=not args.per_tensor)
         os.makedirs(args.out, exist_ok=True)
         out_model = os.path.join(args.out, "model.onnx")
@@ -116,7 +114,7 @@ def quantize(args):
     vision_data.emit({"model": "model.onnx", "input": input_name, "shape": shape, "fixed_dims": sorted(set(fixed_dims)),
                       "quantize_linear": ops.count("QuantizeLinear"), "dequantize_linear": ops.count("DequantizeLinear"),
                       "int8_initializers": int8, "float_conv_gemm": float_ops, "per_channel_weights": per_channel,
-                      "calibration_images": int(len(x)), "weight_type": args.weight_type,
+                      "calibration_images": int(len(x)), "weight_type": "int8",
                       "activation_type": "uint8", "per_channel": not args.per_tensor, "bytes": os.path.getsize(out_model)})
     return 0
 
@@ -255,7 +253,6 @@ def main():
     q.add_argument("--in", dest="inp", required=True)
     q.add_argument("--calibration", required=True)
     q.add_argument("--out", required=True)
-    q.add_argument("--weight-type", default="int8", choices=["int8", "uint8"])
     q.add_argument("--per-tensor", action="store_true")
     q.add_argument("--samples", type=int, default=0)
     for name in ("compile", "eval"):
