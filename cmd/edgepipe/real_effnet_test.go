@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 // gated on top-1 agreement with the fp32 PyTorch model. The INT8 model
 // agrees on far fewer than 99% of these low-confidence photos (README), so
 // the shipped recipe exits 3 with cpu-int8 unpublished; a copy that lowers
-// that target's min publishes it, to check its manifest. It checks what
+// that target's min publishes it, to check its manifest. The same holds
+// for hexagon-int8 (qnn-int8 on QNN's HTP simulator). It checks what
 // was measured, not what the recipe asked for.
 func TestRealEfficientNet(t *testing.T) {
 	run, work := realEdgepipe(t, "installs the vision toolchain (torch, timm, the EfficientNet-Lite0 wheel, scikit-image, ONNX Runtime); imports the built-in model")
@@ -43,8 +45,14 @@ func TestRealEfficientNet(t *testing.T) {
 	if !strings.Contains(string(log), "target cpu-int8 failed its quality gate: top-1 agreement with the fp32 PyTorch model") {
 		t.Errorf("the failure does not say it is the agreement gate")
 	}
-	if _, err := os.Stat(filepath.Join(out, "cpu-int8")); err == nil {
-		t.Error("cpu-int8 was published though its gate failed")
+	// The closing error names the first failed target; each gate has its line.
+	if !regexp.MustCompile(`gate +hexagon-int8: top-1 agreement with the fp32 model [0-9.]+ \(min 0\.9900\) -> fail`).Match(log) {
+		t.Errorf("hexagon-int8 (qnn-int8 on the HTP simulator) did not fail the agreement gate")
+	}
+	for _, target := range []string{"cpu-int8", "hexagon-int8"} {
+		if _, err := os.Stat(filepath.Join(out, target)); err == nil {
+			t.Errorf("%s was published though its gate failed", target)
+		}
 	}
 	// cpu-int8 failed its gate and was timed all the same: the decision
 	// table shows what it would have cost.
@@ -67,6 +75,7 @@ func TestRealEfficientNet(t *testing.T) {
 		t.Fatal(err)
 	}
 	loose := strings.Replace(string(b), "    format: onnx-int8\n", "    format: onnx-int8\n    quality: {agreement: {min: 0.3}}\n", 1)
+	loose = strings.Replace(loose, "    format: qnn-int8\n", "    format: qnn-int8\n    quality: {agreement: {min: 0.3}}\n", 1)
 	path := filepath.Join(work, "loose.yaml")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(loose, "../docs/", "")), 0o644); err != nil {
 		t.Fatal(err)
@@ -80,6 +89,11 @@ func TestRealEfficientNet(t *testing.T) {
 	checkVisionBench(t, "cpu-int8", int8.Metrics.VisionBench, "onnxruntime", "onnxruntime 1.31.1 CPUExecutionProvider", []int{1, 3, 224, 224})
 	if *int8.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 {
 		t.Errorf("sizes: fp32 %d bytes, int8 %d: want an int8 model under half of fp32", *fp32.Metrics.SizeBytes, *int8.Metrics.SizeBytes)
+	}
+	// qnn-int8 on the HTP simulator, all 72 photos.
+	q := checkQNNManifest(t, run, filepath.Join(out, "hexagon-int8"), 72, fp32).Metrics.Agreement
+	if q.Labelled || !(q.Agreement > 0.3 && q.Agreement < 0.99) || q.Min != 0.3 || q.Verdict != manifest.VerdictOK {
+		t.Errorf("hexagon-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", q)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // test split against the fp32 PyTorch model. It checks what the manifests
 // say was measured, not what the recipe asked for.
 func TestRealVision(t *testing.T) {
-	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert toolchain; trains the built-in vision model")
+	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert and qnn toolchains; trains the built-in vision model")
 	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
 	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
 	if err != nil {
@@ -29,7 +29,7 @@ func TestRealVision(t *testing.T) {
 	// cached, it is the toolchain's, not a step's.
 	// iphone-int8 (coreml-int8) is left out: it fails the recipe's gate
 	// (1.95 points, README) and has no real-tier test of its own yet.
-	log := run("run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8", "--out", out, recipe)
+	log := run("run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8", "--out", out, recipe)
 	t.Logf("edgepipe run vision-digits.yaml:\n%s", log)
 	var fp32, int8 *manifest.Manifest
 	for _, target := range []string{"cpu-fp32", "cpu-int8"} {
@@ -132,4 +132,10 @@ func TestRealVision(t *testing.T) {
 		t.Errorf("android-int8: timed on a %s input, want the model's int8", m.Metrics.VisionBench.InputDtype)
 	}
 	checkDecisionTable(t, out, map[string]string{"cpu-fp32": "excellent, published", "cpu-int8": "(excellent|ok), published", "android-int8": "(excellent|ok), published"})
+
+	// qnn-int8: the context binary scored on QNN's HTP simulator.
+	q := checkQNNManifest(t, run, filepath.Join(out, "hexagon-int8"), 359, fp32).Metrics.Accuracy
+	if q.Reference != fp32.Metrics.Accuracy.Reference || q.Drop > q.MaxDrop || q.Agreement == nil || *q.Agreement < 0.95 {
+		t.Errorf("hexagon-int8: accuracy %+v: want a drop within max_drop against the same reference and the fp32 model's class on at least 95%% of images", q)
+	}
 }

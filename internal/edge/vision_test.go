@@ -48,7 +48,7 @@ func TestPickVisionRuntimeByPlatform(t *testing.T) {
 			t.Errorf("%s: %s / %s, want %s / %s", platform, p.Runtime, p.Format, want.runtime, want.format)
 		}
 		// A format without a pipeline says what this build converts instead.
-		if built := p.Format == "onnx-int8" || p.Format == "tflite-int8" || p.Format == "coreml-int8"; p.Built != built || !built && p.Buildable != "onnx-int8" {
+		if built := p.Format == "onnx-int8" || p.Format == "tflite-int8" || p.Format == "coreml-int8" || p.Format == "qnn-int8"; p.Built != built || !built && p.Buildable != "onnx-int8" {
 			t.Errorf("%s: built %t, buildable %q", platform, p.Built, p.Buildable)
 		}
 	}

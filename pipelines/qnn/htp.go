@@ -107,7 +107,7 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 		args = append(args, "--chunks", strconv.Itoa(p.MaxChunks))
 	}
 	if err := sc.RunTool(ctx, ToolHTP, args...); err != nil {
-		if refused := refusedNodes(sc.LogPath); refused != "" {
+		if refused := RefusedNodes(sc.LogPath); refused != "" {
 			return fmt.Errorf("QNN's HTP backend refused nodes of the graph for %s (CPU fallback is disabled, so none runs on the CPU):\n%s\n%w", p.Device, refused, err)
 		}
 		return err
@@ -130,10 +130,10 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	return nil
 }
 
-// refusedNodes is what qnn_htp.py quoted from QNN's execution provider
+// RefusedNodes is what qnn_htp.py (and vision_qnn.py) quoted from QNN's execution provider
 // about the nodes it refused (op type, node name, reason), at most 20
 // lines; "" when the log has none.
-func refusedNodes(logPath string) string {
+func RefusedNodes(logPath string) string {
 	b, err := os.ReadFile(logPath)
 	if err != nil {
 		return ""

@@ -17,16 +17,16 @@ func TestRefusedNodes(t *testing.T) {
 	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got := refusedNodes(log)
+	got := RefusedNodes(log)
 	for _, want := range []string{"OrtNodeUnit (MatMul)", "Node name: /model/rotary_emb/MatMul_2", "error 3110"} {
 		if !strings.Contains(got, want) {
-			t.Errorf("refusedNodes misses %q:\n%s", want, got)
+			t.Errorf("RefusedNodes misses %q:\n%s", want, got)
 		}
 	}
 	if strings.Contains(got, "verbose noise") || strings.Count(got, "\n") != 2 {
-		t.Errorf("refusedNodes keeps other lines:\n%s", got)
+		t.Errorf("RefusedNodes keeps other lines:\n%s", got)
 	}
-	if refusedNodes(filepath.Join(t.TempDir(), "missing.log")) != "" {
+	if RefusedNodes(filepath.Join(t.TempDir(), "missing.log")) != "" {
 		t.Error("a missing log has no refused nodes")
 	}
 }

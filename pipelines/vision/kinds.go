@@ -186,6 +186,11 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 // EvalParams are a vision-eval step's.
 type EvalParams struct {
 	Runtime string `json:"runtime"`
+	// SoCModel and HTPArch are the device's, for the qnn-htp runtime;
+	// Images scores only the first N images there (0: all).
+	SoCModel int `json:"soc_model,omitempty"`
+	HTPArch  int `json:"htp_arch,omitempty"`
+	Images   int `json:"images,omitempty"`
 }
 
 // PredictionsFile holds a vision-eval step's predicted classes (.npy).
@@ -201,6 +206,8 @@ func (visionEval) Tools(params any) []string {
 			return []string{litert.ToolValidate}
 		case RuntimeCoreMLMIL:
 			return []string{ToolCoreMLEval}
+		case RuntimeQNNHTP:
+			return []string{ToolQNN}
 		}
 	}
 	return []string{ToolEval}
@@ -243,6 +250,10 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 			Limit  float64 `json:"limit"`
 			Passed bool    `json:"passed"`
 		} `json:"interpreter_proof"`
+		// vision_qnn.py's: the images of the set (Images may be fewer)
+		// and the reference's top-1 on the images scored.
+		SetImages    int      `json:"set_images"`
+		ReferenceTop *float64 `json:"reference_top1"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
@@ -262,6 +273,9 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 		sc.Result.SetFact("ran_coreml", "no: Core ML runs only on Apple's systems; its MIL program was interpreted in PyTorch")
 	}
+	if p.Runtime == RuntimeQNNHTP {
+		recordQNNEval(sc, p, res.Images, res.SetImages, res.MSPerImage)
+	}
 	unlabelled := res.Labelled != nil && !*res.Labelled
 	if (res.Top1 == nil && !unlabelled) || res.Images == 0 {
 		return fmt.Errorf("%s scored no images (see %s)", tool, sc.LogPath)
@@ -272,10 +286,20 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if ref != nil {
 		ra := ref.Result.Accuracy
-		if ra.Images != res.Images {
+		top := ra.Top1
+		if p.Runtime == RuntimeQNNHTP && res.Images < ra.Images {
+			// eval_images: the reference's top-1 over the same first
+			// images, from its predictions.
+			if res.SetImages != ra.Images || (res.ReferenceTop == nil && !unlabelled) {
+				return fmt.Errorf("step %s scored %d of %d images, the reference %d, and reported no reference top-1 on them (see %s)",
+					sc.StepID, res.Images, res.SetImages, ra.Images, sc.LogPath)
+			}
+			if res.ReferenceTop != nil {
+				top = *res.ReferenceTop
+			}
+		} else if ra.Images != res.Images {
 			return fmt.Errorf("step %s scored %d images, the reference %d: they must score the same set", sc.StepID, res.Images, ra.Images)
 		}
-		top := ra.Top1
 		acc.Reference, acc.ReferenceBackend = &top, ra.Backend
 	}
 	sc.Result.Accuracy = acc
@@ -301,8 +325,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		}
 		return ToolEval, append(args, "--torch", src.Dir), nil, nil
 	}
-	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeCoreMLMIL {
-		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeCoreMLMIL)
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeCoreMLMIL && runtime != RuntimeQNNHTP {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeCoreMLMIL, RuntimeQNNHTP)
 	}
 	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
 		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
@@ -322,6 +346,9 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 	case RuntimeCoreMLMIL:
 		args, err := coremlEvalArgs(sc, args, model)
 		return ToolCoreMLEval, args, &r, err
+	case RuntimeQNNHTP:
+		more, err := qnnEvalArgs(steps.ParamsOf[EvalParams](sc.Params), model)
+		return ToolQNN, append(append([]string{"eval"}, args...), more...), &r, err
 	}
 	// The LiteRT scorer preprocesses with the source folder's config.json.
 	src, err := sc.Input(steps.Fetch)

@@ -59,6 +59,8 @@ func options(format string) any {
 		return &TFLiteOptions{}
 	case FormatCoreMLInt8:
 		return &CoreMLOptions{}
+	case FormatQNNInt8:
+		return &QNNOptions{}
 	}
 	return &ExportOptions{}
 }
@@ -68,6 +70,8 @@ func exportOptions(t *recipe.Target) *ExportOptions {
 	case *ExportOptions:
 		return o
 	case *Int8Options:
+		return &o.ExportOptions
+	case *QNNOptions:
 		return &o.ExportOptions
 	}
 	return &ExportOptions{}

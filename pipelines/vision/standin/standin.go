@@ -35,6 +35,7 @@ var Architectures = []string{"mobilenet_v3_small", "tf_efficientnet_lite0"}
 type classifierConfig struct {
 	Architecture string `json:"architecture"`
 	NumClasses   int    `json:"num_classes"`
+	InputSize    int    `json:"input_size"`
 }
 
 func readConfig(dir string) (classifierConfig, error) {

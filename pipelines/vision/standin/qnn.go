@@ -1,0 +1,252 @@
+package standin
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
+	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+)
+
+func init() {
+	standin.Tools["vision_qnn.py"] = visionQNN
+}
+
+// Kinds of the stand-in ONNX files vision_qnn.py writes.
+const (
+	qnnQDQKind = "qnn-qdq-int8"
+	qnnCtxKind = "qnn-epcontext"
+)
+
+// qnnBinaryHeader starts a stand-in context binary: the SoC it was
+// compiled for, then bytes resampled from the QDQ model.
+type qnnBinaryHeader struct {
+	SoCModel int    `json:"soc_model"`
+	HTPArch  int    `json:"htp_arch"`
+	Source   string `json:"source_sha256"`
+	Salt     string `json:"salt"`
+}
+
+// visionQNN: vision_qnn.py quantize|compile|eval ... (see steps/python/vision_qnn.py).
+// Nothing is quantized, compiled by QNN or run on its simulator: each
+// subcommand checks what it reads was made by the step before it (the
+// fp32 export, the QDQ model, a binary for the same SoC) and derives its
+// output from it.
+func visionQNN(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage (stand-in): vision_qnn.py quantize|compile|eval ...")
+	}
+	fmt.Fprintf(stderr, "stand-in: nothing was quantized, compiled by QNN's HTP backend or run on its simulator\n")
+	switch args[0] {
+	case "quantize":
+		return qnnQuantize(args[1:], stdout)
+	case "compile":
+		return qnnCompile(args[1:], stdout)
+	case "eval":
+		return qnnEval(args[1:], stdout)
+	}
+	return fmt.Errorf("vision_qnn.py: unknown subcommand %q", args[0])
+}
+
+// qnnQuantize: quantize --in F --calibration NPZ --out DIR [--per-tensor] [--samples N]
+func qnnQuantize(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("vision_qnn quantize", flag.ContinueOnError)
+	in, cal, out := fs.String("in", "", ""), fs.String("calibration", "", ""), fs.String("out", "", "")
+	perTensor := fs.Bool("per-tensor", false, "")
+	samples := fs.Int("samples", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	h, payload, err := onnxstandin.ReadONNX(*in)
+	if err != nil {
+		return err
+	}
+	if h.Kind != "fp32" {
+		return fmt.Errorf("%s is not the fp32 export (%s)", *in, h.Kind)
+	}
+	cfg, err := readConfig(filepath.Dir(*in))
+	if err != nil {
+		return err
+	}
+	s, err := readImageSet(*cal)
+	if err != nil {
+		return err
+	}
+	n := len(s.Labels)
+	if *samples > 0 {
+		n = min(n, *samples)
+	}
+	c := sha256.New()
+	for i := 0; i < n; i++ {
+		c.Write(s.image(i))
+	}
+	// Every layer int8, the stem too, like tflite-int8: the same flip
+	// rate (see flipRate), more per tensor.
+	h.Kind, h.Bits = qnnQDQKind, 8
+	h.Weights = fmt.Sprintf("%x qnn per_tensor=%t", c.Sum(nil)[:8], *perTensor)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := onnxstandin.WriteONNX(filepath.Join(*out, "model.onnx"), h, standin.Resample(payload, 0.25)); err != nil {
+		return err
+	}
+	if err := standin.CopyCheckpointFiles(filepath.Dir(*in), *out); err != nil {
+		return err
+	}
+	perChannel := 54
+	if *perTensor {
+		perChannel = 0
+	}
+	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "input": "pixel_values",
+		"shape": []int{1, 3, cfg.InputSize, cfg.InputSize}, "fixed_dims": []string{"batch"}, "quantize_linear": 128,
+		"dequantize_linear": 236, "int8_initializers": 235, "float_conv_gemm": 0, "per_channel_weights": perChannel,
+		"calibration_images": n, "weight_type": "int8", "activation_type": "uint8", "per_channel": !*perTensor, "bytes": len(payload) / 4})
+}
+
+// qnnCompile: compile --qdq F --out DIR --soc-model M --htp-arch A
+func qnnCompile(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("vision_qnn compile", flag.ContinueOnError)
+	qdq, out := fs.String("qdq", "", ""), fs.String("out", "", "")
+	soc, arch := fs.Int("soc-model", 0, ""), fs.Int("htp-arch", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *soc <= 0 || *arch <= 0 {
+		return errors.New("--soc-model and --htp-arch are required")
+	}
+	h, payload, err := onnxstandin.ReadONNX(*qdq)
+	if err != nil {
+		return err
+	}
+	if h.Kind != qnnQDQKind {
+		return fmt.Errorf("%s is not a QDQ model from vision_qnn.py quantize (%s)", *qdq, h.Kind)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	hb, _ := json.Marshal(qnnBinaryHeader{SoCModel: *soc, HTPArch: *arch, Source: h.Source, Salt: h.Weights})
+	bin := append(append([]byte("QNN context binary stand-in\n"), hb...), '\n')
+	bin = append(bin, standin.Resample(payload, 1)...)
+	if err := os.WriteFile(filepath.Join(*out, "model_ctx_qnn.bin"), bin, 0o644); err != nil {
+		return err
+	}
+	h.Kind = qnnCtxKind
+	if err := onnxstandin.WriteONNX(filepath.Join(*out, "model_ctx.onnx"), h, nil); err != nil {
+		return err
+	}
+	if err := standin.CopyCheckpointFiles(filepath.Dir(*qdq), *out); err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, map[string]any{"model": "model_ctx.onnx", "context_binary": "model_ctx_qnn.bin",
+		"compile_s": 0.1, "context_binary_bytes": len(bin), "epcontext_nodes": 1, "qnn_version": "2.51.0",
+		"onnxruntime_qnn": "2.7.0", "onnxruntime": "1.31.1", "soc_model": *soc, "htp_arch": *arch})
+}
+
+// readQNNBinary reads a stand-in context binary's header.
+func readQNNBinary(path string) (qnnBinaryHeader, error) {
+	var h qnnBinaryHeader
+	f, err := os.Open(path)
+	if err != nil {
+		return h, fmt.Errorf("the EPContext model's context binary: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	if magic, err := r.ReadString('\n'); err != nil || magic != "QNN context binary stand-in\n" {
+		return h, fmt.Errorf("%s: QNN refused it (not a stand-in context binary)", path)
+	}
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return h, err
+	}
+	if err := json.Unmarshal(line, &h); err != nil || h.Source == "" {
+		return h, fmt.Errorf("%s: a stand-in context binary with a broken header", path)
+	}
+	return h, nil
+}
+
+// qnnEval: eval --model F --set NPZ --config DIR --predictions OUT [--reference REF]
+// [--images N] --soc-model M --htp-arch A
+func qnnEval(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("vision_qnn eval", flag.ContinueOnError)
+	model, set, cfgDir := fs.String("model", "", ""), fs.String("set", "", ""), fs.String("config", "", "")
+	preds, ref := fs.String("predictions", "", ""), fs.String("reference", "", "")
+	images := fs.Int("images", 0, "")
+	soc, arch := fs.Int("soc-model", 0, ""), fs.Int("htp-arch", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *model == "" || *set == "" || *cfgDir == "" || *preds == "" {
+		return errors.New("usage (stand-in): vision_qnn.py eval --model F --set NPZ --config DIR --predictions OUT")
+	}
+	h, _, err := onnxstandin.ReadONNX(*model)
+	if err != nil {
+		return err
+	}
+	if h.Kind != qnnCtxKind {
+		return fmt.Errorf("%s is not an EPContext model from vision_qnn.py compile (%s)", *model, h.Kind)
+	}
+	bin, err := readQNNBinary(filepath.Join(filepath.Dir(*model), "model_ctx_qnn.bin"))
+	if err != nil {
+		return err
+	}
+	// A binary compiled for another Hexagon does not load.
+	if bin.SoCModel != *soc || bin.HTPArch != *arch || bin.Source != h.Source {
+		return fmt.Errorf("the context binary was compiled for soc_model %d, htp_arch v%d (source %s), not soc_model %d, htp_arch v%d",
+			bin.SoCModel, bin.HTPArch, bin.Source, *soc, *arch)
+	}
+	cfg, err := readConfig(*cfgDir)
+	if err != nil {
+		return err
+	}
+	s, err := readImageSet(*set)
+	if err != nil {
+		return err
+	}
+	total := len(s.Labels)
+	if *images > 0 && *images < total {
+		s.Labels = s.Labels[:*images]
+	}
+	pred, correct, err := classify(s, *set, bin.Source, bin.Salt, cfg.NumClasses)
+	if err != nil {
+		return err
+	}
+	if err := writeInt64NPY(*preds, pred); err != nil {
+		return err
+	}
+	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred),
+		"set_images": total, "labelled": !s.Unlabelled, "runtime": "QNN 2.51.0 HTP backend (stand-in)", "ms_per_image": 0,
+		"qnn_version": "2.51.0", "soc_model": *soc, "htp_arch": *arch}
+	if s.Unlabelled {
+		res["top1"], res["correct"] = nil, 0
+	}
+	if *ref != "" {
+		r, err := readInt64NPY(*ref)
+		if err != nil {
+			return err
+		}
+		if len(r) != total {
+			return fmt.Errorf("%s: %d reference predictions for %d images", *ref, len(r), total)
+		}
+		same, refCorrect := 0, 0
+		for i, p := range pred {
+			if r[i] == p {
+				same++
+			}
+			if r[i] == s.Labels[i] {
+				refCorrect++
+			}
+		}
+		res["agreement"] = float64(same) / float64(len(pred))
+		if !s.Unlabelled {
+			res["reference_top1"] = float64(refCorrect) / float64(len(pred))
+		}
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}
