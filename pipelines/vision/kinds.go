@@ -197,6 +197,10 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 // EvalParams are a vision-eval step's.
 type EvalParams struct {
 	Runtime string `json:"runtime"`
+	// SimulateQDQ scores a QDQ model with ONNX Runtime's optimizations off
+	// (Q/DQ computed as written): the exact int8 model TensorRT computes,
+	// not ONNX Runtime's fused kernels, which saturate on AVX2 without VNNI.
+	SimulateQDQ bool `json:"simulate_qdq,omitempty"`
 }
 
 // PredictionsFile holds a vision-eval step's predicted classes (.npy).
@@ -229,6 +233,12 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	tool, args, ref, err := evalCommand(sc, p.Runtime, set)
 	if err != nil {
 		return err
+	}
+	if p.SimulateQDQ {
+		if p.Runtime != RuntimeONNX {
+			return fmt.Errorf("vision-eval: simulate_qdq applies to the %s runtime only, not %s", RuntimeONNX, p.Runtime)
+		}
+		args = append(args, "--simulate-qdq")
 	}
 	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return err
