@@ -17,7 +17,7 @@ import (
 // test split against the fp32 PyTorch model. It checks what the manifests
 // say was measured, not what the recipe asked for.
 func TestRealVision(t *testing.T) {
-	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert toolchain; trains the built-in vision model")
+	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert and openvino toolchains; trains the built-in vision model")
 	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
 	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
 	if err != nil {
@@ -122,5 +122,34 @@ func TestRealVision(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "model.tflite")); err != nil {
 		t.Error(err)
+	}
+
+	// openvino-int8: NNCF's static INT8 IR, scored on OpenVINO's CPU plugin
+	// against the same reference (97.49%, a 0.56-point drop, measured).
+	dir = filepath.Join(out, "intel-int8")
+	run("verify", dir)
+	if m, err = manifest.Read(dir); err != nil {
+		t.Fatal(err)
+	}
+	a = m.Metrics.Accuracy
+	if a == nil || a.Images != 359 || !strings.HasPrefix(a.Backend, "openvino 2026.4.1 CPU plugin") || a.Reference != fp32.Metrics.Accuracy.Reference {
+		t.Fatalf("intel-int8: accuracy %+v: want the test split scored by OpenVINO's CPU plugin against the same PyTorch reference", a)
+	}
+	if a.Drop > a.MaxDrop || a.Agreement == nil || *a.Agreement < 0.95 {
+		t.Errorf("intel-int8: accuracy %+v: want a drop within max_drop and the fp32 model's class on at least 95%% of images", a)
+	}
+	if *m.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 {
+		t.Errorf("intel-int8: %d bytes (fp32 ONNX %d): want an int8 IR under half the fp32 one", *m.Metrics.SizeBytes, *fp32.Metrics.SizeBytes)
+	}
+	for _, s := range m.Steps {
+		if s.StandIn {
+			t.Errorf("intel-int8: step %s ran a stand-in in the real tier", s.ID)
+		}
+	}
+	checkNNCFStep(t, m)
+	for _, f := range []string{"model.xml", "model.bin", "config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
 	}
 }
