@@ -261,3 +261,7 @@ func artifactBytes(dir string) (int64, error) {
 	})
 	return n, err
 }
+
+// ArtifactBytes is what publish would copy of a model step's output
+// folder: every file but the step's own result and log.
+func ArtifactBytes(dir string) (int64, error) { return artifactBytes(dir) }

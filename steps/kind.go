@@ -255,6 +255,8 @@ type Result struct {
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
 	// Bench is what the bench step measured on this host.
 	Bench *manifest.Bench `json:"bench,omitempty"`
+	// VisionBench is what an image classifier's bench step measured.
+	VisionBench *manifest.VisionBench `json:"vision_bench,omitempty"`
 	// Revision is the commit a source's branch or tag resolved to.
 	Revision string `json:"revision,omitempty"`
 	// Versions are the versions of the tools and libraries that ran, by

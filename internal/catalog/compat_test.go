@@ -36,7 +36,7 @@ func TestCanRun(t *testing.T) {
 		{"apple-m3-max", "gguf-q4_k_m", true, ""},
 		{"snapdragon-8-gen-3", "qnn-w4a16", true, ""},
 		{"jetson-thor", "nvfp4", true, ""},
-		{"apple-a18", "qnn-w8a16", false, "use coreml-int4: no runtime on apple-a18 (Core ML, llama.cpp) loads qnn-w8a16; Core ML loads Core ML INT4 packages (INT4 weights, FP16 activations, runs on the ANE)"},
+		{"apple-a18", "qnn-w8a16", false, "use coreml-int4: no runtime on apple-a18 (Core ML, llama.cpp) loads qnn-w8a16; Core ML loads Core ML packages (INT4 weights with FP16 activations for LLMs; W8A8 image classifiers), run on the ANE"},
 		{"jetson-orin-nano-super", "nvfp4", false, "~use gguf-q4_k_m: jetson-orin-nano-super's GPU has no FP4 tensor cores"},
 		{"jetson-agx-orin", "nvfp4", false, "use trtllm-int4: jetson-agx-orin's GPU has no FP4 tensor cores (tensor cores: fp16, int8), so nvfp4 does not run there; devices that run it: jetson-thor"},
 		{"jetson-thor", "nvfp4", true, ""},

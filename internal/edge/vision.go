@@ -76,7 +76,7 @@ const FormatVisionINT8 = "onnx-int8"
 
 // builtVisionFormats are the vision formats this build has pipelines for
 // (pipelines_test checks each against the registered families).
-var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true, "tflite-int8": true,
+var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true, "tflite-int8": true, "coreml-int8": true,
 	"openvino-int8": true, "tensorrt-int8": true}
 
 // BuiltVisionFormats lists the vision formats the picker says this build

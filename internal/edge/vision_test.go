@@ -48,7 +48,7 @@ func TestPickVisionRuntimeByPlatform(t *testing.T) {
 			t.Errorf("%s: %s / %s, want %s / %s", platform, p.Runtime, p.Format, want.runtime, want.format)
 		}
 		// A format without a pipeline says what this build converts instead.
-		built := map[string]bool{"onnx-int8": true, "tflite-int8": true, "openvino-int8": true, "tensorrt-int8": true}[p.Format]
+		built := map[string]bool{"onnx-int8": true, "tflite-int8": true, "coreml-int8": true, "openvino-int8": true, "tensorrt-int8": true}[p.Format]
 		if p.Built != built || !built && p.Buildable != "onnx-int8" {
 			t.Errorf("%s: built %t, buildable %q", platform, p.Built, p.Buildable)
 		}

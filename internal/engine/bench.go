@@ -26,6 +26,25 @@ func TargetBench(p *plan.Plan, res *RunResult, target string) (*manifest.Bench, 
 	return nil, false
 }
 
+// TargetVisionBench returns what an image classifier's bench measured for
+// a target in this run, published or not (a target that failed its gate
+// was measured too: the decision table shows what it would have cost),
+// and whether a stand-in produced it; nil when it was not benched.
+func TargetVisionBench(p *plan.Plan, res *RunResult, target string) (*manifest.VisionBench, bool) {
+	if res == nil {
+		return nil, false
+	}
+	for _, s := range p.Steps {
+		if !slices.Contains(s.Targets, target) {
+			continue
+		}
+		if out := res.Outputs[s.ID]; out != nil && out.Result != nil && out.Result.VisionBench != nil {
+			return out.Result.VisionBench, len(out.Result.StandIns) > 0
+		}
+	}
+	return nil, false
+}
+
 // TargetStandIns lists the steps of a target that ran with stand-in
 // tools in this run, in plan order.
 func TargetStandIns(p *plan.Plan, res *RunResult, target string) []string {

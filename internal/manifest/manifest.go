@@ -147,6 +147,9 @@ type Metrics struct {
 	DecodeCeilingTokS *float64   `json:"decode_ceiling_tok_s,omitempty"`
 	MemoryFit         *MemoryFit `json:"memory_fit,omitempty"`
 	Bench             *Bench     `json:"bench,omitempty"`
+	// VisionBench is an image classifier's on-host measurement, in place
+	// of Bench (which times tokens).
+	VisionBench *VisionBench `json:"vision_bench,omitempty"`
 	// Checks lists which validations ran and how they ended.
 	Checks []Check `json:"checks,omitempty"`
 }
@@ -341,6 +344,9 @@ func (m *Manifest) Validate() error {
 		errs = append(errs, p.validate()...)
 	}
 	if b := m.Metrics.Bench; b != nil {
+		errs = append(errs, b.validate()...)
+	}
+	if b := m.Metrics.VisionBench; b != nil {
 		errs = append(errs, b.validate()...)
 	}
 	for i, c := range m.Metrics.Checks {

@@ -42,6 +42,10 @@ type Family struct {
 	// Bench is the runtime that times the family's formats on this host,
 	// when it has one.
 	Bench steps.BenchBackend
+	// TaskBench names the runtime that times a format of the family's
+	// task on this host, or false when none here can. A family of a task
+	// other than text generation adds its bench steps in Expand.
+	TaskBench func(format string) (runtime string, ok bool)
 	// Notes are what a run should say before it starts about targets of
 	// this family (a host that cannot build them, a flow known to fail).
 	Notes func(*Plan) recipe.Diagnostics
@@ -170,6 +174,16 @@ func (Catalog) TaskOptions(task, format string) any {
 		return nil
 	}
 	return f.Options(format)
+}
+
+// TaskBench names the runtime that times a format of a task other than
+// text generation on this host.
+func (Catalog) TaskBench(task, format string) (string, bool) {
+	f, ok := FamilyFor(task, format)
+	if !ok || f.TaskBench == nil {
+		return "", false
+	}
+	return f.TaskBench(format)
 }
 
 // CheckSource refuses a model.source no run could fetch.

@@ -120,7 +120,7 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			}
 		}
 		model, checks := fam.Expand(r, t, f, add)
-		if t.Bench != nil {
+		if t.Bench != nil && fam.Task == "" { // other tasks' families add their own
 			checks = append(checks, addBench(t, model, add).ID)
 		}
 		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,

@@ -21,6 +21,7 @@ type AccuracyResult struct {
 	Verdict   string  `json:"verdict"`
 	Step      string  `json:"step"`
 	measured  *steps.Accuracy
+	format    string // the target's, for the fixes a failure names
 }
 
 // JudgeAccuracy applies the brief's vision rule: a drop (reference minus
@@ -49,7 +50,7 @@ func judgeAccuracy(t *recipe.Target, step string, a *steps.Accuracy) *AccuracyRe
 	}
 	d, v := JudgeAccuracy(*a.Reference, a.Top1, maxDrop)
 	return &AccuracyResult{Target: t.Name, Reference: *a.Reference, Converted: a.Top1, Drop: d, MaxDrop: maxDrop,
-		Verdict: v, Step: step, measured: a}
+		Verdict: v, Step: step, measured: a, format: t.Format}
 }
 
 // accuracyGated: the accuracy gate applies when the target sets it, or,
@@ -59,8 +60,8 @@ func accuracyGated(t *recipe.Target) bool {
 }
 
 func (g *AccuracyResult) failure() string {
-	return fmt.Sprintf("target %s failed its quality gate: top-1 accuracy %.2f%% against the reference's %.2f%% is a drop of %.2f points, over max_drop %.2f points (%g); nothing was published. Calibrate on more or more representative images (data.calibration), try another with: {calibration_method: ...}, keep sensitive layers in float (with: {keep_float: ...}), or raise quality.accuracy.max_drop for this target if the loss is acceptable",
-		g.Target, 100*g.Converted, 100*g.Reference, 100*g.Drop, 100*g.MaxDrop, g.MaxDrop)
+	return fmt.Sprintf("target %s failed its quality gate: top-1 accuracy %.2f%% against the reference's %.2f%% is a drop of %.2f points, over max_drop %.2f points (%g); nothing was published. %s, or raise quality.accuracy.max_drop for this target if the loss is acceptable",
+		g.Target, 100*g.Converted, 100*g.Reference, 100*g.Drop, 100*g.MaxDrop, g.MaxDrop, int8Fixes(g.format))
 }
 
 // manifestAccuracy is the gate as the manifest records it.
@@ -70,4 +71,15 @@ func (g *AccuracyResult) manifestAccuracy() *manifest.Accuracy {
 		m.Images, m.Agreement, m.Backend, m.ReferenceBackend = a.Images, a.Agreement, a.Backend, a.ReferenceBackend
 	}
 	return m
+}
+
+// int8Fixes names what a user can change when a calibrated INT8 target
+// loses too much: only onnx-int8 takes a calibration method and float
+// layers; every format takes another calibration set.
+func int8Fixes(format string) string {
+	if format == "onnx-int8" {
+		return "Calibrate on more or more representative images (data.calibration), try another with: {calibration_method: ...}, " +
+			"keep sensitive layers in float (with: {keep_float: ...})"
+	}
+	return "Calibrate on more or more representative images (data.calibration), try another format for this device (edgepipe pick --task vision)"
 }

@@ -20,6 +20,7 @@ type AgreementResult struct {
 	Verdict   string  `json:"verdict"`
 	Step      string  `json:"step"`
 	measured  *steps.Accuracy
+	format    string
 }
 
 // JudgeAgreement: under min fails; every image agreeing is excellent.
@@ -42,7 +43,7 @@ func judgeAgreement(t *recipe.Target, step string, a *steps.Accuracy) *Agreement
 	}
 	min := t.Quality.Agreement.Min
 	return &AgreementResult{Target: t.Name, Agreement: *a.Agreement, Min: min,
-		Verdict: JudgeAgreement(*a.Agreement, min), Step: step, measured: a}
+		Verdict: JudgeAgreement(*a.Agreement, min), Step: step, measured: a, format: t.Format}
 }
 
 func (g *AgreementResult) failure() string {
@@ -50,8 +51,8 @@ func (g *AgreementResult) failure() string {
 	if g.measured != nil {
 		n = g.measured.Images
 	}
-	return fmt.Sprintf("target %s failed its quality gate: top-1 agreement with the fp32 PyTorch model %.2f%% (%d images) is under min %.2f%% (%g); nothing was published. Agreement is not accuracy: it counts the images whose predicted class changed. Calibrate on more or more representative images (data.calibration), try another with: {calibration_method: ...}, keep sensitive layers in float (with: {keep_float: ...}), or lower quality.agreement.min for this target if the change is acceptable",
-		g.Target, 100*g.Agreement, n, 100*g.Min, g.Min)
+	return fmt.Sprintf("target %s failed its quality gate: top-1 agreement with the fp32 PyTorch model %.2f%% (%d images) is under min %.2f%% (%g); nothing was published. Agreement is not accuracy: it counts the images whose predicted class changed. %s, or lower quality.agreement.min for this target if the change is acceptable",
+		g.Target, 100*g.Agreement, n, 100*g.Min, g.Min, int8Fixes(g.format))
 }
 
 // manifestAgreement is the gate as the manifest records it.

@@ -19,6 +19,17 @@ func benchOutput(ins []*steps.Output) (*steps.Output, *manifest.Bench) {
 	return nil, nil
 }
 
+// visionBench returns what an image classifier's bench measured among a
+// publish step's inputs, if the target has one.
+func visionBench(ins []*steps.Output) *manifest.VisionBench {
+	for _, in := range ins {
+		if in.Result != nil && in.Result.VisionBench != nil {
+			return in.Result.VisionBench
+		}
+	}
+	return nil
+}
+
 // budgetChecks judges a target's speed budgets against its bench: decode
 // tok/s against min_tokens_per_s, time to first token against
 // max_first_token_ms. The bench measures this host, so these budgets are

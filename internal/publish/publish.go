@@ -187,12 +187,7 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		}
 		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	}
-	if agr != nil {
-		m.Metrics.Agreement = agr.manifestAgreement()
-		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "agreement gate", Passed: agr.Verdict != manifest.VerdictFail,
-			Detail: fmt.Sprintf("top-1 agreement with the fp32 model %.4f (min %.4f): %s", agr.Agreement, agr.Min, agr.Verdict)})
-		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
-	}
+	m.Metrics.VisionBench = visionBench(req.Checks)
 	for _, out := range req.Upstream {
 		if out.LogPath == "" {
 			continue

@@ -9,11 +9,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/internal/recipe/yamlsyntax"
 	"github.com/edgepipe/edgepipe/internal/suggest"
 )
 
@@ -202,231 +202,12 @@ func (p *parser) document(data []byte) *yaml.Node {
 	return root
 }
 
-var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
-
-// syntaxError turns a YAML syntax error into a diagnostic. The YAML library
-// reports only a line, and for errors found while parsing a block or flow
-// collection that line is where the collection starts (and off by one), not
-// where the mistake is; so the line is recomputed as the first line whose
-// inclusion makes the file unparsable with the same problem.
+// syntaxError turns a YAML syntax error into diagnostics where the
+// mistake is (see yamlsyntax.Explain).
 func (p *parser) syntaxError(err error, data []byte) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	yamlLine := 0
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		yamlLine, _ = strconv.Atoi(m[1])
-		msg = m[2]
+	for _, pr := range yamlsyntax.Explain(err, data) {
+		p.add(Diagnostic{Pos: Pos{File: p.file, Line: pr.Line, Col: pr.Col}, Msg: pr.Msg, Hint: pr.Hint})
 	}
-	lines := splitLines(data)
-	line := firstFailingLine(lines, yamlLine, msg)
-	if line == 0 {
-		line = yamlLine
-	}
-	// Past the end (a file not ending in a line break) or unknown: the
-	// last line is the best place to point at.
-	if line > len(lines) || line == 0 {
-		line = len(lines)
-	}
-
-	if line > 0 && line <= len(lines) {
-		if col := tabInIndent(lines[line-1]); col > 0 {
-			// Every later tab-indented line would be the next error.
-			for i := line - 1; i < len(lines); i++ {
-				if col := tabInIndent(lines[i]); col > 0 {
-					p.add(Diagnostic{Pos: Pos{File: p.file, Line: i + 1, Col: col},
-						Msg:  "tabs are not allowed in YAML indentation; use spaces",
-						Hint: "replace the tab with spaces (most editors can convert tabs to spaces on save)"})
-				}
-			}
-			return
-		}
-	}
-	pos := Pos{File: p.file, Line: line}
-	if line > 0 && line <= len(lines) {
-		pos.Col = problemColumn(lines[line-1], msg)
-	}
-	text, hint := explainYAMLProblem(msg)
-	p.add(Diagnostic{Pos: pos, Msg: text, Hint: hint})
-}
-
-// splitLines splits after each line break YAML counts: LF, CRLF, a lone
-// CR, and the Unicode NEL, LS and PS, so line numbers agree with the YAML
-// library's.
-func splitLines(data []byte) [][]byte {
-	var lines [][]byte
-	start := 0
-	for i := 0; i < len(data); {
-		n := 0
-		switch {
-		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
-			n = 2
-		case data[i] == '\n' || data[i] == '\r':
-			n = 1
-		case bytes.HasPrefix(data[i:], []byte("\u0085")), bytes.HasPrefix(data[i:], []byte("\u2028")),
-			bytes.HasPrefix(data[i:], []byte("\u2029")):
-			_, n = utf8.DecodeRune(data[i:])
-		}
-		if n == 0 {
-			i++
-			continue
-		}
-		i += n
-		lines = append(lines, data[start:i])
-		start = i
-	}
-	if start < len(data) || len(lines) == 0 {
-		lines = append(lines, data[start:])
-	}
-	return lines
-}
-
-// maxRescanBytes bounds the work spent locating a syntax error (the rescan
-// is quadratic in the file size); past it the YAML library's line stands.
-const maxRescanBytes = 4 << 20
-
-// firstFailingLine returns the smallest n >= from-1 such that the first n
-// lines fail to parse with problem, or 0 when none does within the budget.
-func firstFailingLine(lines [][]byte, from int, problem string) int {
-	start := max(from-1, 1)
-	prefixLen := 0
-	for i := 0; i < start-1 && i < len(lines); i++ {
-		prefixLen += len(lines[i])
-	}
-	spent := 0
-	for n := start; n <= len(lines); n++ {
-		prefixLen += len(lines[n-1])
-		spent += prefixLen
-		if spent > maxRescanBytes {
-			return 0
-		}
-		if err := parseAll(bytes.Join(lines[:n], nil)); err != nil && strings.HasSuffix(err.Error(), problem) {
-			return n
-		}
-	}
-	return 0
-}
-
-func parseAll(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var n yaml.Node
-		if err := dec.Decode(&n); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-// tabInIndent returns the 1-based column of a tab in the line's leading
-// whitespace, or 0.
-func tabInIndent(line []byte) int {
-	for i, c := range line {
-		switch c {
-		case ' ':
-		case '\t':
-			return i + 1
-		default:
-			return 0
-		}
-	}
-	return 0
-}
-
-var unknownAnchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
-
-// problemColumn guesses the column of a syntax problem on its line, which
-// the YAML library does not report: the offending alias or second ':' when
-// the problem names one, else the line's first character.
-func problemColumn(line []byte, problem string) int {
-	if m := unknownAnchorRE.FindStringSubmatch(problem); m != nil {
-		if i := bytes.Index(line, []byte("*"+m[1])); i >= 0 {
-			return column(line, i)
-		}
-	}
-	for open, closed := range map[string]string{"[": "]", "{": "}"} {
-		if strings.HasPrefix(problem, "did not find expected ',' or '"+closed+"'") {
-			if i := bytes.LastIndex(line, []byte(open)); i >= 0 {
-				return column(line, i)
-			}
-		}
-	}
-	if problem == "mapping values are not allowed in this context" {
-		// The first ": " ends the key; a second one is the stray colon.
-		if first := indexColon(line, 0); first >= 0 {
-			if second := indexColon(line, first+1); second >= 0 {
-				return column(line, second)
-			}
-		}
-	}
-	return firstNonBlank(line)
-}
-
-// column converts a byte offset to a 1-based column in characters, as
-// YAML counts them.
-func column(line []byte, offset int) int {
-	return utf8.RuneCount(line[:offset]) + 1
-}
-
-// indexColon finds a ':' at or after from that YAML reads as a key
-// separator: followed by a space or the end of the line.
-func indexColon(line []byte, from int) int {
-	for i := from; i < len(line); i++ {
-		if line[i] != ':' {
-			continue
-		}
-		if i+1 == len(line) || line[i+1] == ' ' || line[i+1] == '\n' || line[i+1] == '\r' {
-			return i
-		}
-	}
-	return -1
-}
-
-func firstNonBlank(line []byte) int {
-	for i, c := range line {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return i + 1
-		}
-	}
-	return 1
-}
-
-// explainYAMLProblem rewords the YAML scanner's common complaints as what
-// the user most likely did, with a fix.
-func explainYAMLProblem(problem string) (msg, hint string) {
-	switch {
-	case problem == "did not find expected key":
-		return "invalid YAML: this line does not line up with the keys around it",
-			"keys of one mapping start in the same column, and a list item (- ...) cannot appear among them; check this line's indentation"
-	case problem == "mapping values are not allowed in this context":
-		return "invalid YAML: unexpected ':' here",
-			"quote a value that contains ': ' (for example \"a: b\"), or indent this key under the one it belongs to"
-	case problem == "could not find expected ':'":
-		return "invalid YAML: expected a ':' after a key",
-			"write key: value; a value that continues on this line must be indented more than its key, or quoted"
-	case problem == "found character that cannot start any token":
-		return "invalid YAML: a value cannot start with this character",
-			"quote values that start with @, ` or %"
-	case strings.HasPrefix(problem, "did not find expected ',' or ']'"):
-		return "invalid YAML: a [ list is not closed",
-			"close it with ] on this line, or quote a value that contains [ or ,"
-	case strings.HasPrefix(problem, "did not find expected ',' or '}'"):
-		return "invalid YAML: a { mapping is not closed",
-			"close it with } on this line, or quote a value that contains { or ,"
-	case problem == "found unexpected end of stream":
-		return "invalid YAML: the file ends inside a quoted string or bracket opened here",
-			"close the quote or bracket"
-	case problem == "control characters are not allowed":
-		return "invalid YAML: this line holds a control character",
-			"remove it; a recipe is plain text, where only tabs (outside indentation) and line breaks may appear below space"
-	case strings.Contains(problem, "UTF-8"):
-		return "invalid YAML: the file is not valid UTF-8 text",
-			"save the recipe as UTF-8"
-	case strings.HasPrefix(problem, "unknown anchor"):
-		return "invalid YAML: " + problem,
-			"define the anchor (&name) before the alias (*name) that uses it"
-	}
-	return "invalid YAML: " + problem, ""
 }
 
 // deref follows an alias to the node it names.
@@ -867,6 +648,10 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		{"data", func(k, v *yaml.Node) { p.data(k, v, &r.Data) }},
 		{"quality", func(k, v *yaml.Node) { p.quality(v, "quality", &r.Quality, false) }},
 		{"resources", func(k, v *yaml.Node) { p.resources(v, &r.Resources) }},
+		{"bench", func(k, v *yaml.Node) {
+			p.onlyFor(k, "bench", true, hintRecipeBench)
+			r.Bench, r.BenchPos = p.bench(v, "bench", nil), p.pos(k)
+		}},
 		{"targets", func(k, v *yaml.Node) { targetsKey, targetsVal = k, v }},
 		{"steps", func(k, v *yaml.Node) { r.Steps = p.steps(v) }},
 		{"toolchains", func(k, v *yaml.Node) { r.Toolchains = p.toolchains(v) }},
@@ -888,7 +673,7 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		p.applyTask(r) // the defaults targets start from
 	}
 	if targetsKey != nil {
-		r.Targets = p.targets(targetsKey, targetsVal, r.Quality)
+		r.Targets = p.targets(targetsKey, targetsVal, r.Quality, r.Bench, r.BenchPos)
 	}
 	p.applyTask(r)
 	return r
@@ -1025,13 +810,19 @@ func (p *parser) section(v *yaml.Node, path, example string) []entry {
 	return p.entries(m, path)
 }
 
-func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
+// targets reads the targets; each starts from the recipe's quality and
+// bench (a copy of each: a target's override changes only its own).
+func (p *parser) targets(k, v *yaml.Node, quality Quality, recipeBench *BenchSpec, benchPos Pos) []Target {
 	const example = "targets: {NAME: {device: DEVICE, format: FORMAT}}"
 	var out []Target
 	for _, e := range p.section(v, "targets", example) {
 		path := "targets." + e.name
 		p.checkName(e.key, "target name", e.name)
 		t := Target{Name: e.name, KVDtype: DefaultKVDtype, Quality: quality, Pos: p.pos(e.key)}
+		if recipeBench != nil {
+			b := *recipeBench
+			t.Bench, t.BenchPos = &b, benchPos
+		}
 		got := p.object(e.val, path, []field{
 			{"device", func(_, v *yaml.Node) {
 				if s, ok := p.str(v, path+".device"); ok {
@@ -1081,8 +872,7 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 				t.MaxFirstTokenMS, _ = p.nonNegative(v, path+".max_first_token_ms")
 			}},
 			{"bench", func(k, v *yaml.Node) {
-				p.onlyFor(k, path+".bench", false, hintNoBench)
-				t.Bench, t.BenchPos = p.bench(v, path+".bench"), p.pos(k)
+				t.Bench, t.BenchPos = p.bench(v, path+".bench", recipeBench), p.pos(k)
 			}},
 			{"publish", func(_, v *yaml.Node) { t.Publish = p.publishList(v, path+".publish") }},
 		})
@@ -1103,11 +893,16 @@ func (p *parser) targets(k, v *yaml.Node, quality Quality) []Target {
 	return out
 }
 
-// bench reads a target's bench section; an empty one (bench: or
-// bench: {}) turns the bench on with the defaults.
-func (p *parser) bench(v *yaml.Node, path string) *BenchSpec {
+// bench reads a bench section over base (the recipe's, for a target of
+// an image-classification recipe; nil: the defaults); an empty one
+// (bench: or bench: {}) turns the bench on with what base holds. Which
+// keys a task takes is judged once the task is known (applyTask).
+func (p *parser) bench(v *yaml.Node, path string, base *BenchSpec) *BenchSpec {
 	b := &BenchSpec{Warmup: DefaultBenchWarmup, Runs: DefaultBenchRuns,
-		PromptTokens: DefaultBenchPromptTokens, ProbeMiB: DefaultBenchProbeMiB}
+		PromptTokens: DefaultBenchPromptTokens, ProbeMiB: DefaultBenchProbeMiB, Batch: DefaultBenchBatch}
+	if base != nil {
+		*b = *base
+	}
 	p.object(v, path, []field{
 		{"warmup", func(_, v *yaml.Node) {
 			if n, ok := p.nonNegativeInt(v, path+".warmup"); ok {
@@ -1119,13 +914,21 @@ func (p *parser) bench(v *yaml.Node, path string) *BenchSpec {
 				b.Runs = n
 			}
 		}},
-		{"prompt_tokens", func(_, v *yaml.Node) {
+		{"prompt_tokens", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".prompt_tokens", false, hintBenchTextKey)
 			if n, ok := p.positiveInt(v, path+".prompt_tokens"); ok {
 				b.PromptTokens = n
 			}
 		}},
+		{"batch", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".batch", true, hintBenchBatch)
+			if n, ok := p.positiveInt(v, path+".batch"); ok {
+				b.Batch = n
+			}
+		}},
 		{"threads", func(_, v *yaml.Node) { b.Threads, _ = p.nonNegativeInt(v, path+".threads") }},
-		{"probe_mib", func(_, v *yaml.Node) {
+		{"probe_mib", func(k, v *yaml.Node) {
+			p.onlyFor(k, path+".probe_mib", false, hintBenchTextKey)
 			if n, ok := p.positiveInt(v, path+".probe_mib"); ok {
 				b.ProbeMiB = n
 			}

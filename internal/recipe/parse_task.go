@@ -109,7 +109,9 @@ func (p *parser) applyTask(r *Recipe) {
 		if r.IsVision() && r.Targets[i].KVDtypePos.Line == 0 {
 			r.Targets[i].KVDtype = "" // an image classifier has no KV cache
 		}
+		benchForTask(r.Targets[i].Bench, r.IsVision())
 	}
+	benchForTask(r.Bench, r.IsVision())
 	p.checkUnlabelled(r)
 	for _, k := range p.taskKeys {
 		switch {
@@ -118,6 +120,20 @@ func (p *parser) applyTask(r *Recipe) {
 		case !k.vision && r.IsVision():
 			p.report(k.node, k.hint, "%s applies only to text-generation recipes, and this one has task: image-classification", k.path)
 		}
+	}
+}
+
+// benchForTask clears the bench settings the recipe's task has no use
+// for (their defaults were filled in before the task was known), so a
+// saved plan shows only what the bench uses.
+func benchForTask(b *BenchSpec, vision bool) {
+	if b == nil {
+		return
+	}
+	if vision {
+		b.PromptTokens, b.ProbeMiB = 0, 0
+	} else {
+		b.Batch = 0
 	}
 }
 
@@ -142,5 +158,8 @@ func (p *parser) checkUnlabelled(r *Recipe) {
 const (
 	hintVisionGate = "gate an image classifier on accuracy instead: quality: {accuracy: {max_drop: 0.01}}"
 	hintNoContext  = "remove it: an image classifier has no context, KV cache or tokens"
-	hintNoBench    = "remove bench: from this target: on-host bench of image-classification formats is not built yet"
+	// Bench keys of one task only.
+	hintBenchTextKey = "remove it: an image classifier's bench times single inferences of bench.batch images at the model's input size (config.json), with no prompt or bandwidth probe"
+	hintBenchBatch   = "remove it: a text model's bench input is set by bench.prompt_tokens"
+	hintRecipeBench  = "write bench: under each target to measure: a text-generation recipe benches per target (not every format runs here token by token)"
 )

@@ -37,14 +37,19 @@ type Recipe struct {
 	Resources Resources `json:"resources"`
 	// Targets in file order.
 	Targets []Target `json:"targets"`
+	// Bench is the on-host measurement every target of an
+	// image-classification recipe takes unless it writes its own (each
+	// target carries its copy); text-generation recipes bench per target.
+	Bench *BenchSpec `json:"bench,omitempty"`
 	// Steps are extra steps, or overrides of generated steps by id, in file order.
 	Steps []StepSpec `json:"steps,omitempty"`
 	// Toolchains override where a toolchain's tools come from (the user's own
 	// Python or llama.cpp build), by toolchain name.
 	Toolchains map[string]ToolchainOverride `json:"toolchains,omitempty"`
 
-	NamePos Pos `json:"-"`
-	TaskPos Pos `json:"-"`
+	NamePos  Pos `json:"-"`
+	TaskPos  Pos `json:"-"`
+	BenchPos Pos `json:"-"`
 }
 
 // Recipe tasks.
@@ -155,25 +160,30 @@ type Target struct {
 	BenchPos   Pos            `json:"-"`
 }
 
-// BenchSpec is a target's on-host measurement: per-token decode latency at
-// a KV-cache depth of PromptTokens, time to first token for a prompt of
-// PromptTokens, and the host's memory bandwidth, with the artifact's
-// runtime (llama.cpp for GGUF, ONNX Runtime for ONNX).
+// BenchSpec is a target's on-host measurement at a fixed input shape,
+// with the artifact's runtime. Text generation: per-token decode latency
+// at a KV-cache depth of PromptTokens, time to first token for a prompt
+// of PromptTokens, and the host's memory bandwidth (llama.cpp for GGUF,
+// ONNX Runtime for ONNX). Image classification: single inferences of
+// Batch images at the model's input size (config.json), with the peak
+// memory of the process that ran them.
 type BenchSpec struct {
 	// Warmup runs are timed but discarded: caches, page faults, thread
 	// pools.
 	Warmup int `json:"warmup"`
 	// Runs are the timed runs: each decodes one token (and, separately,
-	// processes one prompt).
+	// processes one prompt), or classifies one batch.
 	Runs int `json:"runs"`
-	// PromptTokens is the fixed input shape: the prompt's length, and the
-	// KV-cache depth every decoded token is measured at.
-	PromptTokens int `json:"prompt_tokens"`
+	// PromptTokens is a text model's fixed input shape: the prompt's
+	// length, and the KV-cache depth every decoded token is measured at.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	// Batch is an image classifier's images per inference (0 for text).
+	Batch int `json:"batch,omitempty"`
 	// Threads is the runtime's thread count; 0 means every core.
 	Threads int `json:"threads,omitempty"`
 	// ProbeMiB is the memory-bandwidth test's buffer, which must be well
-	// above the CPU's last-level cache.
-	ProbeMiB int `json:"probe_mib"`
+	// above the CPU's last-level cache (text generation only).
+	ProbeMiB int `json:"probe_mib,omitempty"`
 }
 
 // PublishTo is one remote a target is pushed to: oci://HOST[:PORT]/REPO[:TAG]
@@ -241,13 +251,15 @@ const (
 // evaluating on one gates on agreement.
 var UnlabelledVisionSets = []string{"builtin:skimage-photos", "builtin:skimage-photos-calibration"}
 
-// Bench defaults: 10 warm-up and 50 timed runs at a 128-token prompt, a
-// 1 GiB bandwidth probe.
+// Bench defaults: 10 warm-up and 50 timed runs (the domain brief's
+// protocol) at a 128-token prompt with a 1 GiB bandwidth probe, or one
+// image per inference.
 const (
 	DefaultBenchWarmup       = 10
 	DefaultBenchRuns         = 50
 	DefaultBenchPromptTokens = 128
 	DefaultBenchProbeMiB     = 1024
+	DefaultBenchBatch        = 1
 )
 
 // TargetNamed returns the recipe's target by name.

@@ -42,6 +42,13 @@ type TaskCatalog interface {
 	TaskOptions(task, format string) any
 }
 
+// TaskBenchCatalog is a TaskCatalog that also knows which runtime times
+// a task's format on this host (an image classifier's onnx-int8 on ONNX
+// Runtime, its tflite-int8 on the LiteRT interpreter).
+type TaskBenchCatalog interface {
+	TaskBench(task, format string) (runtime string, ok bool)
+}
+
 // Validate checks a parsed recipe against the device catalog and the known
 // step kinds: devices and formats exist, each device can run its target's
 // format, targets and steps do not share a name, every needs entry names a
@@ -162,7 +169,11 @@ func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 			}
 		}
 		if formatOK {
-			if d := validateBench(*t, cat); d != nil && !vision { // vision: the parser refused bench:
+			d := validateBench(*t, cat)
+			if vision {
+				d = validateTaskBench(r, *t, cat)
+			}
+			if d != nil {
 				diags = append(diags, *d)
 			}
 			opts := cat.Options(t.Format)
@@ -231,6 +242,25 @@ func validateBench(t Target, cat Catalog) *Diagnostic {
 			Hint: fmt.Sprintf("use a prompt_tokens under %d", t.Context)}
 	}
 	return nil
+}
+
+// validateTaskBench reports a bench on a format of an image-classification
+// recipe that no runtime here can time (a bench: the recipe wrote for
+// every target is reported where it was written).
+func validateTaskBench(r *Recipe, t Target, cat Catalog) *Diagnostic {
+	tb, ok := cat.(TaskBenchCatalog)
+	if t.Bench == nil || !ok {
+		return nil
+	}
+	// A bench: written at the top of the recipe times every target whose
+	// format runs here; the others (Core ML, a TensorRT engine) are left
+	// out of the timing, not refused: the recipe asked for "what you can".
+	if _, ok := tb.TaskBench(r.Task, t.Format); ok || t.BenchPos == r.BenchPos {
+		return nil
+	}
+	return &Diagnostic{Pos: t.BenchPos,
+		Msg:  fmt.Sprintf("target %q: bench cannot run %s on this host: no runtime here loads it", t.Name, t.Format),
+		Hint: "remove bench: from this target"}
 }
 
 // DecodeTargetOptions decodes a target's with: into opts (a new options

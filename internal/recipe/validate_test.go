@@ -49,9 +49,17 @@ func (fakeCatalog) KVFix(string, string, string) string { return "" }
 // not list.
 func (fakeCatalog) TaskFormats(task string) []string {
 	if task == TaskImageClassification {
-		return []string{"onnx-fp32", "onnx-int8"}
+		return []string{"onnx-fp32", "onnx-int8", "coreml-int8"}
 	}
 	return nil
+}
+
+// TaskBench: the ONNX formats run here, Core ML does not.
+func (fakeCatalog) TaskBench(task, format string) (string, bool) {
+	if task == TaskImageClassification && strings.HasPrefix(format, "onnx-") {
+		return "onnxruntime", true
+	}
+	return "", false
 }
 
 func (fakeCatalog) TaskOptions(task, format string) any {

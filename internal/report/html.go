@@ -21,8 +21,11 @@ func HTML(r Report) ([]byte, error) {
 	}
 	view := struct {
 		Report
-		Targets []targetView
-	}{Report: r}
+		Targets      []targetView
+		Decision     []DecisionRow
+		DecisionNote string
+	}{Report: r, Decision: r.Decision()}
+	view.DecisionNote = decisionNote(view.Decision, r)
 	for _, t := range r.Targets {
 		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t)}
 		if t.SizeBytes > 0 {
@@ -113,6 +116,24 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 </tbody>
 </table>
 </div>
+{{- if .Decision}}
+<h2>Decision table</h2>
+<p class="note">{{.DecisionNote}}</p>
+<div class="wide">
+<table>
+<thead><tr><th>Target</th><th>Format</th><th>Runtime</th><th>Size</th><th>Top-1 (or agreement)</th><th>Drop</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>Images/s</th><th>Peak RSS</th><th>RSS growth</th><th>Verdict</th></tr></thead>
+<tbody>
+{{- range .Decision}}
+<tr>
+<td class="name">{{.Target}}{{if .StandIn}} <span class="standin">stand-in</span>{{end}}</td><td><code>{{.Format}}</code></td><td class="tools">{{.Runtime}}</td><td class="n">{{.Size}}</td>
+<td class="n">{{.Quality}}</td><td class="n">{{.Drop}}</td><td class="n">{{.P50}}</td><td class="n">{{.P95}}</td><td class="n">{{.P99}}</td><td class="n">{{.Throughput}}</td>
+<td class="n">{{.PeakRSS}}</td><td class="n">{{.Growth}}</td><td>{{if .Failed}}<span class="fail">{{.Verdict}}</span>{{else}}{{.Verdict}}{{end}}</td>
+</tr>
+{{- end}}
+</tbody>
+</table>
+</div>
+{{- end}}
 {{- range .Targets}}
 {{- if or .Bench .Chart .Error .Manifest}}
 <h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}</h2>

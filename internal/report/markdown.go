@@ -74,6 +74,7 @@ func Markdown(r Report) []byte {
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
 			MDText(t.Name), MDCode(t.Format), MDText(t.Device), size, ppl, delta, verdict, where)
 	}
+	decision(&b, r)
 	quality(&b, r)
 	ceilings(&b, r)
 	if len(r.Failures) > 0 {
@@ -99,6 +100,30 @@ func Markdown(r Report) []byte {
 	}
 	b.WriteString("\n")
 	return []byte(b.String())
+}
+
+// decision is the decision table of an image-classification run whose
+// targets were benched.
+func decision(b *strings.Builder, r Report) {
+	rows := r.Decision()
+	if rows == nil {
+		return
+	}
+	b.WriteString("\n### Decision table\n\n")
+	b.WriteString(MDText(decisionNote(rows, r)) + "\n\n")
+	b.WriteString("| Target | Format | Runtime | Size | Top-1 (or agreement) | Drop | p50 ms | p95 ms | p99 ms | Images/s | Peak RSS | RSS growth | Verdict |\n")
+	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, d := range rows {
+		name, verdict := MDText(d.Target), MDText(d.Verdict)
+		if d.StandIn {
+			name += " (stand-in)"
+		}
+		if d.Failed {
+			verdict = "**" + verdict + "**"
+		}
+		fmt.Fprintf(b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, MDCode(d.Format), MDText(d.Runtime),
+			d.Size, d.Quality, MDText(d.Drop), d.P50, d.P95, d.P99, d.Throughput, d.PeakRSS, d.Growth, verdict)
+	}
 }
 
 // quality is the table of what the main one has no room for: KL

@@ -74,6 +74,11 @@ type Target struct {
 	Bench    *manifest.Bench
 	// BenchStandIn marks a bench whose timings came from a stand-in.
 	BenchStandIn bool
+	// VisionBench is an image classifier's bench, published or not (a
+	// target that failed its gate was measured too); VisionBenchStandIn
+	// marks one a stand-in timed.
+	VisionBench        *manifest.VisionBench
+	VisionBenchStandIn bool
 	// Error says why the target was not published.
 	Error string
 	// Manifest and Logs are links, relative to the report's folder, to the
@@ -131,9 +136,11 @@ type Ceiling struct {
 // Ceilings is the target's decode ceiling on this host (when it was
 // benched) and on every catalog device: bandwidth / model size, with the
 // model's size in GB (1e9 bytes) as catalog bandwidths are in GB/s. Nil
-// when nothing was published (no size to divide by).
+// when nothing was published (no size to divide by), and for an image
+// classifier, which decodes no tokens (its manifest has no ceiling
+// either; the decision table is its speed).
 func (t Target) Ceilings() []Ceiling {
-	if t.SizeBytes <= 0 {
+	if t.SizeBytes <= 0 || t.Accuracy != nil || t.Agreement != nil || t.VisionBench != nil {
 		return nil
 	}
 	gb := float64(t.SizeBytes) / 1e9

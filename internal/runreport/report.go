@@ -82,6 +82,11 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 			t.Bench, t.BenchStandIn = engine.TargetBench(c.plan, res, o.Target)
 			t.StandIns = engine.TargetStandIns(c.plan, res, o.Target)
 		}
+		// Published or not: a target that failed its gate was measured too.
+		t.VisionBench, t.VisionBenchStandIn = engine.TargetVisionBench(c.plan, res, o.Target)
+		if m != nil && m.Metrics.VisionBench != nil {
+			t.VisionBench = m.Metrics.VisionBench
+		}
 		r.Targets = append(r.Targets, t)
 	}
 	if res == nil {

@@ -95,6 +95,7 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 	}
 	tw.Flush()
 	writeBenches(stdout, pl, res)
+	writeDecision(stdout, pl, res)
 	for _, err := range res.Failed {
 		var se *engine.StepError
 		if errors.As(err, &se) {
@@ -135,4 +136,54 @@ func agreementOnly(pl *plan.Plan) bool {
 		}
 	}
 	return len(pl.Recipe.Targets) > 0
+}
+
+// writeDecision prints an image-classification run's decision table
+// (report.Decision): per target its quality beside the latency and
+// memory its bench measured, gate failures included.
+func writeDecision(w io.Writer, pl *plan.Plan, res *engine.RunResult) {
+	if !pl.Recipe.IsVision() {
+		return
+	}
+	var r report.Report
+	for _, t := range pl.Recipe.Targets {
+		rt := report.Target{Name: t.Name, Format: t.Format, Outcome: report.OutcomeNotRun}
+		rt.VisionBench, rt.VisionBenchStandIn = engine.TargetVisionBench(pl, res, t.Name)
+		rt.StandIns = engine.TargetStandIns(pl, res, t.Name)
+		if a := res.Accuracy[t.Name]; a != nil {
+			rt.Accuracy = &report.Accuracy{Reference: a.Reference, Converted: a.Converted, Drop: a.Drop, MaxDrop: a.MaxDrop}
+			rt.Verdict = a.Verdict
+		}
+		if a := res.Agreement[t.Name]; a != nil {
+			rt.Agreement = &report.AgreementGate{Agreement: a.Agreement, Min: a.Min}
+			if rt.Verdict == "" || a.Verdict == manifest.VerdictFail {
+				rt.Verdict = a.Verdict
+			}
+		}
+		if dir, ok := res.Published[t.Name]; ok {
+			rt.Outcome = report.OutcomePublished
+			if m, err := manifest.Read(dir); err == nil && m.Metrics.SizeBytes != nil {
+				rt.SizeBytes = *m.Metrics.SizeBytes
+			}
+		} else if rt.Verdict == manifest.VerdictFail {
+			rt.Outcome = report.OutcomeGateFailed
+		}
+		r.Targets = append(r.Targets, rt)
+	}
+	rows := r.Decision()
+	if rows == nil {
+		return
+	}
+	fmt.Fprintf(w, "decision table (this host; latency per inference in ms):\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tFORMAT\tSIZE\tQUALITY\tDROP\tP50\tP95\tP99\tIMG/S\tPEAK RSS\tRSS GROWTH\tVERDICT\tRUNTIME")
+	for _, d := range rows {
+		name := d.Target
+		if d.StandIn {
+			name += " [stand-in]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, d.Format, d.Size, d.Quality, d.Drop,
+			d.P50, d.P95, d.P99, d.Throughput, d.PeakRSS, d.Growth, d.Verdict, d.Runtime)
+	}
+	tw.Flush()
 }

@@ -55,6 +55,8 @@ var fieldDocs = map[string]fieldDoc{
 	"Recipe.Data":      {Desc: "The calibration and evaluation texts; both default to the built-in ones.", Nullable: true},
 	"Recipe.Quality":   {Desc: "The quality gate defaults every target starts from.", Nullable: true},
 	"Recipe.Resources": {Desc: "Caps on memory and parallel steps; unset means the machine's.", Nullable: true},
+	"Recipe.Bench": {Desc: "Image-classification recipes only: the on-host measurement every target takes (a target's own bench: overrides its keys). Text-generation recipes write bench: per target.",
+		Nullable: true},
 	"Recipe.Targets": {Desc: "The artifacts to build, by name. Each name becomes a folder under the artifact folder.",
 		Required: true, Shape: func(s *Schema) {
 			s.PropertyNames = nameSchema()
@@ -115,14 +117,15 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
 	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
 	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds; with bench on, the measured time over it fails the target (exit 3); 0 means unset.", Min: zero},
-	"Target.Bench": {Desc: "Measure the artifact on this host (GGUF through llama.cpp's llama-bench, onnx-fp32/onnx-int4 through ONNX Runtime): per-token decode latency p50/p95/p99, time to first token, prompt and decode tok/s, and the host's memory bandwidth, so decode speed is reported against the host's own ceiling. An empty bench: uses the defaults. With bench on, min_tokens_per_s and max_first_token_ms are judged against the measurement.",
+	"Target.Bench": {Desc: "Measure the artifact on this host. Text generation (GGUF through llama.cpp's llama-bench, onnx-fp32/onnx-int4 through ONNX Runtime): per-token decode latency p50/p95/p99, time to first token, prompt and decode tok/s, and the host's memory bandwidth, so decode speed is reported against the host's own ceiling; with bench on, min_tokens_per_s and max_first_token_ms are judged against the measurement. Image classification (in the runtime that gated the target: ONNX Runtime for onnx-fp32/onnx-int8, the LiteRT interpreter for tflite-int8): single-inference latency p50/p95/p99, images/s and the process's peak memory. An empty bench: uses the defaults.",
 		Nullable: true},
 
 	"BenchSpec.Warmup":       {Desc: "Runs timed and discarded before the timed ones (caches, page faults, thread pools).", Min: zero, Default: recipe.DefaultBenchWarmup},
-	"BenchSpec.Runs":         {Desc: "Timed runs: each decodes one token, and separately processes one prompt.", Min: one, Default: recipe.DefaultBenchRuns},
-	"BenchSpec.PromptTokens": {Desc: "The fixed input shape: the prompt's length, and the KV-cache depth every decoded token is timed at.", Min: one, Default: recipe.DefaultBenchPromptTokens},
+	"BenchSpec.Runs":         {Desc: "Timed runs: each decodes one token, and separately processes one prompt; or classifies one batch.", Min: one, Default: recipe.DefaultBenchRuns},
+	"BenchSpec.PromptTokens": {Desc: "Text generation only: the fixed input shape, the prompt's length and the KV-cache depth every decoded token is timed at.", Min: one, Default: recipe.DefaultBenchPromptTokens},
+	"BenchSpec.Batch":        {Desc: "Image classification only: images per timed inference, at the model's input size (config.json's input_size and in_channels).", Min: one, Default: recipe.DefaultBenchBatch},
 	"BenchSpec.Threads":      {Desc: "Threads the runtime uses; 0 means every core.", Min: zero, Default: 0},
-	"BenchSpec.ProbeMiB":     {Desc: "Size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: recipe.DefaultBenchProbeMiB},
+	"BenchSpec.ProbeMiB":     {Desc: "Text generation only: size in MiB of the buffer the memory-bandwidth test streams; keep it well above the CPU's last-level cache.", Min: one, Default: recipe.DefaultBenchProbeMiB},
 	"Target.Publish": {Desc: "Remotes the target is pushed to after its local folder is published and verified: an OCI registry (oci://HOST[:PORT]/REPOSITORY[:TAG]; the tag defaults to the target's name) or S3-compatible storage (s3::https://HOST/BUCKET/PREFIX; a prefix ending in / gets the target's name). Credentials come from the Docker config or the AWS SDK's chain, never the recipe; plain HTTP only to localhost unless the entry says insecure: true.",
 		Nullable: true, Schema: publishSchema,
 		Examples: []any{[]any{"oci://localhost:5000/edgepipe/demo:q4_k_m"}, []any{"oci://ghcr.io/acme/models", map[string]any{"url": "oci://registry.lan:5000/models", "insecure": true}}}},

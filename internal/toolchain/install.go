@@ -50,6 +50,8 @@ var smokeImports = map[string]string{
 		"'QNNExecutionProvider', onnxruntime_qnn.get_library_path())",
 	// litert-torch imports torchao, jax and the LiteRT converter's native module.
 	"litert": "import torch, torchvision, litert_torch, ai_edge_litert.interpreter",
+	// coremltools' blob reader (libmilstoragepython) is what the MIL interpreter reads weights with.
+	"coreml-vision": "import torch, torchvision, timm, coremltools, coremltools.libmilstoragepython",
 }
 
 func toolchainsDir(cacheDir string) string { return filepath.Join(cacheDir, "toolchains") }

@@ -259,6 +259,7 @@ func (in *Installed) summary(pinnedOnly bool) string {
 		"onnx":          {"python", "onnxruntime", "onnx", "optimum-onnx", "torch", "transformers"},
 		"llmcompressor": {"python", "llmcompressor", "compressed-tensors", "torch", "transformers"},
 		"coreml":        {"python", "coremltools", "torch", "transformers"},
+		"coreml-vision": {"python", "coremltools", "torch", "torchvision", "timm"},
 		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
 		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
 		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},

