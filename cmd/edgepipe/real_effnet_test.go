@@ -33,7 +33,7 @@ func TestRealEfficientNet(t *testing.T) {
 	// --force: every step runs its real tool again; exit 3: a gate failed.
 	// The ONNX targets only: iphone-int8 (coreml-int8) has no real-tier
 	// test of its own yet.
-	cmd := exec.Command(filepath.Join(binDir(t), "edgepipe"), "run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8", "--out", out, src)
+	cmd := exec.Command(filepath.Join(binDir(t), "edgepipe"), "run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,hexagon-int8,intel-int8", "--out", out, src)
 	cmd.Dir = work
 	cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+userCache(t), "EDGEPIPE_TOOL_PATH=")
 	log, err := cmd.CombinedOutput()
@@ -42,14 +42,15 @@ func TestRealEfficientNet(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("edgepipe run: %v, want exit 3 (cpu-int8 under the agreement gate's min 0.99)", err)
 	}
+	// The run's error names the first failed target; the gate lines name each.
 	if !strings.Contains(string(log), "target cpu-int8 failed its quality gate: top-1 agreement with the fp32 PyTorch model") {
 		t.Errorf("the failure does not say it is the agreement gate")
 	}
 	// The closing error names the first failed target; each gate has its line.
-	if !regexp.MustCompile(`gate +hexagon-int8: top-1 agreement with the fp32 model [0-9.]+ \(min 0\.9900\) -> fail`).Match(log) {
-		t.Errorf("hexagon-int8 (qnn-int8 on the HTP simulator) did not fail the agreement gate")
-	}
-	for _, target := range []string{"cpu-int8", "hexagon-int8"} {
+	for _, target := range []string{"cpu-int8", "hexagon-int8", "intel-int8"} {
+		if !regexp.MustCompile(`gate +` + target + `: top-1 agreement with the fp32 model 0\.[0-9]+ \(min 0\.9900\) -> fail`).Match(log) {
+			t.Errorf("%s: no failed agreement gate in the run's log", target)
+		}
 		if _, err := os.Stat(filepath.Join(out, target)); err == nil {
 			t.Errorf("%s was published though its gate failed", target)
 		}
@@ -57,7 +58,7 @@ func TestRealEfficientNet(t *testing.T) {
 	// cpu-int8 failed its gate and was timed all the same: the decision
 	// table shows what it would have cost.
 	checkDecisionTable(t, out, map[string]string{"cpu-fp32": "excellent, published", "cpu-int8": `\*\*fail, not published\*\*`})
-	fp32 := checkAgreementManifest(t, run, filepath.Join(out, "cpu-fp32"))
+	fp32 := checkAgreementManifest(t, run, filepath.Join(out, "cpu-fp32"), ortBackend)
 	checkVisionBench(t, "cpu-fp32", fp32.Metrics.VisionBench, "onnxruntime", "onnxruntime 1.31.1 CPUExecutionProvider", []int{1, 3, 224, 224})
 	// fp32 ONNX Runtime and PyTorch compute the same function.
 	if a := fp32.Metrics.Agreement; a.Agreement != 1 || a.Verdict != manifest.VerdictExcellent || a.Min != 0.99 {
@@ -76,12 +77,13 @@ func TestRealEfficientNet(t *testing.T) {
 	}
 	loose := strings.Replace(string(b), "    format: onnx-int8\n", "    format: onnx-int8\n    quality: {agreement: {min: 0.3}}\n", 1)
 	loose = strings.Replace(loose, "    format: qnn-int8\n", "    format: qnn-int8\n    quality: {agreement: {min: 0.3}}\n", 1)
+	loose = strings.Replace(loose, "    format: openvino-int8\n", "    format: openvino-int8\n    quality: {agreement: {min: 0.3}}\n", 1)
 	path := filepath.Join(work, "loose.yaml")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(loose, "../docs/", "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s", run("run", "-j", "2", "-t", "cpu-fp32,cpu-int8", "--out", out, path))
-	int8 := checkAgreementManifest(t, run, filepath.Join(out, "cpu-int8"))
+	t.Logf("%s", run("run", "-j", "2", "-t", "cpu-fp32,cpu-int8,hexagon-int8,intel-int8", "--out", out, path))
+	int8 := checkAgreementManifest(t, run, filepath.Join(out, "cpu-int8"), ortBackend)
 	if a := int8.Metrics.Agreement; !(a.Agreement > 0.3 && a.Agreement < 0.99) || a.Min != 0.3 || a.Verdict != manifest.VerdictOK {
 		t.Errorf("cpu-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", a)
 	}
@@ -95,12 +97,41 @@ func TestRealEfficientNet(t *testing.T) {
 	if q.Labelled || !(q.Agreement > 0.3 && q.Agreement < 0.99) || q.Min != 0.3 || q.Verdict != manifest.VerdictOK {
 		t.Errorf("hexagon-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", q)
 	}
+	// openvino-int8: NNCF's IR on OpenVINO's CPU plugin (83.33% measured
+	// with the defaults, README), int8 weights and under half of fp32.
+	ov := checkAgreementManifest(t, run, filepath.Join(out, "intel-int8"), "openvino 2026.4.1 CPU plugin")
+	if a := ov.Metrics.Agreement; !(a.Agreement > 0.3 && a.Agreement < 0.99) || a.Verdict != manifest.VerdictOK {
+		t.Errorf("intel-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", a)
+	}
+	if *ov.Metrics.SizeBytes > *fp32.Metrics.SizeBytes/2 {
+		t.Errorf("sizes: fp32 %d bytes, openvino-int8 %d: want an int8 IR under half of fp32", *fp32.Metrics.SizeBytes, *ov.Metrics.SizeBytes)
+	}
+	checkNNCFStep(t, ov)
+}
+
+// ortBackend is how vision-eval names ONNX Runtime's scores.
+const ortBackend = "onnxruntime 1.31.1"
+
+// checkNNCFStep checks the nncf-quantize step's census: int8
+// convolutions, FakeQuantize nodes, and the stem kept float.
+func checkNNCFStep(t *testing.T, m *manifest.Manifest) {
+	t.Helper()
+	for _, s := range m.Steps {
+		if s.Kind == "nncf-quantize" {
+			if !strings.Contains(s.Note, "int8_census: ") || !strings.Contains(s.Note, "FakeQuantize") ||
+				!strings.Contains(s.Note, "kept_float: ") || !strings.Contains(s.Note, "Convolution:u8") {
+				t.Errorf("nncf-quantize note %q: want the IR's int8 census, the stem kept float and u8 convolutions on the CPU plugin", s.Note)
+			}
+			return
+		}
+	}
+	t.Error("no nncf-quantize step in the openvino-int8 manifest")
 }
 
 // checkAgreementManifest verifies a published target and checks that its
-// gate is agreement on the 72 unlabelled photos, scored by ONNX Runtime
+// gate is agreement on the 72 unlabelled photos, scored by the backend
 // against PyTorch, with no accuracy recorded and no stand-in step.
-func checkAgreementManifest(t *testing.T, run func(args ...string) []byte, dir string) *manifest.Manifest {
+func checkAgreementManifest(t *testing.T, run func(args ...string) []byte, dir, backend string) *manifest.Manifest {
 	t.Helper()
 	run("verify", dir)
 	m, err := manifest.Read(dir)
@@ -113,8 +144,8 @@ func checkAgreementManifest(t *testing.T, run func(args ...string) []byte, dir s
 		}
 	}
 	a := m.Metrics.Agreement
-	if a == nil || a.Images != 72 || a.Labelled || !strings.HasPrefix(a.Backend, "onnxruntime 1.31.1") || !strings.HasPrefix(a.ReferenceBackend, "torch 2.11.0") {
-		t.Fatalf("%s: agreement %+v: want the 72 unlabelled photos scored by ONNX Runtime against PyTorch", dir, a)
+	if a == nil || a.Images != 72 || a.Labelled || !strings.HasPrefix(a.Backend, backend) || !strings.HasPrefix(a.ReferenceBackend, "torch 2.11.0") {
+		t.Fatalf("%s: agreement %+v: want the 72 unlabelled photos scored by %s against PyTorch", dir, a, backend)
 	}
 	if m.Metrics.Accuracy != nil || m.Metrics.Perplexity != nil {
 		t.Errorf("%s: an agreement-gated target recorded accuracy %+v or perplexity", dir, m.Metrics.Accuracy)

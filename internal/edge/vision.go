@@ -76,7 +76,8 @@ const FormatVisionINT8 = "onnx-int8"
 
 // builtVisionFormats are the vision formats this build has pipelines for
 // (pipelines_test checks each against the registered families).
-var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true, "tflite-int8": true, "coreml-int8": true, "qnn-int8": true}
+var builtVisionFormats = map[string]bool{"onnx-fp32": true, FormatVisionINT8: true, "tflite-int8": true, "coreml-int8": true,
+	"openvino-int8": true, "tensorrt-int8": true, "qnn-int8": true}
 
 // BuiltVisionFormats lists the vision formats the picker says this build
 // converts.
@@ -144,6 +145,10 @@ func PickVision(req VisionRequest) (VisionPick, error) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("a budget of %s parameters is past the brief's vision rule, which stops at 10M: a larger backbone may be worth its cost, but measure it on the device first", Params(int64(req.Params))))
 	}
 	p.Reasons = append(p.Reasons, vr.Why, "export to ONNX with a dynamic batch axis first (domain brief): every runtime above converts from it")
+	if vr.Format == "tensorrt-int8" {
+		p.Warnings = append(p.Warnings, "tensorrt-int8's QDQ model and its gate run on any host, but trtexec builds the engine on the device's own NVIDIA GPU "+
+			"(an engine is built for the GPU it runs on): run the recipe on the Jetson (recipes/vision-jetson.yaml)")
+	}
 	if !p.Built {
 		p.Buildable = FormatVisionINT8
 		p.Warnings = append(p.Warnings, fmt.Sprintf("format %s has no pipeline in this build yet; it converts %s (the same static INT8 model as QDQ ONNX, gated the same way), which %s",

@@ -48,9 +48,14 @@ func TestPickVisionRuntimeByPlatform(t *testing.T) {
 			t.Errorf("%s: %s / %s, want %s / %s", platform, p.Runtime, p.Format, want.runtime, want.format)
 		}
 		// A format without a pipeline says what this build converts instead.
-		if built := p.Format == "onnx-int8" || p.Format == "tflite-int8" || p.Format == "coreml-int8" || p.Format == "qnn-int8"; p.Built != built || !built && p.Buildable != "onnx-int8" {
+		built := map[string]bool{"onnx-int8": true, "tflite-int8": true, "coreml-int8": true, "openvino-int8": true, "tensorrt-int8": true, "qnn-int8": true}[p.Format]
+		if p.Built != built || !built && p.Buildable != "onnx-int8" {
 			t.Errorf("%s: built %t, buildable %q", platform, p.Built, p.Buildable)
 		}
+	}
+	// TensorRT's engine is built on the device: the pick says so.
+	if p, _ := PickVision(VisionRequest{Platform: "jetson-nano", Params: 2e6}); !strings.Contains(strings.Join(p.Warnings, "\n"), "builds the engine on the device") {
+		t.Errorf("jetson-nano: warnings %q do not say where the engine is built", p.Warnings)
 	}
 	// Every platform the LLM picker knows has a vision rule.
 	for _, name := range Platforms() {

@@ -338,22 +338,34 @@ func publishSchema() *Schema {
 func optionSchemas() []*Schema {
 	type group struct {
 		formats []any
-		opts    any
+		opts    []any
 	}
 	var groups []*group
-	byType := map[reflect.Type]*group{}
+	byTypes := map[string]*group{}
 	var none []any
 	for _, f := range catalog.Formats() {
-		opts := plan.Catalog{}.Options(f.Name)
-		if opts == nil {
+		// A format name an image-classification family shares with a text
+		// one (openvino-int8) takes either's options: the schema sees the
+		// target, not the recipe's task, so it allows both sets (the text
+		// family's definition where both have a key).
+		var opts []any
+		for _, o := range []any{plan.Catalog{}.Options(f.Name), plan.Catalog{}.TaskOptions(recipe.TaskImageClassification, f.Name)} {
+			if o != nil {
+				opts = append(opts, o)
+			}
+		}
+		if len(opts) == 0 {
 			none = append(none, f.Name)
 			continue
 		}
-		t := reflect.TypeOf(opts)
-		g, ok := byType[t]
+		var key string
+		for _, o := range opts {
+			key += reflect.TypeOf(o).String() + ";"
+		}
+		g, ok := byTypes[key]
 		if !ok {
 			g = &group{opts: opts}
-			byType[t] = g
+			byTypes[key] = g
 			groups = append(groups, g)
 		}
 		g.formats = append(g.formats, f.Name)
@@ -361,17 +373,22 @@ func optionSchemas() []*Schema {
 	var out []*Schema
 	for _, g := range groups {
 		props := map[string]*Schema{}
-		for _, o := range recipe.OptionFields(g.opts) {
-			s := scalar(o.Type)
-			if o.Type.Kind() == reflect.Slice {
-				s = &Schema{Type: "array", Items: scalar(o.Type.Elem())}
+		for _, opts := range g.opts {
+			for _, o := range recipe.OptionFields(opts) {
+				if props[o.Key] != nil {
+					continue // the text family's bounds win (opset 17 for an LLM's onnx-fp32)
+				}
+				s := scalar(o.Type)
+				if o.Type.Kind() == reflect.Slice {
+					s = &Schema{Type: "array", Items: scalar(o.Type.Elem())}
+				}
+				s.Description = o.Doc
+				for _, e := range o.Enum {
+					s.Enum = append(s.Enum, e)
+				}
+				s.Minimum = o.Min
+				props[o.Key] = s
 			}
-			s.Description = o.Doc
-			for _, e := range o.Enum {
-				s.Enum = append(s.Enum, e)
-			}
-			s.Minimum = o.Min
-			props[o.Key] = s
 		}
 		out = append(out, &Schema{
 			If:   &Schema{Required: []string{"format"}, Properties: map[string]*Schema{"format": {Enum: g.formats}}},

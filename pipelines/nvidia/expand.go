@@ -56,8 +56,12 @@ func NvidiaGPUCheck(p *plan.Plan) recipe.Diagnostics {
 		if err != nil || !f.NeedsNVIDIAGPU {
 			continue
 		}
+		what := "to quantize and build its engine"
+		if f.Family == "tensorrt" { // calibrated and gated on the CPU; only the engine needs the GPU
+			what = "to build its engine (its QDQ model and gate run here)"
+		}
 		diags = append(diags, recipe.Diagnostic{Pos: t.FormatPos,
-			Msg: fmt.Sprintf("target %q: %s needs an NVIDIA GPU to quantize and build its engine, and this host has none (%s)", t.Name, t.Format, found),
+			Msg: fmt.Sprintf("target %q: %s needs an NVIDIA GPU %s, and this host has none (%s)", t.Name, t.Format, what, found),
 			Hint: "run it on a machine with an NVIDIA GPU (the Jetson itself for the engine), or run with --keep-going to build the other targets; " +
 				"on an 8 GB Orin Nano, gguf-q4_k_m runs through llama.cpp and builds here"})
 	}

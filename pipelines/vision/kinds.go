@@ -108,6 +108,10 @@ type QuantizeParams struct {
 	// (a regular expression over node names) more nodes.
 	KeepStem  bool   `json:"keep_stem"`
 	KeepFloat string `json:"keep_float"`
+	// SymmetricActivations: int8 activations with a zero point of 0
+	// (TensorRT's explicit quantization) instead of uint8 with one.
+	// omitempty keeps onnx-int8's cache keys.
+	SymmetricActivations bool `json:"symmetric_activations,omitempty"`
 }
 
 func (visionQuantize) Name() string       { return KindQuantize }
@@ -144,6 +148,9 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if p.KeepStem {
 		args = append(args, "--keep-stem")
 	}
+	if p.SymmetricActivations {
+		args = append(args, "--symmetric-activations")
+	}
 	if p.Samples > 0 {
 		args = append(args, "--samples", strconv.Itoa(p.Samples))
 	}
@@ -173,7 +180,11 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetFact("method", p.Method)
-	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), uint8 activations")
+	acts := "uint8 activations"
+	if p.SymmetricActivations {
+		acts = "int8 activations (symmetric, zero point 0: TensorRT's explicit quantization)"
+	}
+	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), "+acts)
 	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
 	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
 	sc.Result.SetMetric("int8_initializers", float64(res.Int8))
@@ -191,6 +202,10 @@ type EvalParams struct {
 	SoCModel int `json:"soc_model,omitempty"`
 	HTPArch  int `json:"htp_arch,omitempty"`
 	Images   int `json:"images,omitempty"`
+	// SimulateQDQ scores a QDQ model with ONNX Runtime's optimizations off
+	// (Q/DQ computed as written): the exact int8 model TensorRT computes,
+	// not ONNX Runtime's fused kernels, which saturate on AVX2 without VNNI.
+	SimulateQDQ bool `json:"simulate_qdq,omitempty"`
 }
 
 // PredictionsFile holds a vision-eval step's predicted classes (.npy).
@@ -204,6 +219,8 @@ func (visionEval) Tools(params any) []string {
 		switch p.Runtime {
 		case RuntimeLiteRT:
 			return []string{litert.ToolValidate}
+		case RuntimeOpenVINO:
+			return []string{ToolOVEval}
 		case RuntimeCoreMLMIL:
 			return []string{ToolCoreMLEval}
 		case RuntimeQNNHTP:
@@ -225,6 +242,12 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	tool, args, ref, err := evalCommand(sc, p.Runtime, set)
 	if err != nil {
 		return err
+	}
+	if p.SimulateQDQ {
+		if p.Runtime != RuntimeONNX {
+			return fmt.Errorf("vision-eval: simulate_qdq applies to the %s runtime only, not %s", RuntimeONNX, p.Runtime)
+		}
+		args = append(args, "--simulate-qdq")
 	}
 	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return err
@@ -257,6 +280,9 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
+	}
+	if p.Runtime == RuntimeOpenVINO {
+		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
 	}
 	if p.Runtime == RuntimeLiteRT {
 		res.Images, res.Runtime = res.Samples, "LiteRT interpreter (ai-edge-litert "+res.LiteRT+", XNNPACK on the CPU)"
@@ -325,8 +351,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		}
 		return ToolEval, append(args, "--torch", src.Dir), nil, nil
 	}
-	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeCoreMLMIL && runtime != RuntimeQNNHTP {
-		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeCoreMLMIL, RuntimeQNNHTP)
+	if runtime != RuntimeONNX && runtime != RuntimeLiteRT && runtime != RuntimeCoreMLMIL && runtime != RuntimeQNNHTP && runtime != RuntimeOpenVINO {
+		return "", nil, nil, fmt.Errorf("vision-eval: runtime %q is not %s, %s, %s, %s, %s or %s", runtime, RuntimeTorch, RuntimeONNX, RuntimeLiteRT, RuntimeCoreMLMIL, RuntimeQNNHTP, RuntimeOpenVINO)
 	}
 	if len(sc.Inputs) < 2 || sc.Inputs[0].Result == nil || sc.Inputs[0].Result.Files["model"] == "" {
 		return "", nil, nil, fmt.Errorf("step %s needs, first, the step that made the model it scores, then the reference", sc.StepID)
@@ -343,6 +369,8 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 	switch runtime {
 	case RuntimeONNX:
 		return ToolEval, append(args, "--onnx", model), &r, nil
+	case RuntimeOpenVINO: // config.json is beside the IR
+		return ToolOVEval, append(args, "--model", model, "--threads", strconv.Itoa(sc.NumThreads())), &r, nil
 	case RuntimeCoreMLMIL:
 		args, err := coremlEvalArgs(sc, args, model)
 		return ToolCoreMLEval, args, &r, err

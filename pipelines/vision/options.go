@@ -3,6 +3,7 @@ package vision
 import (
 	"regexp"
 
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 )
 
@@ -34,6 +35,44 @@ type CoreMLOptions struct {
 	Samples    *int  `yaml:"calibration_samples" min:"1" doc:"Calibrate the activations on the first N images of data.calibration (default: every image)."`
 }
 
+// OpenVINOOptions are openvino-int8's options (NNCF's static quantization
+// of the fp32 export).
+type OpenVINOOptions struct {
+	Preset             *string `yaml:"preset" enum:"performance,mixed" doc:"NNCF's quantization preset: mixed (the default: asymmetric activations, symmetric weights) or performance (symmetric both)."`
+	FastBiasCorrection *bool   `yaml:"fast_bias_correction" doc:"NNCF's fast bias correction instead of the full one (default false: the full one, which put the built-in digits model within the gate, README)."`
+	OverflowFix        *string `yaml:"overflow_fix" enum:"enable,first_layer,disable" doc:"7-bit weights so that the u8 x s8 multiply-adds of CPUs without VNNI cannot saturate: enable (the default: every layer, so the score measured on any CPU is the device's), first_layer (NNCF's default) or disable (for VNNI, AMX and NPU targets only)."`
+	Samples            *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
+	KeepStem           *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the convolution that reads the image) in float (default true, as onnx-int8)."`
+}
+
+// TensorRTOptions are tensorrt-int8's options: the QDQ model's (ONNX
+// Runtime's static quantizer, with TensorRT's symmetric int8 activations)
+// and the engine's batch range.
+type TensorRTOptions struct {
+	Int8Options `yaml:",inline"`
+	OptBatch    *int `yaml:"opt_batch" min:"1" doc:"The batch size TensorRT tunes the engine for (trtexec --optShapes; default 8)."`
+	MaxBatch    *int `yaml:"max_batch" min:"1" doc:"The largest batch the engine accepts (trtexec --maxShapes; default 32); the smallest is 1."`
+}
+
+// CheckOptions refuses an opt_batch over max_batch, and Int8Options' checks.
+func (o *TensorRTOptions) CheckOptions() []recipe.OptionProblem {
+	out := o.Int8Options.CheckOptions()
+	if plan.Or(o.OptBatch, DefaultOptBatch) > plan.Or(o.MaxBatch, DefaultMaxBatch) {
+		out = append(out, recipe.OptionProblem{Key: "opt_batch", Msg: "is larger than max_batch",
+			Hint: "TensorRT needs min <= opt <= max: lower opt_batch or raise max_batch"})
+	}
+	return out
+}
+
+// Defaults of openvino-int8 (measured on both built-in models, README)
+// and tensorrt-int8's batch range.
+const (
+	DefaultOVPreset      = "mixed"
+	DefaultOVOverflowFix = "enable"
+	DefaultOptBatch      = 8
+	DefaultMaxBatch      = 32
+)
+
 // Defaults of onnx-int8.
 const (
 	DefaultOpset             = 18
@@ -61,6 +100,10 @@ func options(format string) any {
 		return &CoreMLOptions{}
 	case FormatQNNInt8:
 		return &QNNOptions{}
+	case FormatOpenVINOInt8:
+		return &OpenVINOOptions{}
+	case FormatTensorRTInt8:
+		return &TensorRTOptions{}
 	}
 	return &ExportOptions{}
 }
@@ -72,6 +115,8 @@ func exportOptions(t *recipe.Target) *ExportOptions {
 	case *Int8Options:
 		return &o.ExportOptions
 	case *QNNOptions:
+		return &o.ExportOptions
+	case *TensorRTOptions:
 		return &o.ExportOptions
 	}
 	return &ExportOptions{}

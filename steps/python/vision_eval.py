@@ -1,13 +1,17 @@
 """Top-1 accuracy of a classifier on a labelled image set, in PyTorch or ONNX Runtime.
 
     python vision_eval.py --set IMAGES.npz (--torch MODEL_DIR | --onnx MODEL.onnx)
-        --predictions OUT.npy [--reference REF.npy]
+        --predictions OUT.npy [--reference REF.npy] [--simulate-qdq]
 
 --torch scores the fp32 PyTorch model (the reference every converted model is gated
 against); --onnx scores an ONNX model on ONNX Runtime's CPU provider. Both preprocess
 with the model's config.json and run batches of 64. The predicted classes are saved to
 --predictions (.npy, int64); with --reference (the reference step's predictions), the
-share of images where both predict the same class is reported too.
+share of images where both predict the same class is reported too. --simulate-qdq runs an ONNX
+QDQ model with ONNX Runtime's graph optimizations off, so each QuantizeLinear/DequantizeLinear pair
+is computed as written (round, clamp, rescale in float) instead of being fused into ONNX Runtime's
+integer kernels: the exact int8 model, as TensorRT's explicit quantization computes it with int32
+accumulation, without the u8 x s8 saturation of this CPU's AVX2 kernels.
 
 On an unlabelled set (every label -1, vision_data.UNLABELLED) there is no accuracy:
 "top1" is null, "labelled" false, and agreement with --reference is the only measure.
@@ -30,6 +34,7 @@ def main():
     ap.add_argument("--onnx")
     ap.add_argument("--predictions", required=True)
     ap.add_argument("--reference")
+    ap.add_argument("--simulate-qdq", action="store_true")
     args = ap.parse_args()
     if bool(args.torch) == bool(args.onnx):
         ap.error("give exactly one of --torch and --onnx")
@@ -52,6 +57,8 @@ def main():
         cfg = vision_data.read_config(os.path.dirname(args.onnx))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = vision_data.threads()
+        if args.simulate_qdq:
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         sess = ort.InferenceSession(args.onnx, opts, providers=["CPUExecutionProvider"])
         name = sess.get_inputs()[0].name
 
@@ -59,6 +66,8 @@ def main():
             return sess.run(None, {name: b})[0]
 
         runtime = "onnxruntime " + ort.__version__ + " " + ",".join(sess.get_providers())
+        if args.simulate_qdq:
+            runtime += " (optimizations off: Q/DQ computed as written, TensorRT's exact int8 arithmetic)"
     x = vision_data.preprocess(images, cfg)
     n_classes = cfg["num_classes"]
     labelled = not vision_data.is_unlabelled(labels)

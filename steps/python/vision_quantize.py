@@ -2,6 +2,7 @@
 
     python vision_quantize.py --in MODEL.onnx --calibration IMAGES.npz --out DIR
         [--method minmax|entropy|percentile] [--per-tensor] [--samples N] [--keep-stem] [--keep-float REGEX]
+        [--symmetric-activations]
 
 onnxruntime.quantization.quant_pre_process (shape inference, graph optimization) then
 quantize_static: QuantFormat.QDQ, int8 weights (symmetric, per output channel by
@@ -9,6 +10,9 @@ default), uint8 activations calibrated on the calibration set's images (config.j
 preprocessing, one image per batch: the histogram calibrators need equal batches), every
 calibration image unless --samples caps them. --keep-stem leaves the Conv that reads the
 image (directly or through a Pad) in float (its input is not quantized either); --keep-float the nodes whose names match.
+--symmetric-activations makes activations int8 with a zero point of 0 (ActivationSymmetric), as
+TensorRT's explicit quantization requires of every Q/DQ pair (TensorRT builds the tensorrt-int8
+engine from this model).
 
 Writes OUT/model.onnx and OUT/config.json; prints one JSON line: {"model",
 "quantize_linear", "dequantize_linear", "int8_initializers", "float_conv_gemm",
@@ -56,6 +60,7 @@ def main():
     ap.add_argument("--samples", type=int, default=0)
     ap.add_argument("--keep-float", default="", help="regular expression: nodes whose names match stay in float")
     ap.add_argument("--keep-stem", action="store_true", help="the stem (the Conv that reads the image) stays in float")
+    ap.add_argument("--symmetric-activations", action="store_true", help="int8 activations, zero point 0 (TensorRT)")
     args = ap.parse_args()
 
     import onnx
@@ -93,8 +98,9 @@ def main():
             raise SystemExit("--keep-stem: no Conv reads the graph's input " + graph.input[0].name)
         keep += [s for s in stem if s not in keep]
     quantize_static(pre, path, Reader(), nodes_to_exclude=keep, quant_format=QuantFormat.QDQ, per_channel=not args.per_tensor,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, calibrate_method=method,
-                    extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
+                    activation_type=QuantType.QInt8 if args.symmetric_activations else QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, calibrate_method=method,
+                    extra_options={"WeightSymmetric": True, "ActivationSymmetric": args.symmetric_activations})
     os.remove(pre)
     shutil.copyfile(os.path.join(os.path.dirname(args.inp), "config.json"), os.path.join(args.out, "config.json"))
 
@@ -112,7 +118,8 @@ def main():
     vision_data.emit({"model": "model.onnx", "quantize_linear": ops.count("QuantizeLinear"),
                       "dequantize_linear": ops.count("DequantizeLinear"), "int8_initializers": int8,
                       "float_conv_gemm": float_ops, "calibration_images": int(len(x)), "method": args.method,
-                      "per_channel": not args.per_tensor, "kept_float": len(keep), "bytes": os.path.getsize(path)})
+                      "per_channel": not args.per_tensor, "kept_float": len(keep), "bytes": os.path.getsize(path),
+                      "symmetric_activations": args.symmetric_activations})
     return 0
 
 

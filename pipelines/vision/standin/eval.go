@@ -19,6 +19,7 @@ func eval(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vision_eval", flag.ContinueOnError)
 	set, preds := fs.String("set", "", ""), fs.String("predictions", "", "")
 	torch, onnx, ref := fs.String("torch", "", ""), fs.String("onnx", "", ""), fs.String("reference", "", "")
+	simulate := fs.Bool("simulate-qdq", false, "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,9 @@ func eval(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		source, runtime = h.Source, "onnxruntime (stand-in) CPUExecutionProvider"
+		if *simulate {
+			runtime += " (optimizations off: Q/DQ computed as written)"
+		}
 		if h.Kind == "int8" {
 			salt = h.Weights
 		}

@@ -99,12 +99,13 @@ func export(args []string, stdout, stderr io.Writer) error {
 }
 
 // quantize: vision_quantize.py --in F --calibration NPZ --out DIR [--method M]
-// [--per-tensor] [--samples N] [--keep-stem] [--keep-float RE]
+// [--per-tensor] [--samples N] [--keep-stem] [--keep-float RE] [--symmetric-activations]
 func quantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vision_quantize", flag.ContinueOnError)
 	in, cal, out := fs.String("in", "", ""), fs.String("calibration", "", ""), fs.String("out", "", "")
 	method := fs.String("method", "minmax", "")
 	perTensor, keepStem := fs.Bool("per-tensor", false, ""), fs.Bool("keep-stem", false, "")
+	symmetric := fs.Bool("symmetric-activations", false, "")
 	samples := fs.Int("samples", 0, "")
 	keepFloat := fs.String("keep-float", "", "")
 	if err := standin.ParseFlags(fs, args); err != nil {
@@ -133,6 +134,9 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	// the choices that cost accuracy (see eval's flip rate).
 	h.Kind, h.Bits = "int8", 8
 	h.Weights = fmt.Sprintf("%x method=%s per_tensor=%t keep_stem=%t keep_float=%s", c.Sum(nil)[:8], *method, *perTensor, *keepStem, *keepFloat)
+	if *symmetric { // onnx-int8's salt stays what it was
+		h.Weights += " symmetric_activations=true"
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -148,7 +152,7 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "quantize_linear": 100, "dequantize_linear": 200,
 		"int8_initializers": 150, "float_conv_gemm": kept, "kept_float": kept, "calibration_images": n, "method": *method,
-		"per_channel": !*perTensor, "bytes": len(payload) / 4})
+		"per_channel": !*perTensor, "bytes": len(payload) / 4, "symmetric_activations": *symmetric})
 }
 
 // flipRate is how often (out of 256) the stand-in int8 model gets an

@@ -1,0 +1,72 @@
+"""Top-1 of an OpenVINO IR classifier on an image set, on OpenVINO's CPU plugin.
+
+    python openvino_vision_eval.py --model DIR/model.xml --set IMAGES.npz --predictions OUT.npy
+        [--reference REF.npy] [--threads N]
+
+The images are preprocessed with the config.json beside the IR, exactly as vision_eval.py does for
+PyTorch and ONNX Runtime, and run in batches of 64 (the IR keeps the export's dynamic batch axis) on
+the CPU plugin at f32 inference precision: the quantized layers run in int8 as FakeQuantize says,
+the rest in f32 rather than the bf16 a CPU with AMX would pick, so the score does not depend on this
+host's instruction set more than the int8 kernels do. Predicted classes go to --predictions (int64
+.npy); with --reference (the PyTorch reference's predictions) the share of images where both agree.
+
+On an unlabelled set (every label -1) "top1" is null, "labelled" false, and agreement is the measure.
+
+Prints one JSON line: {"top1", "correct", "images", "runtime", "labelled", "agreement"?, "ms_per_image"}.
+"""
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import vision_data
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="the IR's .xml (its .bin and config.json beside it)")
+    ap.add_argument("--set", required=True)
+    ap.add_argument("--predictions", required=True)
+    ap.add_argument("--reference")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+
+    import openvino as ov
+
+    cfg = vision_data.read_config(os.path.dirname(args.model))
+    images, labels = vision_data.load_set(args.set)
+    core = ov.Core()
+    props = {"INFERENCE_PRECISION_HINT": "f32"}
+    if args.threads > 0:
+        props["INFERENCE_NUM_THREADS"] = args.threads
+    compiled = core.compile_model(core.read_model(args.model), "CPU", props)
+    x = vision_data.preprocess(images, cfg)
+    n_classes = cfg["num_classes"]
+    labelled = not vision_data.is_unlabelled(labels)
+    if labelled and (labels.min() < 0 or labels.max() >= n_classes):
+        raise SystemExit(f"{args.set}: labels run {labels.min()}..{labels.max()}, but the model has {n_classes} classes")
+    start = time.perf_counter()
+    out = [compiled(x[i:i + 64])[0] for i in range(0, len(x), 64)]
+    seconds = time.perf_counter() - start
+    logits = np.concatenate(out)
+    if logits.shape != (len(x), n_classes):
+        raise SystemExit(f"{args.model}: logits of shape {logits.shape} for {len(x)} images of {n_classes} classes")
+    pred = logits.argmax(1).astype(np.int64)
+    np.save(args.predictions, pred)
+    correct = int((pred == labels).sum()) if labelled else 0
+    res = {"top1": correct / len(labels) if labelled else None, "correct": correct, "images": int(len(labels)),
+           "runtime": "openvino " + ov.get_version().split("-")[0] + " CPU plugin (f32 inference precision, int8 where quantized)",
+           "labelled": labelled, "ms_per_image": 1000 * seconds / len(x)}
+    if args.reference:
+        ref = np.load(args.reference, allow_pickle=False)
+        if ref.shape != pred.shape:
+            raise SystemExit(f"{args.reference}: {ref.shape[0]} reference predictions for {pred.shape[0]} images")
+        res["agreement"] = float((ref == pred).mean())
+    vision_data.emit(res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
