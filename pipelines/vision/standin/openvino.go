@@ -187,7 +187,7 @@ func trtexec(args []string, stdout, stderr io.Writer) error {
 	}
 	onnx, engine := flags["--onnx"], flags["--saveEngine"]
 	if onnx == "" || engine == "" || flags["--minShapes"] == "" || flags["--optShapes"] == "" || flags["--maxShapes"] == "" {
-		return errors.New("usage (stand-in): trtexec --onnx=F --saveEngine=E --minShapes=.. --optShapes=.. --maxShapes=..")
+		return errors.New("usage (stand-in): trtexec --onnx=F --saveEngine=E --minShapes=.. --optShapes=.. --maxShapes=SHAPES")
 	}
 	h, payload, err := onnxstandin.ReadONNX(onnx)
 	if err != nil {

@@ -41,7 +41,7 @@ type qnnBinaryHeader struct {
 // output from it.
 func visionQNN(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage (stand-in): vision_qnn.py quantize|compile|eval ...")
+		return errors.New("usage (stand-in): vision_qnn.py quantize|compile|eval ARGS")
 	}
 	fmt.Fprintf(stderr, "stand-in: nothing was quantized, compiled by QNN's HTP backend or run on its simulator\n")
 	switch args[0] {
