@@ -107,6 +107,7 @@ func TestRealEfficientNet(t *testing.T) {
 		t.Errorf("sizes: fp32 %d bytes, openvino-int8 %d: want an int8 IR under half of fp32", *fp32.Metrics.SizeBytes, *ov.Metrics.SizeBytes)
 	}
 	checkNNCFStep(t, ov)
+	checkVisionBench(t, "intel-int8", ov.Metrics.VisionBench, "openvino", "openvino 2026.4.1 CPU plugin", []int{1, 3, 224, 224})
 }
 
 // ortBackend is how vision-eval names ONNX Runtime's scores.

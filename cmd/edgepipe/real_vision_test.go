@@ -161,6 +161,8 @@ func TestRealVision(t *testing.T) {
 		}
 	}
 	checkNNCFStep(t, m)
+	// Timed on the CPU plugin that scored it (the recipe's top-level bench).
+	checkVisionBench(t, "intel-int8", m.Metrics.VisionBench, "openvino", "openvino 2026.4.1 CPU plugin", []int{1, 3, 32, 32})
 	for _, f := range []string{"model.xml", "model.bin", "config.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)

@@ -61,6 +61,7 @@ type BenchRuntime struct {
 const (
 	BenchONNXRuntime = "onnxruntime"
 	BenchLiteRT      = "litert"
+	BenchOpenVINO    = "openvino"
 )
 
 var benchRuntimes = struct {
@@ -91,6 +92,7 @@ func init() {
 	// Each format is timed in the runtime its gate scored it with.
 	RegisterBenchRuntime(BenchRuntime{Name: BenchONNXRuntime, Tool: ToolBench, Formats: []string{FormatFP32, FormatInt8}})
 	RegisterBenchRuntime(BenchRuntime{Name: BenchLiteRT, Tool: litert.ToolBench, Formats: []string{FormatTFLiteInt8}})
+	RegisterBenchRuntime(BenchRuntime{Name: BenchOpenVINO, Tool: ToolOVBench, Formats: []string{FormatOpenVINOInt8}})
 }
 
 // benchRuntimeFor names the runtime that times format here, or false

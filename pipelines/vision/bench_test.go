@@ -62,7 +62,8 @@ func TestSummarizeBenchRefuses(t *testing.T) {
 // Every format of the family has a bench runtime, in the toolchain that
 // gates it; a format registered twice is a programming error.
 func TestBenchRuntimes(t *testing.T) {
-	for format, want := range map[string]string{FormatFP32: BenchONNXRuntime, FormatInt8: BenchONNXRuntime, FormatTFLiteInt8: BenchLiteRT} {
+	for format, want := range map[string]string{FormatFP32: BenchONNXRuntime, FormatInt8: BenchONNXRuntime, FormatTFLiteInt8: BenchLiteRT,
+		FormatOpenVINOInt8: BenchOpenVINO} {
 		if got, ok := benchRuntimeFor(format); !ok || got != want {
 			t.Errorf("%s: runtime %q, want %q", format, got, want)
 		}

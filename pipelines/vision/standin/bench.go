@@ -21,6 +21,7 @@ import (
 func init() {
 	standin.Tools["vision_bench.py"] = visionBench
 	standin.Tools["litert_bench.py"] = litertBench
+	standin.Tools["openvino_vision_bench.py"] = ovBench
 }
 
 // visionBench: vision_bench.py --model F.onnx --config DIR --warmup W
@@ -44,6 +45,18 @@ func litertBench(args []string, stdout, stderr io.Writer) error {
 			return nil, fmt.Errorf("%s: not a stand-in .tflite (the stand-in times only what litert_convert.py's stand-in wrote)", path)
 		}
 		return b[len(tfliteMagic):], nil
+	})
+}
+
+// ovBench: openvino_vision_bench.py with the same arguments, on the
+// stand-in IR openvino_vision_quantize.py's stand-in wrote: the header in
+// model.xml says it is one, and the weights timed are model.bin's.
+func ovBench(args []string, stdout, stderr io.Writer) error {
+	return bench("openvino_vision_bench", args, stdout, stderr, func(path string) ([]byte, error) {
+		if _, err := readIRHeader(path); err != nil {
+			return nil, err
+		}
+		return os.ReadFile(strings.TrimSuffix(path, ".xml") + ".bin")
 	})
 }
 
