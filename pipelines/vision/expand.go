@@ -68,8 +68,9 @@ func onnxEval(r *recipe.Recipe, t *recipe.Target, model, ref *plan.Step, add pla
 func quantizeStep(r *recipe.Recipe, t *recipe.Target, o *Int8Options, export *plan.Step, symmetric bool, add plan.AddFunc) *plan.Step {
 	params := &QuantizeParams{Method: plan.Or(o.CalibrationMethod, DefaultCalibrationMethod),
 		PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0),
-		KeepStem: plan.Or(o.KeepStem, true), KeepFloat: plan.Or(o.KeepFloat, ""), SymmetricActivations: symmetric}
-	suffix := plan.OptionSuffix(t.Options, "calibration_method", "per_channel", "calibration_samples", "keep_stem_float")
+		KeepStem: plan.Or(o.KeepStem, true), KeepFloat: plan.Or(o.KeepFloat, ""), SymmetricActivations: symmetric,
+		ReduceRange: !symmetric && plan.Or(o.ReduceRange, DefaultReduceRange)}
+	suffix := plan.OptionSuffix(t.Options, "calibration_method", "per_channel", "calibration_samples", "keep_stem_float", "reduce_range")
 	if o.KeepFloat != nil { // a regular expression: named by digest, never spelled in an id
 		sum := sha256.Sum256([]byte(*o.KeepFloat))
 		suffix += "+keep_float=" + hex.EncodeToString(sum[:4])

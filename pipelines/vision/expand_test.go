@@ -74,7 +74,7 @@ func TestExpandSharesExportAndReference(t *testing.T) {
 	}
 	q, _ := p.Step("vision-quantize:int8")
 	qp := q.Params.(*vision.QuantizeParams)
-	if qp.Method != "minmax" || !qp.PerChannel || !qp.KeepStem || qp.KeepFloat != "" || qp.Samples != 0 {
+	if qp.Method != "minmax" || !qp.PerChannel || !qp.KeepStem || qp.KeepFloat != "" || qp.Samples != 0 || !qp.ReduceRange {
 		t.Errorf("int8 defaults %+v", qp)
 	}
 	if q.Data["calibration"] != recipe.DefaultVisionCalibration {
@@ -130,6 +130,28 @@ func TestKeepFloatMustBeARegexp(t *testing.T) {
 	_, err := load(t, strings.Replace(visionRecipe, "keep_float: /classifier/", "keep_float: '(unclosed'", 1))
 	if err == nil || !strings.Contains(err.Error(), "keep_float is not a regular expression") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// reduce_range: false is onnx-int8's way back to 8-bit weights (a step
+// of its own); tensorrt-int8 refuses the option, and its Q/DQ model keeps
+// 8-bit weights.
+func TestReduceRange(t *testing.T) {
+	p, err := load(t, strings.Replace(visionRecipe, "keep_float: /classifier/", "reduce_range: false", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := p.Step("vision-quantize:int8+calibration_method=entropy+reduce_range=false")
+	if !ok {
+		t.Fatalf("no reduce_range=false quantize step in %v", p.Steps)
+	}
+	if q.Params.(*vision.QuantizeParams).ReduceRange {
+		t.Errorf("reduce_range: false was not passed on")
+	}
+	trt := strings.Replace(visionRecipe, "format: onnx-int8\n", "format: tensorrt-int8\n", 1)
+	if _, err := load(t, strings.Replace(trt, "keep_float: /classifier/", "reduce_range: true", 1)); err == nil ||
+		!strings.Contains(err.Error(), "reduce_range does not apply to tensorrt-int8") {
+		t.Errorf("tensorrt-int8 with reduce_range: %v", err)
 	}
 }
 

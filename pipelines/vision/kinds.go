@@ -112,6 +112,9 @@ type QuantizeParams struct {
 	// (TensorRT's explicit quantization) instead of uint8 with one.
 	// omitempty keeps onnx-int8's cache keys.
 	SymmetricActivations bool `json:"symmetric_activations,omitempty"`
+	// ReduceRange: 7-bit weights, so that ONNX Runtime's uint8 x int8
+	// kernels cannot saturate on x86 CPUs without VNNI.
+	ReduceRange bool `json:"reduce_range,omitempty"`
 }
 
 func (visionQuantize) Name() string       { return KindQuantize }
@@ -151,6 +154,9 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if p.SymmetricActivations {
 		args = append(args, "--symmetric-activations")
 	}
+	if p.ReduceRange {
+		args = append(args, "--reduce-range")
+	}
 	if p.Samples > 0 {
 		args = append(args, "--samples", strconv.Itoa(p.Samples))
 	}
@@ -184,7 +190,11 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if p.SymmetricActivations {
 		acts = "int8 activations (symmetric, zero point 0: TensorRT's explicit quantization)"
 	}
-	sc.Result.SetFact("format", "QDQ: int8 weights (symmetric, "+map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]+"), "+acts)
+	weights := "int8 weights (symmetric, " + map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]
+	if p.ReduceRange {
+		weights += ", 7-bit range: reduce_range"
+	}
+	sc.Result.SetFact("format", "QDQ: "+weights+"), "+acts)
 	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
 	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
 	sc.Result.SetMetric("int8_initializers", float64(res.Int8))

@@ -21,6 +21,7 @@ type Int8Options struct {
 	Samples           *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
 	KeepStem          *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the Conv that reads the image) and its input in float (default true: on the built-in model it turns a 3.9-point top-1 drop into 0.56, README)."`
 	KeepFloat         *string `yaml:"keep_float" doc:"A regular expression over the ONNX graph's node names (for example /classifier/): the nodes it matches stay in float too (default: none)."`
+	ReduceRange       *bool   `yaml:"reduce_range" doc:"7-bit weights (ONNX Runtime's reduce_range), so that the uint8 x int8 multiply-adds of x86 CPUs without VNNI cannot saturate and the score measured on any CPU is the device's (default true for onnx-int8, as openvino-int8's overflow_fix; tensorrt-int8 refuses it: TensorRT computes int8 exactly)."`
 }
 
 // TFLiteOptions are tflite-int8's options.
@@ -54,9 +55,14 @@ type TensorRTOptions struct {
 	MaxBatch    *int `yaml:"max_batch" min:"1" doc:"The largest batch the engine accepts (trtexec --maxShapes; default 32); the smallest is 1."`
 }
 
-// CheckOptions refuses an opt_batch over max_batch, and Int8Options' checks.
+// CheckOptions refuses an opt_batch over max_batch, reduce_range, and
+// Int8Options' checks.
 func (o *TensorRTOptions) CheckOptions() []recipe.OptionProblem {
 	out := o.Int8Options.CheckOptions()
+	if o.ReduceRange != nil {
+		out = append(out, recipe.OptionProblem{Key: "reduce_range", Msg: "does not apply to tensorrt-int8",
+			Hint: "remove it: TensorRT's int8 kernels do not saturate, and the gate scores the Q/DQ model exactly (ONNX Runtime's optimizations off)"})
+	}
 	if plan.Or(o.OptBatch, DefaultOptBatch) > plan.Or(o.MaxBatch, DefaultMaxBatch) {
 		out = append(out, recipe.OptionProblem{Key: "opt_batch", Msg: "is larger than max_batch",
 			Hint: "TensorRT needs min <= opt <= max: lower opt_batch or raise max_batch"})
@@ -77,6 +83,7 @@ const (
 const (
 	DefaultOpset             = 18
 	DefaultCalibrationMethod = "minmax"
+	DefaultReduceRange       = true
 )
 
 // CheckOptions refuses a keep_float that is not a regular expression.

@@ -2,7 +2,7 @@
 
     python vision_quantize.py --in MODEL.onnx --calibration IMAGES.npz --out DIR
         [--method minmax|entropy|percentile] [--per-tensor] [--samples N] [--keep-stem] [--keep-float REGEX]
-        [--symmetric-activations]
+        [--symmetric-activations] [--reduce-range]
 
 onnxruntime.quantization.quant_pre_process (shape inference, graph optimization) then
 quantize_static: QuantFormat.QDQ, int8 weights (symmetric, per output channel by
@@ -12,7 +12,10 @@ calibration image unless --samples caps them. --keep-stem leaves the Conv that r
 image (directly or through a Pad) in float (its input is not quantized either); --keep-float the nodes whose names match.
 --symmetric-activations makes activations int8 with a zero point of 0 (ActivationSymmetric), as
 TensorRT's explicit quantization requires of every Q/DQ pair (TensorRT builds the tensorrt-int8
-engine from this model).
+engine from this model). --reduce-range quantizes weights to 7 bits (quantize_static's
+reduce_range): ONNX Runtime's uint8 x int8 convolutions on x86 CPUs without VNNI add pairs of
+products in int16 and saturate with 8-bit weights, so the score measured on such a CPU would
+not be the device's.
 
 Writes OUT/model.onnx and OUT/config.json; prints one JSON line: {"model",
 "quantize_linear", "dequantize_linear", "int8_initializers", "float_conv_gemm",
@@ -61,6 +64,7 @@ def main():
     ap.add_argument("--keep-float", default="", help="regular expression: nodes whose names match stay in float")
     ap.add_argument("--keep-stem", action="store_true", help="the stem (the Conv that reads the image) stays in float")
     ap.add_argument("--symmetric-activations", action="store_true", help="int8 activations, zero point 0 (TensorRT)")
+    ap.add_argument("--reduce-range", action="store_true", help="7-bit weights: no uint8 x int8 saturation without VNNI")
     args = ap.parse_args()
 
     import onnx
@@ -99,7 +103,7 @@ def main():
         keep += [s for s in stem if s not in keep]
     quantize_static(pre, path, Reader(), nodes_to_exclude=keep, quant_format=QuantFormat.QDQ, per_channel=not args.per_tensor,
                     activation_type=QuantType.QInt8 if args.symmetric_activations else QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, calibrate_method=method,
+                    weight_type=QuantType.QInt8, calibrate_method=method, reduce_range=args.reduce_range,
                     extra_options={"WeightSymmetric": True, "ActivationSymmetric": args.symmetric_activations})
     os.remove(pre)
     shutil.copyfile(os.path.join(os.path.dirname(args.inp), "config.json"), os.path.join(args.out, "config.json"))
@@ -119,7 +123,7 @@ def main():
                       "dequantize_linear": ops.count("DequantizeLinear"), "int8_initializers": int8,
                       "float_conv_gemm": float_ops, "calibration_images": int(len(x)), "method": args.method,
                       "per_channel": not args.per_tensor, "kept_float": len(keep), "bytes": os.path.getsize(path),
-                      "symmetric_activations": args.symmetric_activations})
+                      "symmetric_activations": args.symmetric_activations, "reduce_range": args.reduce_range})
     return 0
 
 

@@ -99,13 +99,14 @@ func export(args []string, stdout, stderr io.Writer) error {
 }
 
 // quantize: vision_quantize.py --in F --calibration NPZ --out DIR [--method M]
-// [--per-tensor] [--samples N] [--keep-stem] [--keep-float RE] [--symmetric-activations]
+// [--per-tensor] [--samples N] [--keep-stem] [--keep-float RE] [--symmetric-activations] [--reduce-range]
 func quantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vision_quantize", flag.ContinueOnError)
 	in, cal, out := fs.String("in", "", ""), fs.String("calibration", "", ""), fs.String("out", "", "")
 	method := fs.String("method", "minmax", "")
 	perTensor, keepStem := fs.Bool("per-tensor", false, ""), fs.Bool("keep-stem", false, "")
 	symmetric := fs.Bool("symmetric-activations", false, "")
+	reduceRange := fs.Bool("reduce-range", false, "")
 	samples := fs.Int("samples", 0, "")
 	keepFloat := fs.String("keep-float", "", "")
 	if err := standin.ParseFlags(fs, args); err != nil {
@@ -137,6 +138,12 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	if *symmetric { // onnx-int8's salt stays what it was
 		h.Weights += " symmetric_activations=true"
 	}
+	if !*reduceRange && !*symmetric {
+		// 8-bit weights under uint8 activations: ONNX Runtime's kernels
+		// saturate on CPUs without VNNI (flipRate). The default
+		// (7-bit) keeps the salt it always had.
+		h.Weights += " reduce_range=false"
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -152,7 +159,8 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	}
 	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "quantize_linear": 100, "dequantize_linear": 200,
 		"int8_initializers": 150, "float_conv_gemm": kept, "kept_float": kept, "calibration_images": n, "method": *method,
-		"per_channel": !*perTensor, "bytes": len(payload) / 4, "symmetric_activations": *symmetric})
+		"per_channel": !*perTensor, "bytes": len(payload) / 4, "symmetric_activations": *symmetric,
+		"reduce_range": *reduceRange})
 }
 
 // flipRate is how often (out of 256) the stand-in int8 model gets an
@@ -166,6 +174,9 @@ func flipRate(weights string) int {
 	}
 	if strings.Contains(weights, "per_tensor=true") {
 		rate += 8
+	}
+	if strings.Contains(weights, "reduce_range=false") {
+		rate += 4
 	}
 	return rate
 }
