@@ -77,6 +77,14 @@ func TestRealRemoteCacheDemo(t *testing.T) {
 	bundle := filepath.Join(work, "demo.tar")
 	run("plan", "--bundle", bundle, recipe)
 	dropRecord(t, srv, fresh, "gguf-quantize:q8_0")
+	// The second run's cache and models have served their purpose: free
+	// their gigabytes before the worker and the orchestrator fetch theirs
+	// (this test once ran a CI machine's disk full).
+	for _, dir := range []string{fresh, second} {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
 	worker := linkedCache(t, filepath.Join(work, "worker-cache"), user)
 	start = time.Now()
 	log = run("step", "run", bundle, "gguf-quantize:q8_0", "--cache-dir", worker, "--remote-cache", url)

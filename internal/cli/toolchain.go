@@ -92,6 +92,9 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 				continue
 			}
 			if in, err := toolchain.Resolve(root, n.Name); err == nil {
+				// Asking for a toolchain is a use: `cache gc --older-than`
+				// keeps what CI's install step named, whatever its tests ran.
+				toolchain.MarkUsed(root, n.Name)
 				fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", n.Name, in.Summary(), in.Dir)
 			}
 		}
