@@ -74,12 +74,16 @@ func (g *AccuracyResult) manifestAccuracy() *manifest.Accuracy {
 }
 
 // int8Fixes names what a user can change when a calibrated INT8 target
-// loses too much: only onnx-int8 takes a calibration method and float
-// layers; every format takes another calibration set.
+// loses too much: the options its format takes; every format takes
+// another calibration set.
 func int8Fixes(format string) string {
-	if format == "onnx-int8" {
+	switch format {
+	case "onnx-int8":
 		return "Calibrate on more or more representative images (data.calibration), try another with: {calibration_method: ...}, " +
 			"keep sensitive layers in float (with: {keep_float: ...})"
+	case "coreml-int8":
+		return "Calibrate on more or more representative images (data.calibration), try the other with: {keep_stem_float: ...} " +
+			"or with: {activations: ...}, try another format for this device (edgepipe pick --task vision)"
 	}
 	return "Calibrate on more or more representative images (data.calibration), try another format for this device (edgepipe pick --task vision)"
 }

@@ -63,8 +63,9 @@ func coreMLRuntime() toolchain.Spec {
 // against PyTorch, then is gated against the reference like every runtime.
 func expandCoreML(r *recipe.Recipe, t *recipe.Target, ref *plan.Step, add plan.AddFunc) (*plan.Step, []string) {
 	o := t.Options.(*CoreMLOptions)
-	params := &CoreMLParams{Mode: "int8", PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0)}
-	suffix := plan.OptionSuffix(t.Options, "per_channel", "calibration_samples")
+	params := &CoreMLParams{Mode: "int8", PerChannel: plan.Or(o.PerChannel, true), Samples: plan.Or(o.Samples, 0),
+		KeepStem: plan.Or(o.KeepStem, DefaultCoreMLKeepStem), Activations: plan.Or(o.Activations, DefaultCoreMLActivations)}
+	suffix := plan.OptionSuffix(t.Options, "per_channel", "calibration_samples", "keep_stem_float", "activations")
 	proof := add(&plan.Step{ID: CoreMLProofStepID, Kind: KindCoreMLConvert, Needs: []string{plan.SourceStepID},
 		Params: &CoreMLParams{Mode: "fp32"}}, t.Name)
 	model := add(&plan.Step{ID: KindCoreMLConvert + ":int8" + suffix, Kind: KindCoreMLConvert,
@@ -88,6 +89,11 @@ type CoreMLParams struct {
 	PerChannel bool   `json:"per_channel"`
 	// Samples caps the calibration images (0: all of them).
 	Samples int `json:"samples"`
+	// KeepStem leaves the first convolution float; Activations is
+	// symmetric (coremltools' default) or affine (a zero point). Both
+	// omitempty: the earlier W8A8 steps keep their keys.
+	KeepStem    bool   `json:"keep_stem,omitempty"`
+	Activations string `json:"activations,omitempty"`
 }
 
 func (coremlConvert) Name() string       { return KindCoreMLConvert }
@@ -122,6 +128,16 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		if p.Samples > 0 {
 			args = append(args, "--samples", strconv.Itoa(p.Samples))
 		}
+		if p.KeepStem {
+			args = append(args, "--keep-stem")
+		}
+		switch p.Activations {
+		case "", "symmetric":
+		case "affine":
+			args = append(args, "--activations", "affine")
+		default:
+			return fmt.Errorf("%s: activations %q is not symmetric or affine", KindCoreMLConvert, p.Activations)
+		}
 	default:
 		return fmt.Errorf("%s: mode %q is not fp32 or int8", KindCoreMLConvert, p.Mode)
 	}
@@ -140,6 +156,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		Convs       int               `json:"convs"`
 		Int8Convs   int               `json:"int8_convs"`
 		Calibration int               `json:"calibration_images"`
+		KeptFloat   []string          `json:"kept_float"`
 		Precision   string            `json:"compute_precision"`
 		Versions    map[string]string `json:"versions"`
 	}
@@ -150,7 +167,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("%s: %s reported no convolution: not an image classifier's program (see %s)", KindCoreMLConvert, ToolCoreMLConvert, sc.LogPath)
 	}
 	if p.Mode == "int8" {
-		if res.Int8Convs != res.Convs || res.Quantize == 0 || res.Dequantize == 0 || res.Calibration == 0 {
+		if res.Int8Convs+len(res.KeptFloat) != res.Convs || len(res.KeptFloat) > 1 || (p.KeepStem != (len(res.KeptFloat) == 1)) || res.Quantize == 0 || res.Dequantize == 0 || res.Calibration == 0 {
 			return fmt.Errorf("%s: %d of %d convolutions have int8 weights, %d quantize and %d dequantize ops, %d calibration images: not a W8A8 package (see %s)",
 				KindCoreMLConvert, res.Int8Convs, res.Convs, res.Quantize, res.Dequantize, res.Calibration, sc.LogPath)
 		}
@@ -162,8 +179,15 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		if err := atomicfile.Write(filepath.Join(sc.Out, "config.json"), cfg, 0o644); err != nil {
 			return err
 		}
-		sc.Result.SetFact("format", fmt.Sprintf("Core ML ML program (iOS 17+), W8A8: int8 weights (symmetric, %s), int8 activations (quantize/dequantize, calibrated), FP16 compute; image input, RGB 0-255, normalization in the program",
-			map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel]))
+		acts, stem := "symmetric", ""
+		if p.Activations == "affine" {
+			acts = "affine: a zero point"
+		}
+		if p.KeepStem {
+			stem = "; the stem (" + res.KeptFloat[0] + ") in float"
+		}
+		sc.Result.SetFact("format", fmt.Sprintf("Core ML ML program (iOS 17+), W8A8: int8 weights (symmetric, %s), int8 activations (%s; quantize/dequantize, calibrated), FP16 compute; image input, RGB 0-255, normalization in the program%s",
+			map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel], acts, stem))
 		sc.Result.SetFact("census", fmt.Sprintf("%d of %d convolutions with int8 weights, %d int8 weight constants, %d quantize and %d dequantize ops, %d calibration images",
 			res.Int8Convs, res.Convs, res.Int8, res.Quantize, res.Dequantize, res.Calibration))
 		sc.Result.SetMetric("quantize_ops", float64(res.Quantize))

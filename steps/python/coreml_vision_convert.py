@@ -1,7 +1,7 @@
 """Convert an image classifier to a Core ML ML program: FP32, or W8A8 (INT8 weights and activations).
 
     python coreml_vision_convert.py --model DIR --out OUT.mlpackage --mode fp32|int8
-        [--calibration SET.npz] [--samples N] [--per-tensor]
+        [--calibration SET.npz] [--samples N] [--per-tensor] [--keep-stem] [--activations symmetric|affine]
 
 --model is an edgepipe image-classifier folder (model.safetensors + config.json, see
 vision_data.py). The package takes one image, "image": a Core ML image input (ct.ImageType, RGB,
@@ -28,6 +28,12 @@ then W8A8 with coremltools 9.0's two passes:
   * coremltools.optimize.coreml.linear_quantize_weights: int8 weights, linear_symmetric, one
     scale per output channel (--per-tensor: one per tensor), every weight of 2048 elements or
     more than --min-weight-elements (below).
+--keep-stem leaves the stem (the program's first convolution, the one that reads the normalized
+image) in float: no quantize/dequantize on its input, an fp16 weight (as onnx-int8 and
+openvino-int8 do by default). --activations affine gives activations a zero point
+(OpActivationLinearQuantizerConfig mode "linear": int8 codes over the calibrated [min, max]) instead
+of coremltools' symmetric default, which spends half the int8 codes on negative values that a
+ReLU's output never takes.
 The script refuses (exit 2) a package in which a convolution's weight is not int8 codes
 (constexpr_affine_dequantize / constexpr_blockwise_shift_scale of int8 data) or that has no
 quantize/dequantize op. --min-weight-elements is the smallest weight quantized (default 0: every
@@ -136,8 +142,19 @@ def interpreted_calibration():
     _post_training_quantization._update_tensor_range = lambda name, value, stats: record(np.asarray(value), name, stats)
 
 
-def census(mlmodel):
-    """Ops by type, quantize/dequantize counts, and the dtype of every conv and linear weight."""
+def stem_conv(mlmodel):
+    """The name of the program's first conv op: the stem, which reads the normalized image
+    (ops are in topological order, so nothing before it is a convolution)."""
+    for fn in mlmodel._mil_program.functions.values():
+        for op in fn.operations:
+            if op.op_type == "conv":
+                return op.name
+    fail("--keep-stem: the program has no conv op")
+
+
+def census(mlmodel, kept=()):
+    """Ops by type, quantize/dequantize counts, and the dtype of every conv and linear weight
+    (the ops in kept may stay float)."""
     from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
     from coremltools.converters.mil.mil import types
 
@@ -163,7 +180,7 @@ def census(mlmodel):
                 int8_convs += op.op_type == "conv"
             else:
                 float_weights += 1
-                if op.op_type == "conv":
+                if op.op_type == "conv" and op.name not in kept:
                     bad.append(f"{op.name}: {w.op_type} {dtype} {tuple(op.weight.shape)}")
     return {"ops": dict(sorted(ops.items())), "quantize_ops": ops.get("quantize", 0),
             "dequantize_ops": ops.get("dequantize", 0), "int8_weights": int8_weights, "float_weights": float_weights,
@@ -187,13 +204,16 @@ def main() -> int:
     ap.add_argument("--calibration")
     ap.add_argument("--samples", type=int, default=0)
     ap.add_argument("--per-tensor", action="store_true")
+    ap.add_argument("--keep-stem", action="store_true", help="int8: the first convolution stays float")
+    ap.add_argument("--activations", choices=("symmetric", "affine"), default="symmetric",
+                    help="int8: activations without (symmetric) or with (affine) a zero point")
     ap.add_argument("--min-weight-elements", type=int, default=0,
                     help="int8: quantize weights of at least this many elements (coremltools' default is 2048)")
     args = ap.parse_args()
     if args.mode == "int8" and not args.calibration:
         fail("--mode int8 needs --calibration SET.npz (the activations' ranges are calibrated)")
-    if args.mode == "fp32" and (args.calibration or args.per_tensor):
-        fail("--calibration and --per-tensor are for --mode int8")
+    if args.mode == "fp32" and (args.calibration or args.per_tensor or args.keep_stem or args.activations != "symmetric"):
+        fail("--calibration, --per-tensor, --keep-stem and --activations are for --mode int8")
 
     import numpy as np
     import torch
@@ -210,7 +230,7 @@ def main() -> int:
     start = time.monotonic()
     mlmodel = convert(model, cfg, args.mode)
     convert_s = time.monotonic() - start
-    quantize_s, n_cal = 0.0, 0
+    quantize_s, n_cal, kept = 0.0, 0, []
     if args.mode == "int8":
         images, _ = vision_data.load_set(args.calibration)
         if args.samples:
@@ -221,16 +241,18 @@ def main() -> int:
         n_cal = len(x)
         interpreted_calibration()
         start = time.monotonic()
+        kept = [stem_conv(mlmodel)] if args.keep_stem else []
+        skip = {name: None for name in kept}
         act = cto.OptimizationConfig(global_config=cto.experimental.OpActivationLinearQuantizerConfig(
-            mode="linear_symmetric"))
+            mode="linear" if args.activations == "affine" else "linear_symmetric"), op_name_configs=skip)
         mlmodel = cto.linear_quantize_activations(mlmodel, act, [{"image": x[i:i + 1]} for i in range(len(x))])
         wcfg = cto.OptimizationConfig(global_config=cto.OpLinearQuantizerConfig(
             mode="linear_symmetric", dtype="int8", granularity="per_tensor" if args.per_tensor else "per_channel",
-            weight_threshold=args.min_weight_elements))
+            weight_threshold=args.min_weight_elements), op_name_configs=skip)
         mlmodel = cto.linear_quantize_weights(mlmodel, wcfg)
         quantize_s = time.monotonic() - start
 
-    info, bad = census(mlmodel)
+    info, bad = census(mlmodel, kept)
     if args.mode == "int8":
         if bad or not info["int8_convs"]:
             fail(f"{len(bad)} of {info['convs']} convolutions kept a float weight (e.g. {'; '.join(bad[:3])}): "
@@ -248,6 +270,7 @@ def main() -> int:
         "model": args.out, "mode": args.mode, "bytes": package_bytes(args.out),
         "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2), **info,
         "calibration_images": n_cal, "per_channel": args.mode == "int8" and not args.per_tensor,
+        "kept_float": kept, "activations": args.activations if args.mode == "int8" else "",
         "compute_precision": "fp32" if args.mode == "fp32" else "fp16",
         "input": {"name": spec.description.input[0].name, "kind": spec.description.input[0].type.WhichOneof("Type")},
         "output": spec.description.output[0].name,

@@ -36,16 +36,20 @@ type mlpackageHeader struct {
 
 // coremlConvert: coreml_vision_convert.py --model DIR --out OUT.mlpackage
 // --mode fp32|int8 [--calibration NPZ] [--samples N] [--per-tensor]
+// [--keep-stem] [--activations symmetric|affine]
 func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coreml_vision_convert", flag.ContinueOnError)
 	model, out, mode := fs.String("model", "", ""), fs.String("out", "", ""), fs.String("mode", "", "")
 	cal := fs.String("calibration", "", "")
 	samples := fs.Int("samples", 0, "")
 	perTensor := fs.Bool("per-tensor", false, "")
+	keepStem := fs.Bool("keep-stem", false, "")
+	acts := fs.String("activations", "symmetric", "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *model == "" || *out == "" || (*mode != "fp32" && *mode != "int8") || (*mode == "int8") != (*cal != "") {
+	if *model == "" || *out == "" || (*mode != "fp32" && *mode != "int8") || (*mode == "int8") != (*cal != "") ||
+		(*acts != "symmetric" && *acts != "affine") {
 		return errors.New("usage (stand-in): coreml_vision_convert.py --model DIR --out OUT.mlpackage --mode fp32|int8 [--calibration NPZ]")
 	}
 	cfg, err := readConfig(*model)
@@ -74,9 +78,17 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		for i := 0; i < n; i++ {
 			c.Write(s.image(i))
 		}
-		// W8A8 quantizes the stem too: the stand-in flips at onnx-int8's
-		// default rate, and more per tensor.
+		// With the defaults (stem in float, affine activations) the
+		// stand-in flips at onnx-int8's default rate; more with the stem
+		// in int8, symmetric activations or one scale per tensor
+		// (flipRate), as the real model measured.
 		h.Salt, scale = fmt.Sprintf("%x coreml per_tensor=%t", c.Sum(nil)[:8], *perTensor), 0.25
+		if !*keepStem {
+			h.Salt += " keep_stem=false"
+		}
+		if *acts == "symmetric" {
+			h.Salt += " activations=symmetric"
+		}
 	}
 	hb, _ := json.Marshal(h)
 	body := append(append([]byte(mlpackageMagic), hb...), '\n')
@@ -98,7 +110,11 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		"compute_precision": "fp32", "versions": map[string]string{"coremltools": "stand-in"}}
 	if *mode == "int8" {
 		res["quantize_ops"], res["dequantize_ops"], res["int8_weights"], res["float_weights"], res["int8_convs"] = 89, 95, 54, 0, 52
-		res["compute_precision"] = "fp16"
+		res["compute_precision"], res["activations"], res["kept_float"] = "fp16", *acts, []string{}
+		if *keepStem {
+			res["quantize_ops"], res["dequantize_ops"], res["int8_weights"], res["float_weights"], res["int8_convs"] = 88, 94, 53, 1, 51
+			res["kept_float"] = []string{"input_1"}
+		}
 	}
 	return standin.PrintJSON(stdout, res)
 }

@@ -175,7 +175,7 @@ func flipRate(weights string) int {
 	if strings.Contains(weights, "per_tensor=true") {
 		rate += 8
 	}
-	if strings.Contains(weights, "reduce_range=false") {
+	if strings.Contains(weights, "reduce_range=false") || strings.Contains(weights, "activations=symmetric") {
 		rate += 4
 	}
 	return rate
