@@ -26,9 +26,9 @@ func TestCanRun(t *testing.T) {
 		ok             bool
 		fix            string // exact when it does not start with "~", else a substring
 	}{
-		{"webgpu-m3-max", "gguf-q4_k_m", false, "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 or q4f32_1 weights, not GGUF"},
-		{"webgpu-android", "gguf-q8_0", false, "use mlc-q4f32_1: WebLLM loads MLC q4f16_1 or q4f32_1 weights, not GGUF"},
-		{"webgpu-m3-max", "coreml-int4", false, "use mlc-q4f16_1: WebLLM loads MLC q4f16_1 or q4f32_1 weights, not Core ML"},
+		{"webgpu-m3-max", "gguf-q4_k_m", false, "use mlc-q4f16_1: no runtime on webgpu-m3-max (WebLLM, ONNX Runtime Web) loads gguf-q4_k_m; WebLLM loads MLC q4f16_1 or q4f32_1 weights"},
+		{"webgpu-android", "gguf-q8_0", false, "use mlc-q4f32_1: no runtime on webgpu-android (WebLLM, ONNX Runtime Web) loads gguf-q8_0; WebLLM loads MLC q4f16_1 or q4f32_1 weights"},
+		{"webgpu-m3-max", "coreml-int4", false, "use mlc-q4f16_1: no runtime on webgpu-m3-max (WebLLM, ONNX Runtime Web) loads coreml-int4; WebLLM loads MLC q4f16_1 or q4f32_1 weights"},
 		{"webgpu-m3-max", "mlc-q4f16_1", true, ""},
 		{"apple-a18", "coreml-int4", true, ""},
 		{"apple-a18", "gguf-q4_k_m", true, ""},

@@ -306,14 +306,17 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 	out := fs.StringP("output", "o", "", "recipe file to write, e.g. recipes/iphone.yaml")
 	name := fs.String("name", "", "recipe name (default: from the file name)")
 	force := fs.Bool("force", false, "overwrite an existing file")
+	calibration := fs.String("calibration", "", "vision: the labelled calibration images (an .npz or a folder, as in a recipe's data:) of a model that is not built in")
+	eval := fs.String("eval", "", "vision: the labelled evaluation images the gate scores, for a model that is not built in")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) > 0 || *out == "" {
 			return usageErr("init writes the recipe named by -o, e.g. edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml")
 		}
-		if vision, err := pf.vision(); err != nil {
-			return err
-		} else if vision {
-			return usageErr("init writes LLM recipes only for now; for an image classifier, start from recipes/vision-digits.yaml (task: image-classification) and see `edgepipe pick --task vision` for the platform's format")
+		if pf.task == "vision" {
+			return initVision(env, &pf, *out, *name, *calibration, *eval, *force)
+		}
+		if *calibration != "" || *eval != "" {
+			return usageErr("--calibration and --eval are for --task vision (an LLM recipe's data defaults to the built-in texts; edit data: in the written recipe)")
 		}
 		pk, err := pf.pick()
 		if err != nil {

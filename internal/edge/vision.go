@@ -25,9 +25,11 @@ type VisionRequest struct {
 
 // VisionPick is the picker's answer for an image classifier.
 type VisionPick struct {
-	Task     string  `json:"task"`
-	Platform string  `json:"platform"`
-	Summary  string  `json:"summary"`
+	Task     string `json:"task"`
+	Platform string `json:"platform"`
+	Summary  string `json:"summary"`
+	// Device is the platform's catalog device the recipe targets.
+	Device   string  `json:"device"`
 	Params   float64 `json:"params"`
 	Backbone string  `json:"backbone"`
 	// Builtin is the built-in model of that backbone, "" when this build
@@ -126,7 +128,7 @@ func PickVision(req VisionRequest) (VisionPick, error) {
 		return VisionPick{}, fmt.Errorf("name the parameter budget with --params, e.g. --params 2.5M")
 	}
 	p := VisionPick{
-		Task: "image-classification", Platform: rule.Name, Summary: rule.Summary, Params: req.Params,
+		Task: "image-classification", Platform: rule.Name, Summary: rule.Summary, Device: rule.Devices[0], Params: req.Params,
 		Runtime: vr.Runtime, Format: vr.Format, Built: builtVisionFormats[vr.Format],
 		Method: "static INT8 post-training quantization, calibrated on the recipe's calibration images (about 95% of the result for 5% of the effort, domain brief)",
 		Gate:   "top-1 accuracy on the recipe's labelled evaluation set may drop by less than 1% against the FP32 model (quality.accuracy.max_drop: 0.01, the default)",

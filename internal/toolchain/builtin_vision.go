@@ -142,4 +142,3 @@ func provisionVision(ctx context.Context, cacheDir, name string, progress io.Wri
 	}
 	return filepath.Join(root, "model"), nil
 }
-
