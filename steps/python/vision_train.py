@@ -10,7 +10,9 @@ upscaled to 32x32 (bilinear) and repeated over 3 channels; the split is by index
 (vision_data.SPLITS): the model never sees the calibration or test images.
 
 Writes DIR/model.safetensors and DIR/config.json, and prints one JSON line:
-{"model", "params", "train_images", "epochs", "train_accuracy", "test_accuracy", "sha256"}.
+{"model", "params", "train_images", "epochs", "train_accuracy", "test_accuracy", "sha256",
+"reference_build" (whether the bytes are the reference build's), "torch"}; a build that differs from
+the reference also says so on stderr.
 """
 
 import argparse
@@ -19,6 +21,7 @@ import json
 import os
 import platform
 import random
+import sys
 
 # The same kernels on every x86-64 host, set before torch (and the oneDNN
 # and MKL inside it) loads: they pick AVX-512 and VNNI code paths where the
@@ -36,6 +39,8 @@ import numpy as np
 import vision_data
 
 SEED = 20261203
+# model.safetensors as the reference build wrote it (x86-64, AVX2 kernels, 98.05% top-1).
+REFERENCE_SHA256 = "3a1c9e6388cac509560be46d842c87b130700a35bdb028269f2c3db6f92b50a2"
 CONFIG = {
     "architecture": "mobilenet_v3_small",
     "num_classes": 10,
@@ -140,9 +145,14 @@ def main():
         f.write("\n")
     with open(path, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
+    if sha != REFERENCE_SHA256 and args.epochs == 10:
+        print(f"vision_train: warning: the weights (sha256 {sha[:12]}) differ from the reference build's "
+              f"({REFERENCE_SHA256[:12]}): this CPU trains differently, so accuracies will differ from the README's",
+              file=sys.stderr)
     vision_data.emit({"model": "model.safetensors", "params": sum(p.numel() for p in model.parameters()),
                       "train_images": len(x), "epochs": args.epochs, "train_accuracy": train_acc,
-                      "test_accuracy": test_acc, "sha256": sha, "torch": torch.__version__})
+                      "test_accuracy": test_acc, "sha256": sha, "reference_build": sha == REFERENCE_SHA256,
+                      "torch": torch.__version__})
     return 0
 
 
