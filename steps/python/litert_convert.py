@@ -1,4 +1,4 @@
-"""Convert a torchvision MobileNetV3-Small classifier to TFLite/LiteRT, FP32 or full-integer INT8.
+"""Convert an image classifier to TFLite/LiteRT, FP32 or full-integer INT8.
 
     python litert_convert.py --weights model.safetensors --out model.tflite --mode fp32|int8
         --num-classes 10 [--input-size 32] [--in-channels 3]
@@ -7,10 +7,12 @@
         [--calibration SET.npz] [--samples N] [--per-tensor]
 
 --model DIR is an edgepipe image-classifier folder (model.safetensors and config.json, see
-vision_data.py): the classes, input size and channels come from its config, and a labelled
-calibration set (.npz) is preprocessed with it, as every vision runtime does.
+vision_data.py): the classes, input size and channels come from its config, a labelled
+calibration set (.npz) is preprocessed with it, as every vision runtime does, and the network is
+the config's architecture as vision_data builds it (torchvision's mobilenet_v3_small, timm's
+tf_efficientnet_lite0), loaded strictly from the safetensors (no pickle is read).
 
-The model is torchvision's mobilenet_v3_small(num_classes=...) with its first convolution
+--weights FILE is torchvision's mobilenet_v3_small(num_classes=...) with its first convolution
 rebuilt for --in-channels when that is not 3, loaded from a safetensors state dict (strict: every
 key must match; no pickle is read). It is converted for one image of shape
 (1, in_channels, input_size, input_size), float32, NCHW, as the model itself takes it (normalized
@@ -198,9 +200,6 @@ def main() -> int:
         import vision_data
 
         cfg = vision_data.read_config(args.model)
-        if cfg["architecture"] != "mobilenet_v3_small":
-            fail(f"architecture {cfg['architecture']!r} is not one this converter builds (mobilenet_v3_small)")
-        args.weights = os.path.join(args.model, "model.safetensors")
         args.num_classes, args.input_size, args.in_channels = cfg["num_classes"], cfg["input_size"], cfg["in_channels"]
     if args.num_classes < 1 or args.input_size < 1 or args.in_channels < 1:
         fail("--num-classes, --input-size and --in-channels must be positive")
@@ -213,7 +212,10 @@ def main() -> int:
 
     torch.manual_seed(args.seed)
     shape = (1, args.in_channels, args.input_size, args.input_size)
-    model = build_model(args.weights, args.num_classes, args.in_channels)
+    if args.model:
+        model, _ = vision_data.load_model(args.model)
+    else:
+        model = build_model(args.weights, args.num_classes, args.in_channels)
     calib = load_calibration(args.calibration, shape, args.samples, cfg) if args.mode == "int8" else None
 
     example = torch.zeros(shape, dtype=torch.float32)
