@@ -306,7 +306,7 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 	out := fs.StringP("output", "o", "", "recipe file to write, e.g. recipes/iphone.yaml")
 	name := fs.String("name", "", "recipe name (default: from the file name)")
 	force := fs.Bool("force", false, "overwrite an existing file")
-	calibration := fs.String("calibration", "", "vision: the labelled calibration images (an .npz or a folder, as in a recipe's data:) of a model that is not built in")
+	calibration := fs.String("calibration", "", "vision: the labelled calibration images (an .npz of images and labels, as a recipe's data: takes them) of a model that is not built in")
 	eval := fs.String("eval", "", "vision: the labelled evaluation images the gate scores, for a model that is not built in")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) > 0 || *out == "" {

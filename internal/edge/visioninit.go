@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func visionInitModel(req VisionInitRequest) (params float64, source string, err 
 func visionInitData(req VisionInitRequest, source string) (cal, eval string, err error) {
 	cal, eval = req.Calibration, req.Eval
 	if bcal, beval, ok := VisionDataFor(source); ok {
-		cal, eval = cmpOr(cal, bcal), cmpOr(eval, beval)
+		cal, eval = cmp.Or(cal, bcal), cmp.Or(eval, beval)
 	}
 	if cal == "" || eval == "" {
 		return "", "", &UsageError{fmt.Sprintf("%s is not a built-in model: name its labelled images with --calibration SET and --eval SET (an .npz of images and labels, as data: takes them)", req.Model)}
@@ -101,11 +102,4 @@ func visionInitData(req VisionInitRequest, source string) (cal, eval string, err
 		}
 	}
 	return cal, eval, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
