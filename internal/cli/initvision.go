@@ -37,11 +37,7 @@ func initVision(env *Env, pf *pickFlags, out, name, calibration, eval string, fo
 	if err := writeNew(out, data, force); err != nil {
 		return err
 	}
-	format := vp.Format
-	if !vp.Built {
-		format = vp.Buildable
-	}
-	fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s (%s, %s parameters), beside cpu-fp32\n", out, vp.Platform, format, vp.Device,
+	fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s (%s, %s parameters), beside cpu-fp32\n", out, vp.Platform, vp.TargetFormat(), vp.Device,
 		vp.Backbone, strconv.FormatFloat(params, 'f', 0, 64))
 	for _, w := range vp.Warnings {
 		fmt.Fprintf(env.Stdout, "warning: %s\n", w)

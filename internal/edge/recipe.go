@@ -54,24 +54,7 @@ type RecipeOptions struct {
 // RenderRecipe writes the pick as a recipe in format version 1, one target,
 // with the reasons and warnings as comments so the file explains itself.
 func RenderRecipe(p Pick, o RecipeOptions) []byte {
-	line := o.SchemaLine
-	if line == "" {
-		line = SchemaComment
-	}
-	header := []string{strings.TrimPrefix(line, "# ")}
-	if o.Command != "" {
-		header = append(header, fmt.Sprintf("Written by `%s`.", o.Command))
-	}
-	header = append(header, fmt.Sprintf("%s on %s (%s):", p.Format, p.Device, p.DeviceName))
-	for _, r := range p.Reasons {
-		header = append(header, wrap("  - ", r)...)
-	}
-	if len(p.Warnings) > 0 {
-		header = append(header, "Warnings when it was written:")
-		for _, w := range p.Warnings {
-			header = append(header, wrap("  - ", w)...)
-		}
-	}
+	header := pickHeader(o, fmt.Sprintf("%s on %s (%s):", p.Format, p.Device, p.DeviceName), p.Reasons, p.Warnings)
 	r := &recipe.Recipe{Edgepipe: recipe.FormatVersion, Name: o.Name,
 		Description: fmt.Sprintf("%s for %s, %s on %s", o.Source, p.Summary, p.Format, p.Device),
 		Model:       recipe.Model{Source: o.Source},
@@ -82,6 +65,31 @@ func RenderRecipe(p Pick, o RecipeOptions) []byte {
 	}
 	r.Targets[0].Quality = r.Quality
 	return recipewrite.Write(r, header)
+}
+
+// pickHeader is a written recipe's comment header (lines without "# "):
+// the schema modeline, the command that wrote it, the choice and its
+// reasons and warnings, so the file explains itself.
+func pickHeader(o RecipeOptions, choice string, reasons, warnings []string) []string {
+	line := o.SchemaLine
+	if line == "" {
+		line = SchemaComment
+	}
+	header := []string{strings.TrimPrefix(line, "# ")}
+	if o.Command != "" {
+		header = append(header, fmt.Sprintf("Written by `%s`.", o.Command))
+	}
+	header = append(header, choice)
+	for _, r := range reasons {
+		header = append(header, wrap("  - ", r)...)
+	}
+	if len(warnings) > 0 {
+		header = append(header, "Warnings when it was written:")
+		for _, w := range warnings {
+			header = append(header, wrap("  - ", w)...)
+		}
+	}
+	return header
 }
 
 // wrap breaks text into comment lines of at most about 80 columns, the

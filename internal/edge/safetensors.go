@@ -27,6 +27,12 @@ var floatDtypes = []string{"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
 // safetensors files (the shards an index lists, else every top-level
 // *.safetensors), reading only the headers. files is how many headers it read.
 func safetensorsParams(dir string) (params int64, files int, err error) {
+	return sumTensors(dir, floatElems)
+}
+
+// sumTensors adds count over every tensor of the folder's safetensors
+// files, reading only the headers; files is how many headers it read.
+func sumTensors(dir string, count func(headerTensor) (int64, error)) (total int64, files int, err error) {
 	names, err := safetensorsFiles(dir)
 	if err != nil {
 		return 0, 0, err
@@ -35,13 +41,13 @@ func safetensorsParams(dir string) (params int64, files int, err error) {
 		return 0, 0, errors.New("no safetensors weights in the folder")
 	}
 	for _, name := range names {
-		n, err := headerParams(filepath.Join(dir, name))
+		n, err := headerSum(filepath.Join(dir, name), count)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", name, err)
 		}
-		params += n
+		total += n
 	}
-	return params, len(names), nil
+	return total, len(names), nil
 }
 
 // safetensorsFiles prefers the index's shard list: some repositories ship
@@ -106,18 +112,33 @@ func LargestTensorBytes(dir string) (int64, error) {
 
 // headerParams counts one file's parameters from its header.
 func headerParams(path string) (int64, error) {
+	return headerSum(path, floatElems)
+}
+
+// headerSum adds count over one file's tensors, from its header.
+func headerSum(path string, count func(headerTensor) (int64, error)) (int64, error) {
 	tensors, err := readHeader(path)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, t := range tensors {
-		if !slices.Contains(floatDtypes, t.dtype) {
-			return 0, fmt.Errorf("tensor %s is %s: a quantized checkpoint, whose header does not count parameters", t.name, t.dtype)
+		n, err := count(t)
+		if err != nil {
+			return 0, err
 		}
-		total += t.elems
+		total += n
 	}
 	return total, nil
+}
+
+// floatElems counts a float tensor's elements and refuses any other:
+// quantized checkpoints pack several weights into integer elements.
+func floatElems(t headerTensor) (int64, error) {
+	if !slices.Contains(floatDtypes, t.dtype) {
+		return 0, fmt.Errorf("tensor %s is %s: a quantized checkpoint, whose header does not count parameters", t.name, t.dtype)
+	}
+	return t.elems, nil
 }
 
 // dtypeBytes sizes a tensor whose header gives no data offsets.

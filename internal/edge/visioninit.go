@@ -42,7 +42,7 @@ func VisionInit(req VisionInitRequest) ([]byte, VisionPick, float64, error) {
 	}
 	if source == "" {
 		source = vp.Builtin
-	} else if _, builtin := visionBuiltinData[source]; !builtin {
+	} else if _, _, builtin := VisionDataFor(source); !builtin {
 		// The user's own model: the brief's backbone advice (the first
 		// reason) is about choosing one, which they have done.
 		vp.Backbone, vp.Reasons = "your model", vp.Reasons[1:]
@@ -76,7 +76,7 @@ func visionInitModel(req VisionInitRequest) (params float64, source string, err 
 		return 0, "", err
 	}
 	if params == 0 {
-		if params, err = VisionModelParams(req.Model, req.Model); err != nil {
+		if params, err = VisionModelParams(req.Model); err != nil {
 			return 0, "", &UsageError{err.Error()}
 		}
 	}

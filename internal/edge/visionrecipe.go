@@ -2,9 +2,11 @@ package edge
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/internal/recipewrite"
 )
 
 // VisionRecipeOptions are what a written image-classification recipe
@@ -15,75 +17,62 @@ type VisionRecipeOptions struct {
 	Calibration, Eval string
 }
 
-// visionBuiltinData are the sets each built-in classifier is gated on,
-// and whether they carry labels (else the gate is agreement).
-var visionBuiltinData = map[string]struct {
+// visionBuiltins are the built-in classifiers: the sets each is gated on
+// and its parameter count.
+var visionBuiltins = map[string]struct {
 	calibration, eval string
-	labelled          bool
+	params            float64
 }{
-	"builtin:mobilenetv3-small-digits": {"builtin:digits-calibration", "builtin:digits-test", true},
-	"builtin:efficientnet-lite0":       {"builtin:skimage-photos-calibration", "builtin:skimage-photos", false},
+	"builtin:mobilenetv3-small-digits": {"builtin:digits-calibration", "builtin:digits-test", 1528106},
+	"builtin:efficientnet-lite0":       {"builtin:skimage-photos-calibration", "builtin:skimage-photos", 4652008},
 }
 
 // VisionDataFor returns the calibration and evaluation sets of a built-in
 // classifier; ok is false for any other source, whose sets the user names.
 func VisionDataFor(source string) (calibration, eval string, ok bool) {
-	d, ok := visionBuiltinData[source]
+	d, ok := visionBuiltins[source]
 	return d.calibration, d.eval, ok
 }
 
+// TargetFormat is the format a recipe writes for the pick: the platform
+// runtime's own, or the one this build converts for it.
+func (p VisionPick) TargetFormat() string {
+	if p.Built {
+		return p.Format
+	}
+	return p.Buildable
+}
+
 // RenderVisionRecipe writes the vision pick as an image-classification
-// recipe in format version 1: the platform's INT8 target (or the one this
-// build converts for it) beside an onnx-fp32 target on this kind of host
-// for the decision table, the brief's gate and bench, and the reasons as comments.
+// recipe in format version 1: the platform's INT8 target beside an
+// onnx-fp32 target on this kind of host for the decision table, the
+// brief's gate and bench, and the reasons as comments.
 func RenderVisionRecipe(p VisionPick, o VisionRecipeOptions) []byte {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	schema := o.SchemaLine
-	if schema == "" {
-		schema = SchemaComment
-	}
-	line("%s", schema)
-	if o.Command != "" {
-		line("# Written by `%s`.", o.Command)
-	}
-	format := p.Format
-	if !p.Built {
-		format = p.Buildable
-	}
-	line("# %s for %s (%s), through %s:", format, p.Platform, p.Device, p.Runtime)
-	for _, r := range p.Reasons {
-		for _, l := range wrap("  - ", r) {
-			line("# %s", l)
-		}
-	}
-	if len(p.Warnings) > 0 {
-		line("# Warnings when it was written:")
-		for _, w := range p.Warnings {
-			for _, l := range wrap("  - ", w) {
-				line("# %s", l)
-			}
-		}
+	format := p.TargetFormat()
+	for _, h := range pickHeader(o.RecipeOptions, fmt.Sprintf("%s for %s (%s), through %s:", format, p.Platform, p.Device, p.Runtime), p.Reasons, p.Warnings) {
+		line("# %s", h)
 	}
 	line("edgepipe: 1")
-	line("name: %s", o.Name)
-	line("description: %s", yamlString(fmt.Sprintf("%s for %s, %s on %s", o.Source, p.Summary, format, p.Device)))
+	line("name: %s", recipewrite.Scalar(o.Name))
+	line("description: %s", recipewrite.Scalar(fmt.Sprintf("%s for %s, %s on %s", o.Source, p.Summary, format, p.Device)))
 	line("task: image-classification")
 	line("")
 	line("model:")
-	line("  source: %s", yamlString(o.Source))
+	line("  source: %s", recipewrite.Scalar(o.Source))
 	line("")
 	line("data:")
-	line("  calibration: %s", yamlString(o.Calibration))
-	line("  eval: %s", yamlString(o.Eval))
+	line("  calibration: %s", recipewrite.Scalar(o.Calibration))
+	line("  eval: %s", recipewrite.Scalar(o.Eval))
 	line("")
 	line("quality:")
-	if d, ok := visionBuiltinData[o.Source]; ok && !d.labelled {
+	if slices.Contains(recipe.UnlabelledVisionSets, o.Eval) {
 		line("  agreement:                    # the set has no labels: how often the fp32 model's class is kept")
-		line("    min: 0.99")
+		line("    min: %g", recipe.DefaultMinAgreement)
 	} else {
 		line("  accuracy:")
-		line("    max_drop: 0.01              # top-1, absolute: one percentage point (domain brief)")
+		line("    max_drop: %g              # top-1, absolute: one percentage point (domain brief)", recipe.DefaultMaxAccuracyDrop)
 	}
 	line("")
 	line("# 10 warm-up and 50 timed inferences of one image on this host, in the")
@@ -100,64 +89,30 @@ func RenderVisionRecipe(p VisionPick, o VisionRecipeOptions) []byte {
 	return []byte(b.String())
 }
 
-// yamlString quotes s when YAML would read it as something else (a
-// builtin:NAME or a path stays plain).
-func yamlString(s string) string {
-	if s == "" || strings.Contains(s, ": ") || strings.Contains(s, " #") || strings.HasSuffix(s, ":") ||
-		strings.ContainsAny(s[:1], "{}[],&*!|>'\"%@`#-?") || strings.TrimSpace(s) != s {
-		return fmt.Sprintf("%q", s)
-	}
-	return s
-}
-
-// visionBuiltinParams are the built-in classifiers' parameter counts.
-var visionBuiltinParams = map[string]float64{
-	"builtin:mobilenetv3-small-digits": 1528106,
-	"builtin:efficientnet-lite0":       4652008,
-}
-
 // VisionModelParams counts a classifier's parameters: a built-in's are
 // known, a local folder's are read from its safetensors headers.
-func VisionModelParams(source, dir string) (float64, error) {
-	if n, ok := visionBuiltinParams[source]; ok {
-		return n, nil
+func VisionModelParams(model string) (float64, error) {
+	if b, ok := visionBuiltins[model]; ok {
+		return b.params, nil
 	}
-	if strings.Contains(source, ":") && !strings.HasPrefix(source, "./") {
-		return 0, fmt.Errorf("%s: name the backbone's parameter count with --params (only a built-in or a local folder is counted)", source)
+	if strings.Contains(model, ":") && !strings.HasPrefix(model, "./") {
+		return 0, fmt.Errorf("%s: name the backbone's parameter count with --params (only a built-in or a local folder is counted)", model)
 	}
-	n, err := classifierParams(dir)
+	n, _, err := sumTensors(model, classifierElems)
 	if err != nil {
-		return 0, fmt.Errorf("count the parameters of %s: %w; name them with --params", source, err)
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("%s holds no safetensors weights to count; name the parameter count with --params", source)
+		return 0, fmt.Errorf("count the parameters of %s: %w; name them with --params", model, err)
 	}
 	return float64(n), nil
 }
 
-// classifierParams counts a classifier checkpoint's learned weights from
-// its safetensors headers: BatchNorm's running statistics and its integer
-// step counter are state, not parameters (torchvision counts neither).
-func classifierParams(dir string) (int64, error) {
-	names, err := safetensorsFiles(dir)
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for _, name := range names {
-		tensors, err := readHeader(filepath.Join(dir, name))
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		for _, t := range tensors {
-			switch {
-			case strings.HasSuffix(t.name, ".num_batches_tracked"), strings.HasSuffix(t.name, ".running_mean"), strings.HasSuffix(t.name, ".running_var"):
-			case !slices.Contains(floatDtypes, t.dtype):
-				return 0, fmt.Errorf("%s: tensor %s is %s: a quantized checkpoint, whose header does not count parameters", name, t.name, t.dtype)
-			default:
-				total += t.elems
-			}
+// classifierElems counts a classifier's learned weights: BatchNorm's
+// running statistics and its integer step counter are state, not
+// parameters (torchvision counts neither).
+func classifierElems(t headerTensor) (int64, error) {
+	for _, state := range []string{".num_batches_tracked", ".running_mean", ".running_var"} {
+		if strings.HasSuffix(t.name, state) {
+			return 0, nil
 		}
 	}
-	return total, nil
+	return floatElems(t)
 }

@@ -35,13 +35,13 @@ func Write(r *recipe.Recipe, header []string) []byte {
 		line(0, "# %s", h)
 	}
 	line(0, "edgepipe: %d", recipe.FormatVersion)
-	line(0, "name: %s", scalar(r.Name))
+	line(0, "name: %s", Scalar(r.Name))
 	if r.Description != "" {
-		line(0, "description: %s", scalar(r.Description))
+		line(0, "description: %s", Scalar(r.Description))
 	}
 	b.WriteByte('\n')
 	line(0, "model:")
-	line(1, "source: %s", scalar(r.Model.Source))
+	line(1, "source: %s", Scalar(r.Model.Source))
 	if r.Model.AllowPickle {
 		line(1, "allow_pickle: true")
 	}
@@ -52,10 +52,10 @@ func Write(r *recipe.Recipe, header []string) []byte {
 		b.WriteByte('\n')
 		line(0, "data:")
 		if r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration {
-			line(1, "calibration: %s", scalar(r.Data.Calibration))
+			line(1, "calibration: %s", Scalar(r.Data.Calibration))
 		}
 		if r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval {
-			line(1, "eval: %s", scalar(r.Data.Eval))
+			line(1, "eval: %s", Scalar(r.Data.Eval))
 		}
 	}
 	if g := gateDiff(r.Quality.Perplexity, defaultGate); len(g) > 0 {
@@ -70,8 +70,8 @@ func Write(r *recipe.Recipe, header []string) []byte {
 	line(0, "targets:")
 	for _, t := range r.Targets {
 		line(1, "%s:", t.Name)
-		line(2, "device: %s", scalar(t.Device))
-		line(2, "format: %s", scalar(t.Format))
+		line(2, "device: %s", Scalar(t.Device))
+		line(2, "format: %s", Scalar(t.Format))
 		if t.Context > 0 {
 			line(2, "context: %d", t.Context)
 		}
@@ -90,7 +90,7 @@ func Write(r *recipe.Recipe, header []string) []byte {
 			sort.Strings(keys)
 			line(2, "with:")
 			for _, k := range keys {
-				line(3, "%s: %s", k, scalar(t.With[k]))
+				line(3, "%s: %s", k, Scalar(t.With[k]))
 			}
 		}
 		for _, budget := range []struct {
@@ -126,9 +126,9 @@ func gateDiff(g, base recipe.PerplexityGate) []string {
 	return out
 }
 
-// scalar is v as a YAML flow scalar that reads back as the same value: a
+// Scalar is v as a YAML flow scalar that reads back as the same value: a
 // plain string when YAML keeps it a string, else quoted.
-func scalar(v any) string {
+func Scalar(v any) string {
 	b, err := yaml.Marshal(v)
 	if err != nil {
 		return strconv.Quote(fmt.Sprint(v))
