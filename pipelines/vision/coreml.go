@@ -91,7 +91,7 @@ type CoreMLParams struct {
 	Samples int `json:"samples"`
 	// KeepStem leaves the first convolution float; Activations is
 	// symmetric (coremltools' default) or affine (a zero point). Both
-	// omitempty: the earlier W8A8 steps keep their keys.
+	// omitempty: the fp32 proof step, which takes neither, keeps its key.
 	KeepStem    bool   `json:"keep_stem,omitempty"`
 	Activations string `json:"activations,omitempty"`
 }
@@ -167,7 +167,11 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("%s: %s reported no convolution: not an image classifier's program (see %s)", KindCoreMLConvert, ToolCoreMLConvert, sc.LogPath)
 	}
 	if p.Mode == "int8" {
-		if res.Int8Convs+len(res.KeptFloat) != res.Convs || len(res.KeptFloat) > 1 || (p.KeepStem != (len(res.KeptFloat) == 1)) || res.Quantize == 0 || res.Dequantize == 0 || res.Calibration == 0 {
+		kept := 0 // the stem, when asked: the one convolution allowed to stay float
+		if p.KeepStem {
+			kept = 1
+		}
+		if len(res.KeptFloat) != kept || res.Int8Convs+kept != res.Convs || res.Quantize == 0 || res.Dequantize == 0 || res.Calibration == 0 {
 			return fmt.Errorf("%s: %d of %d convolutions have int8 weights, %d quantize and %d dequantize ops, %d calibration images: not a W8A8 package (see %s)",
 				KindCoreMLConvert, res.Int8Convs, res.Convs, res.Quantize, res.Dequantize, res.Calibration, sc.LogPath)
 		}

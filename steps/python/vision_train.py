@@ -1,6 +1,6 @@
 """Train the built-in vision model: torchvision's MobileNetV3-Small on scikit-learn's digits.
 
-    python vision_train.py --out DIR [--epochs 40]
+    python vision_train.py --out DIR [--epochs 10]
     python vision_train.py --write-splits DIR      # the calibration and test sets as .npz
 
 Reproducible: fixed seeds, torch's deterministic algorithms, one thread, the pinned
@@ -39,7 +39,8 @@ import numpy as np
 import vision_data
 
 SEED = 20261203
-# model.safetensors as the reference build wrote it (x86-64, AVX2 kernels, 98.05% top-1).
+EPOCHS = 10
+# model.safetensors as the reference build wrote it (EPOCHS, x86-64 AVX2 kernels, 98.05% top-1).
 REFERENCE_SHA256 = "3a1c9e6388cac509560be46d842c87b130700a35bdb028269f2c3db6f92b50a2"
 CONFIG = {
     "architecture": "mobilenet_v3_small",
@@ -77,7 +78,7 @@ def accuracy(model, x, y):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=EPOCHS)
     ap.add_argument("--write-splits", metavar="DIR")
     args = ap.parse_args()
     if args.write_splits:
@@ -145,7 +146,7 @@ def main():
         f.write("\n")
     with open(path, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
-    if sha != REFERENCE_SHA256 and args.epochs == 10:
+    if sha != REFERENCE_SHA256 and args.epochs == EPOCHS:
         print(f"vision_train: warning: the weights (sha256 {sha[:12]}) differ from the reference build's "
               f"({REFERENCE_SHA256[:12]}): this CPU trains differently, so accuracies will differ from the README's",
               file=sys.stderr)
