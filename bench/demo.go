@@ -110,8 +110,13 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 		argv := append([]string{e.edgepipe, "run", "--json", "--out", out}, extra...)
 		return command{argv: append(argv, recipe), dir: filepath.Dir(recipe), env: runEnv}
 	}
-	e.logf("demo-overhead: setup run (gives the tool commands)")
-	if _, err := mustSucceed(ctx, edgepipe()); err != nil {
+	// The script replays the commands of a -j 1 run: each step's thread
+	// count is in its argv (llama.cpp's -t), and at -j 2 two steps that
+	// ran side by side got one core each, so a script made from that run
+	// did other work than the -j 1 run it is compared with (one thread
+	// where edgepipe used two).
+	e.logf("demo-overhead: setup run at -j 1 (gives the tool commands)")
+	if _, err := mustSucceed(ctx, edgepipe("-j", "1")); err != nil {
 		return res, demoColdRun{}, err
 	}
 	steps, err := publishedSteps(out)

@@ -385,7 +385,11 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	}
 	tmp, _ = filepath.Abs(tmp)
 	defer c.releaseDir(tmp)
+	// The disk writes the outputs while the CPU hashes them: the fsyncs
+	// below then wait for what is left instead of for all of it.
+	writeback := startWriteback(tmp)
 	td, err := (*digest.Memo)(nil).Tree(tmp)
+	writeback()
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", key, err)
 	}
@@ -421,6 +425,23 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	}
 	rec.Dir = obj
 	return &rec, nil
+}
+
+// startWriteback starts the kernel writing every regular file under dir
+// to disk, in the background; the result waits until every request is
+// made.
+func startWriteback(dir string) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				atomicfile.StartWriteback(p)
+			}
+			return nil
+		})
+	}()
+	return func() { <-done }
 }
 
 // makeDurableReadOnly fsyncs every file and directory under dir and clears

@@ -39,7 +39,8 @@ func MemoryBandwidth(ctx context.Context, size int64, passes int) (Bandwidth, er
 		return Bandwidth{}, errors.New("bandwidth probe needs at least one pass")
 	}
 	readers := runtime.GOMAXPROCS(0)
-	buf := make([]uint64, size/word)
+	buf, free := probeBuffer(size / word)
+	defer free()
 	chunks := split(len(buf), readers)
 	each(chunks, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
