@@ -111,11 +111,10 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 		return command{argv: append(argv, recipe), dir: filepath.Dir(recipe), env: runEnv}
 	}
 	// The script replays the commands of a -j 1 run: each step's thread
-	// count is in its argv (llama.cpp's -t), and at -j 2 two steps that
-	// ran side by side got one core each, so a script made from that run
-	// did other work than the -j 1 run it is compared with (one thread
-	// where edgepipe used two). Forced: a cached step's manifest entry
-	// keeps the argv of whichever run made it, at whatever grant that was.
+	// grant is in its argv (llama.cpp's -t), and a script made from a -j 2
+	// run carried that run's grants, not the -j 1 run's it is compared
+	// with. Forced: a cached step's manifest entry keeps the argv of
+	// whichever run made it, at whatever grant that was.
 	e.logf("demo-overhead: setup run at -j 1 (gives the tool commands)")
 	if _, err := mustSucceed(ctx, edgepipe("--force", "-j", "1")); err != nil {
 		return res, demoColdRun{}, err

@@ -387,7 +387,7 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	defer c.releaseDir(tmp)
 	// The disk writes the outputs while the CPU hashes them: the fsyncs
 	// below then wait for what is left instead of for all of it.
-	writeback := startWriteback(tmp)
+	writeback := startTreeWriteback(tmp)
 	td, err := (*digest.Memo)(nil).Tree(tmp)
 	writeback()
 	if err != nil {
@@ -427,10 +427,10 @@ func (c *Cache) Commit(key, tmp string, rec Entry) (*Entry, error) {
 	return &rec, nil
 }
 
-// startWriteback starts the kernel writing every regular file under dir
+// startTreeWriteback starts the kernel writing every regular file under dir
 // to disk, in the background; the result waits until every request is
 // made.
-func startWriteback(dir string) (wait func()) {
+func startTreeWriteback(dir string) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
