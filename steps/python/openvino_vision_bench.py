@@ -5,11 +5,16 @@
 The input is fixed: --batch images at config.json's input_size and in_channels (NCHW, float32,
 normalized with its mean and std), the same pixels every run. Each of the --warmup + --runs
 runs is one InferRequest.infer of the input already built, timed alone (the caller drops the
-warm-up runs). The compiled model is the one openvino_vision_eval.py gates with: the IR as
-written (its dynamic batch axis kept, not reshaped to --batch, so the graph timed is the graph
-scored), the CPU plugin, f32 inference precision (int8 where FakeQuantize says, f32 rather than
+warm-up runs). The compiled model is the IR openvino_vision_eval.py gates, with its dynamic
+batch axis fixed at --batch (a latency deployment's static shape; the weights and graph are the
+same), the CPU plugin, f32 inference precision (int8 where FakeQuantize says, f32 rather than
 the bf16 an AMX CPU would pick elsewhere) and --threads as INFERENCE_NUM_THREADS. The input is
 shared with the request rather than copied into it, as ONNX Runtime reads a numpy feed in place.
+
+Why the batch is fixed: OpenVINO's CPU plugin (2026.1 to 2026.4.1 at least) dies with SIGSEGV in
+its JIT kernels on the first infer of an INT8 model with a dynamic input dimension at small
+inputs on CPUs with AMX (openvinotoolkit/openvino#37577; a 32x32 digits IR at batch 1 crashes
+every time on an AMX Xeon, and runs once its batch is static or oneDNN is held below AMX).
 
 Prints the bench protocol's JSON line (vision_benchlib.py).
 """
@@ -31,10 +36,10 @@ def main():
     before = vb.rss_bytes()
     props = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": args.threads}
     try:
-        compiled = core.compile_model(core.read_model(args.model), "CPU", props)
+        model = core.read_model(args.model)
     except RuntimeError as e:  # OpenVINO raises RuntimeError for an IR it cannot read or compile
-        vb.fail(TOOL, f"{args.model}: OpenVINO's CPU plugin refused it ({e})")
-    inp = compiled.input(0)
+        vb.fail(TOOL, f"{args.model}: OpenVINO could not read it ({e})")
+    inp = model.input(0)
     declared = inp.get_partial_shape()
     shape = [args.batch, cfg["in_channels"], cfg["input_size"], cfg["input_size"]]
     dims = [d.get_length() if d.is_static else None for d in declared] if declared.rank.is_static else []
@@ -42,6 +47,12 @@ def main():
         vb.fail(TOOL, f"the model's input {inp.any_name} {declared} does not take {shape} (config.json's size)")
     if dims[0] is not None and dims[0] != args.batch:
         vb.fail(TOOL, f"the model's batch is fixed at {dims[0]}: bench it with batch: {dims[0]}")
+    if None in dims:
+        model.reshape({inp.any_name: shape})
+    try:
+        compiled = core.compile_model(model, "CPU", props)
+    except RuntimeError as e:
+        vb.fail(TOOL, f"{args.model}: OpenVINO's CPU plugin refused it ({e})")
     # What the plugin compiled with, in the log: a plugin that lowered the
     # threads or precision asked for would time something else.
     print(f"{TOOL}: compiled with INFERENCE_NUM_THREADS={compiled.get_property('INFERENCE_NUM_THREADS')}, "

@@ -4,8 +4,11 @@
         [--reference REF.npy] [--threads N]
 
 The images are preprocessed with the config.json beside the IR, exactly as vision_eval.py does for
-PyTorch and ONNX Runtime, and run in batches of 64 (the IR keeps the export's dynamic batch axis) on
-the CPU plugin at f32 inference precision: the quantized layers run in int8 as FakeQuantize says,
+PyTorch and ONNX Runtime, and run in batches of 64 (a static batch: the IR's dynamic batch axis is
+fixed at 64, or at the set's size when smaller, and the last batch is filled up with copies of its
+last image whose outputs are dropped; OpenVINO's CPU plugin dies with SIGSEGV on an INT8 IR with a
+dynamic dimension at small batches on CPUs with AMX, openvinotoolkit/openvino#37577: here a digits
+IR crashed at a last batch of 1 or 2 images) on the CPU plugin at f32 inference precision: the quantized layers run in int8 as FakeQuantize says,
 the rest in f32 rather than the bf16 a CPU with AMX would pick, so the score does not depend on this
 host's instruction set more than the int8 kernels do. Predicted classes go to --predictions (int64
 .npy); with --reference (the PyTorch reference's predictions) the share of images where both agree.
@@ -22,6 +25,17 @@ import time
 import numpy as np
 
 import vision_data
+
+
+BATCH = 64
+
+
+def run_padded(compiled, x, batch):
+    """The logits of x, run as one batch of exactly batch images (x's last image repeated)."""
+    n = len(x)
+    if n < batch:
+        x = np.concatenate([x, np.repeat(x[-1:], batch - n, axis=0)])
+    return compiled(x)[0][:n]
 
 
 def main():
@@ -41,14 +55,20 @@ def main():
     props = {"INFERENCE_PRECISION_HINT": "f32"}
     if args.threads > 0:
         props["INFERENCE_NUM_THREADS"] = args.threads
-    compiled = core.compile_model(core.read_model(args.model), "CPU", props)
     x = vision_data.preprocess(images, cfg)
+    if len(x) == 0:
+        raise SystemExit(f"{args.set}: no images to score")
+    batch = min(BATCH, len(x))
+    model = core.read_model(args.model)
+    if model.input(0).get_partial_shape().is_dynamic:
+        model.reshape({model.input(0).any_name: [batch, *x.shape[1:]]})
+    compiled = core.compile_model(model, "CPU", props)
     n_classes = cfg["num_classes"]
     labelled = not vision_data.is_unlabelled(labels)
     if labelled and (labels.min() < 0 or labels.max() >= n_classes):
         raise SystemExit(f"{args.set}: labels run {labels.min()}..{labels.max()}, but the model has {n_classes} classes")
     start = time.perf_counter()
-    out = [compiled(x[i:i + 64])[0] for i in range(0, len(x), 64)]
+    out = [run_padded(compiled, x[i:i + batch], batch) for i in range(0, len(x), batch)]
     seconds = time.perf_counter() - start
     logits = np.concatenate(out)
     if logits.shape != (len(x), n_classes):

@@ -175,3 +175,25 @@ class TestStaticSamePadding(unittest.TestCase):
         self.assertEqual(len(pads), 5)
         self.assertFalse([n.name for n in pads if vision_export.reads_input(g, n.input[1])])
         self.assertTrue(vision_export.reads_input(g, pads[0].input[0]))
+
+
+class TestOpenVINOPaddedBatch(unittest.TestCase):
+    """openvino_vision_eval.run_padded: every call gets exactly the static batch, and the
+    logits kept are the real images' own (the fill images' are dropped)."""
+
+    def test_last_batch_filled_and_dropped(self):
+        import openvino_vision_eval as ove
+
+        seen = []
+
+        def compiled(x):
+            seen.append(x.shape)
+            return [x.reshape(len(x), -1).sum(axis=1, keepdims=True)]
+
+        x = np.arange(5 * 2 * 2, dtype=np.float32).reshape(5, 1, 2, 2)
+        got = ove.run_padded(compiled, x[4:], 3)
+        self.assertEqual(seen, [(3, 1, 2, 2)])
+        np.testing.assert_array_equal(got, x[4:].reshape(1, -1).sum(axis=1, keepdims=True))
+        got = ove.run_padded(compiled, x[:3], 3)
+        self.assertEqual(seen[-1], (3, 1, 2, 2))
+        self.assertEqual(got.shape, (3, 1))
