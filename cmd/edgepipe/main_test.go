@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,8 @@ func TestScripts(t *testing.T) {
 			// A run that would install a toolchain fails at once here
 			// instead of downloading from PyPI: the fast tier has no network.
 			env.Setenv("EDGEPIPE_PYPI_INDEX", "http://127.0.0.1:9/simple")
+			// A step that can use two threads gets this many on this machine.
+			env.Setenv("THREADS_UP_TO_2", strconv.Itoa(min(2, runtime.NumCPU())))
 			env.Values[registryKey{}] = &registryHolder{}
 			env.Values[seaweedKey{}] = &seaweedHolder{}
 			return nil

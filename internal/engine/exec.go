@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -221,7 +222,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 			}})
 	}
 	dres, runErr := dag.Run(ctx, nodes, dag.Options{
-		Jobs: e.opt.Jobs, MemoryMB: e.opt.MaxMemoryMB, KeepGoing: e.opt.KeepGoing,
+		Jobs: e.opt.Jobs, Cores: coreBudget(e.opt.Jobs), MemoryMB: e.opt.MaxMemoryMB, KeepGoing: e.opt.KeepGoing,
 		OnEvent: func(ev dag.Event) {
 			// Every canceled node, running or not, is reported here once.
 			if ev.Type == "finished" && ev.Status == dag.Status("canceled") {
@@ -449,6 +450,18 @@ func (e *Engine) key(ctx context.Context, s *plan.Step) (string, []*tools.Tool, 
 	e.keys[s.ID] = key
 	e.mu.Unlock()
 	return key, tools, nil
+}
+
+// coreBudget is the cores the steps share: every core of this machine,
+// whatever -j says. -j bounds how many steps run at once, not how many
+// threads they may use: with the budget left at -j, `-j 1` on two cores
+// granted every step one thread (llama.cpp's -t 1, torch on one core) and
+// left the other core idle, and `-j 4` on 64 cores ran four one-thread
+// steps. A -j above the core count still oversubscribes, as asked (and
+// the steps a dispatcher places on other machines are not bound by this
+// one's cores).
+func coreBudget(jobs int) int {
+	return max(runtime.NumCPU(), jobs)
 }
 
 // runStep runs one cacheable step: a cache hit is used as is; otherwise the

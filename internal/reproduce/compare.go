@@ -6,6 +6,7 @@ package reproduce
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -245,9 +246,16 @@ func CacheRoot(steps []manifest.Step) string {
 	return ""
 }
 
+// threadFlags are the flags whose value is the scheduler's thread grant
+// (llama.cpp's -t, the helpers' --threads). The grant depends on -j, the
+// machine's cores and what ran beside the step; it is recorded in the step's
+// result, never in its key, so a rebuild at another grant is the same build.
+var threadFlags = map[string]bool{"-t": true, "--threads": true, "-tb": true, "--threads-batch": true}
+
 // NormalizeArgv rewrites cache paths so that two runs in different caches
 // compare equal when they ran the same commands: each of roots becomes
-// $CACHE, keys become KEY.
+// $CACHE, keys become KEY, and a thread count given to a thread flag
+// becomes $THREADS.
 func NormalizeArgv(argv [][]string, roots ...string) [][]string {
 	out := make([][]string, len(argv))
 	for i, cmd := range argv {
@@ -261,10 +269,43 @@ func NormalizeArgv(argv [][]string, roots ...string) [][]string {
 			a = keyedPath.ReplaceAllString(a, "/$1/KEY")
 			a = scratchPath.ReplaceAllString(a, "/tmp/scratch")
 			a = helpersPath.ReplaceAllString(a, "/toolchains/helpers/")
+			if isThreadGrant(cmd, j) {
+				a = "$THREADS"
+			}
 			out[i][j] = a
 		}
 	}
 	return out
+}
+
+// quantType is a llama-quantize type name (Q8_0, Q4_K_M, F16, IQ2_XS).
+var quantType = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+
+// isThreadGrant reports whether cmd[j] is the thread count edgepipe gave
+// the tool: a thread flag's value, or llama-quantize's optional last
+// positional argument (`llama-quantize [options] IN OUT TYPE [NTHREADS]`).
+func isThreadGrant(cmd []string, j int) bool {
+	if j == 0 || !isCount(cmd[j]) {
+		return false
+	}
+	if threadFlags[cmd[j-1]] {
+		return true
+	}
+	return j == len(cmd)-1 && j >= 4 && filepath.Base(cmd[0]) == "llama-quantize" && quantType.MatchString(cmd[j-1])
+}
+
+// isCount reports whether s is a non-negative decimal integer (a thread
+// count, not -t's other uses such as qnn-model-lib-generator's target).
+func isCount(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ArgvDifference describes the first difference between two steps'

@@ -155,3 +155,33 @@ func TestArgvNormalization(t *testing.T) {
 		t.Error("no argv, no root")
 	}
 }
+
+// The thread grant is the scheduler's, not the build's: a rebuild at another
+// -j runs the same command. A flag named alike that takes no count (qnn's
+// -t TARGET) and any other argument still count.
+func TestNormalizeArgvThreadGrant(t *testing.T) {
+	then := [][]string{{"llama-perplexity", "-m", "m.gguf", "-t", "2"}, {"python", "x.py", "--threads", "2", "--runs", "2"}}
+	now := [][]string{{"llama-perplexity", "-m", "m.gguf", "-t", "1"}, {"python", "x.py", "--threads", "1", "--runs", "2"}}
+	if d := ArgvDifference(NormalizeArgv(then), NormalizeArgv(now)); d != "" {
+		t.Errorf("a grant of 1 thread against 2 counts as another command: %s", d)
+	}
+	now[1][5] = "3"
+	if d := ArgvDifference(NormalizeArgv(then), NormalizeArgv(now)); !strings.Contains(d, `argument 5: "2" then, "3" now`) {
+		t.Errorf("--runs 2 against 3: ArgvDifference = %q", d)
+	}
+	// llama-quantize takes its threads as an optional last positional.
+	q1 := [][]string{{"/tc/bin/llama-quantize", "in.gguf", "out.gguf", "Q8_0", "2"}}
+	q2 := [][]string{{"/tc/bin/llama-quantize", "in.gguf", "out.gguf", "Q8_0", "1"}}
+	if d := ArgvDifference(NormalizeArgv(q1), NormalizeArgv(q2)); d != "" {
+		t.Errorf("llama-quantize at another grant counts as another command: %s", d)
+	}
+	q2[0][3] = "Q4_0"
+	if d := ArgvDifference(NormalizeArgv(q1), NormalizeArgv(q2)); !strings.Contains(d, `argument 3: "Q8_0" then, "Q4_0" now`) {
+		t.Errorf("another quantization type: ArgvDifference = %q", d)
+	}
+	a := [][]string{{"qnn-model-lib-generator", "-t", "x86_64-linux-clang"}}
+	b := [][]string{{"qnn-model-lib-generator", "-t", "aarch64-android"}}
+	if d := ArgvDifference(NormalizeArgv(a), NormalizeArgv(b)); d == "" {
+		t.Error("-t with another target normalized away")
+	}
+}
