@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +170,10 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	res.add("edgepipe_j2_s", t2)
 	res.add("shell_s", ts)
 	res.add("ratio_j2", t2.Seconds()/ts.Seconds())
+	// Each pair ran back to back, so their ratios show how far the tools'
+	// own spread moves the median ratio.
+	res.add("j1_runs_s", joinSeconds(j1))
+	res.add("shell_runs_s", joinSeconds(sh))
 	// edgepipe's own share at -j 1, by part (the overhead event's sums).
 	for _, k := range slices.Sorted(maps.Keys(phases)) {
 		res.add("j1_"+k, medianFloat(phases[k]))
@@ -341,6 +346,15 @@ func overheadPhases(stdout []byte) (map[string]float64, error) {
 		}
 	}
 	return nil, fmt.Errorf("edgepipe run --json printed no %s event", event.Overhead)
+}
+
+// joinSeconds writes durations as "168/171/160" (seconds, in run order).
+func joinSeconds(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = strconv.FormatFloat(d.Seconds(), 'f', 1, 64)
+	}
+	return strings.Join(parts, "/")
 }
 
 func medianFloat(xs []float64) float64 {
