@@ -33,10 +33,7 @@ func TestRealEfficientNet(t *testing.T) {
 	// --force: every step runs its real tool again; exit 3: a gate failed.
 	// iphone-int8 (coreml-int8) is left out: CI does not install its
 	// coreml-vision toolchain (README).
-	cmd := exec.Command(filepath.Join(binDir(t), "edgepipe"), "run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, src)
-	cmd.Dir = work
-	cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+userCache(t), "EDGEPIPE_TOOL_PATH=")
-	log, err := cmd.CombinedOutput()
+	log, err := realCommand(t, work, "run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, src).CombinedOutput()
 	t.Logf("edgepipe run vision-efficientnet.yaml:\n%s", log)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {

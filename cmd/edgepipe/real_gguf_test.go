@@ -128,20 +128,26 @@ func realEdgepipe(t *testing.T, installs string) (run func(args ...string) []byt
 	if os.Getenv("EDGEPIPE_REAL") != "1" {
 		t.Skipf("real tier: set EDGEPIPE_REAL=1 (%s)", installs)
 	}
-	cache := userCache(t)
-	bin := binDir(t)
 	work = t.TempDir()
 	return func(args ...string) []byte {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, "edgepipe"), args...)
-		cmd.Dir = work
-		cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+cache, "EDGEPIPE_TOOL_PATH=")
-		out, err := cmd.CombinedOutput()
+		out, err := realCommand(t, work, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("edgepipe %v: %v\n%s", args, err, out)
 		}
 		return out
 	}, work
+}
+
+// realCommand is edgepipe run in work on the real tools (no stand-in on
+// PATH or EDGEPIPE_TOOL_PATH) with the user's cache, where the real tier
+// keeps its toolchains.
+func realCommand(t *testing.T, work string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir(t), "edgepipe"), args...)
+	cmd.Dir = work
+	cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+userCache(t), "EDGEPIPE_TOOL_PATH=")
+	return cmd
 }
 
 // withoutStandinPath drops from PATH the folders that hold stand-in tools:

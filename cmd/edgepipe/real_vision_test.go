@@ -32,7 +32,7 @@ func TestRealVision(t *testing.T) {
 	// cached, it is the toolchain's, not a step's.
 	// iphone-int8 (coreml-int8) is left out: CI does not install its
 	// coreml-vision toolchain (README), so it has no real-tier test yet.
-	log := runGated(t, "run", "--force", "--keep-going", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, recipe)
+	log := runGated(t, work, "run", "--force", "--keep-going", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, recipe)
 	t.Logf("edgepipe run vision-digits.yaml:\n%s", log)
 	// The README's figures are the reference build's. A host whose kernels
 	// train other weights (an AMX Xeon wrote sha256 1a0bf422...) gets another
@@ -148,12 +148,9 @@ func builtinIsReferenceBuild(t *testing.T, dir string) bool {
 // runGated runs edgepipe in the real tier and returns its output; exit 3
 // (a target failed its quality gate, the others published) is accepted
 // here and judged by failedItsGate.
-func runGated(t *testing.T, args ...string) string {
+func runGated(t *testing.T, work string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir(t), "edgepipe"), args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(withoutStandinPath(os.Environ()), "EDGEPIPE_CACHE="+userCache(t), "EDGEPIPE_TOOL_PATH=")
-	out, err := cmd.CombinedOutput()
+	out, err := realCommand(t, work, args...).CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) {
 		t.Fatalf("edgepipe %v: %v\n%s", args, err, out)

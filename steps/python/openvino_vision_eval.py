@@ -4,14 +4,16 @@
         [--reference REF.npy] [--threads N]
 
 The images are preprocessed with the config.json beside the IR, exactly as vision_eval.py does for
-PyTorch and ONNX Runtime, and run in batches of 64 (a static batch: the IR's dynamic batch axis is
-fixed at 64, or at the set's size when smaller, and the last batch is filled up with copies of its
-last image whose outputs are dropped; OpenVINO's CPU plugin dies with SIGSEGV on an INT8 IR with a
-dynamic dimension at small batches on CPUs with AMX, openvinotoolkit/openvino#37577: here a digits
-IR crashed at a last batch of 1 or 2 images) on the CPU plugin at f32 inference precision: the quantized layers run in int8 as FakeQuantize says,
-the rest in f32 rather than the bf16 a CPU with AMX would pick, so the score does not depend on this
-host's instruction set more than the int8 kernels do. Predicted classes go to --predictions (int64
+PyTorch and ONNX Runtime, and run in static batches of 64 on the CPU plugin at f32 inference
+precision: the quantized layers run in int8 as FakeQuantize says, the rest in f32 rather than the
+bf16 a CPU with AMX would pick, so the score does not depend on this host's instruction set more
+than the int8 kernels do. Predicted classes go to --predictions (int64
 .npy); with --reference (the PyTorch reference's predictions) the share of images where both agree.
+
+Why the batch is static: the IR's dynamic batch axis is fixed at 64 (or at the set's size when
+smaller) and the last batch is filled up with copies of its last image, whose outputs are dropped.
+OpenVINO's CPU plugin dies with SIGSEGV on an INT8 IR with a dynamic dimension at small batches on
+CPUs with AMX (openvinotoolkit/openvino#37577): here a digits IR crashed at a last batch of 1 or 2.
 
 On an unlabelled set (every label -1) "top1" is null, "labelled" false, and agreement is the measure.
 
