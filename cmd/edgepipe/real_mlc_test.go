@@ -85,6 +85,11 @@ targets:
 		if !strings.Contains(kinds["mlc-native-convert"], "native: edgepipe's mlc_native.py (not mlc_llm)") {
 			t.Errorf("%s: the manifest does not name the native backend: %q", tc.target, kinds["mlc-native-convert"])
 		}
+		// The default rounding is GPTQ with the attention sink weighted; the
+		// stand-in would say it rounded to nearest.
+		if !strings.Contains(kinds["mlc-native-convert"], "rounding: gptq: ") || !strings.Contains(kinds["mlc-native-convert"], "(the attention sink) 20%") {
+			t.Errorf("%s: the converter did not round by GPTQ with the sink weighted: %q", tc.target, kinds["mlc-native-convert"])
+		}
 		if !strings.Contains(kinds["mlc-webgpu-check"], "swiftshader") || !strings.Contains(kinds["mlc-webgpu-check"], "shader_f16: false") {
 			t.Errorf("%s: the WebGPU adapter is not recorded: %q", tc.target, kinds["mlc-webgpu-check"])
 		}

@@ -78,11 +78,16 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 	}
 	st := &plan.Step{ID: id, Kind: "mlc-native-convert", Needs: []string{plan.SourceStepID}, Params: p}
 	if p.Scales == ScalesImatrix {
-		p.Rounding = plan.Or(opts.Rounding, RoundingGPTQEmbedding)
-		if p.Rounding != RoundingGPTQEmbedding {
+		p.AWQ = plan.Or(opts.AWQ, false)
+		// GPTQ's error feedback and AWQ's rescaling are alternatives: awq
+		// alone rounds the tied embedding by GPTQ and the rest to nearest.
+		p.Rounding = plan.Or(opts.Rounding, RoundingGPTQ)
+		if p.AWQ && opts.Rounding == nil {
+			p.Rounding = RoundingGPTQEmbedding
+		}
+		if p.Rounding != RoundingGPTQ {
 			st.ID += "+rounding=" + p.Rounding
 		}
-		p.AWQ = p.Rounding != RoundingGPTQ && plan.Or(opts.AWQ, false)
 		if p.AWQ {
 			st.ID += "+awq"
 		}

@@ -54,8 +54,8 @@ type WeightParams struct {
 	// Scales is the native converter's scale choice (ScalesMSE or
 	// ScalesMLC); empty for mlc_llm's convert_weight.
 	Scales string `json:"scales,omitempty"`
-	// Rounding is RoundingGPTQEmbedding, RoundingGPTQ or RoundingRTN with
-	// imatrix scales.
+	// Rounding is RoundingGPTQ (the default), RoundingGPTQEmbedding or
+	// RoundingRTN with imatrix scales.
 	Rounding string `json:"rounding,omitempty"`
 	// AWQ: the native converter rescales input columns by their
 	// activations before quantizing (imatrix scales with rtn only).

@@ -80,6 +80,8 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 		TotalParams int64   `json:"total_params"`
 		Torch       string  `json:"torch"`
 		EmbRounding string  `json:"embedding_rounding"`
+		LinRounding string  `json:"linear_rounding"`
+		SinkShare   float64 `json:"sink_share"`
 		AWQ         map[string]struct {
 			MeanAlpha      float64 `json:"mean_alpha"`
 			OutputError    float64 `json:"output_error"`
@@ -97,7 +99,12 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("scales", scalesFact(p.Scales))
 	switch p.Rounding {
 	case RoundingGPTQ:
-		sc.Result.SetFact("rounding", "gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up")
+		if res.LinRounding == "gptq" {
+			sc.Result.SetFact("rounding", fmt.Sprintf("gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up; q/k/v's Hessian gives each calibration window's first token (the attention sink) %.0f%% of its weight; the embedding rounded %s", 100*res.SinkShare, res.EmbRounding))
+			sc.Result.SetMetric("sink_share", res.SinkShare)
+		} else {
+			sc.Result.SetFact("rounding", "gptq asked, every weight to its nearest code: the linear layers were rounded "+res.LinRounding)
+		}
 	case RoundingGPTQEmbedding:
 		if res.EmbRounding == "gptq" {
 			sc.Result.SetFact("rounding", "gptq-embedding: the tied embedding rounded by GPTQ through the output projection's calibration Hessian, the linear layers to their nearest code")

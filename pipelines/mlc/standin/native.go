@@ -99,7 +99,7 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return err
 		}
-		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "rounding": flags["--rounding"], "embedding_rounding": "rtn (stand-in: no forward pass, so no Hessian)", "calibration_tokens": calibTokens, "shards": len(c.Records),
+		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "rounding": flags["--rounding"], "embedding_rounding": "rtn (stand-in: no forward pass, so no Hessian)", "linear_rounding": "rtn (stand-in: no forward pass, so no Hessian)", "calibration_tokens": calibTokens, "shards": len(c.Records),
 			"params": c.Metadata.ParamSize, "bits_per_param": c.Metadata.BitsPerParam, "torch": "stand-in"})
 	case "gen-config":
 		f := map[string]string{"--quantization": q, "--conv-template": flags["--conv-template"],

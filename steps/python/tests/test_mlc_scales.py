@@ -124,3 +124,36 @@ class AWQRescaling(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SinkWeight(unittest.TestCase):
+    """GPTQ spreads each column's rounding error over the columns after it, weighed by X^T X, in
+    which a rare token counts once. Weighing the first token (mlc_native.weigh_sink) must keep
+    that token's output closer, at little cost to the others'."""
+
+    def test_share_of_trace(self):
+        x = torch.randn(64, 16, generator=torch.Generator().manual_seed(3))
+        h, h0 = x.T @ x / 64, x[:1].T @ x[:1]
+        weighted = mlc_native.weigh_sink(h, h0, 0.2)
+        self.assertAlmostEqual(float((weighted - h).trace() / weighted.trace()), 0.2, places=5)
+        self.assertTrue(torch.equal(mlc_native.weigh_sink(h, h0, 0.0), h))
+
+    def test_weighted_sink_keeps_its_output(self):
+        totals = {"plain": [0.0, 0.0], "weighted": [0.0, 0.0]}  # sink, the rest per token
+        for seed in range(5):
+            g = torch.Generator().manual_seed(seed)
+            w = (torch.randn(48, 64, generator=g) * 0.05).to(torch.float16).float()
+            rest = torch.randn(511, 64, generator=g)
+            rest[:, -8:] *= 0.02  # the usual tokens barely use the last 8 columns,
+            sink = torch.zeros(1, 64)
+            sink[0, -8:] = 3.0  # where the first token lives and GPTQ puts its error
+            x = torch.cat([sink, rest])
+            h = x.T @ x / len(x)
+            for name, hess in (("plain", h), ("weighted", mlc_native.weigh_sink(h, sink.T @ sink, 0.2))):
+                codes, scales = mlc_native.gptq_quantize(w, hess, torch.float16, torch)
+                d = (codes * scales.unsqueeze(-1)).reshape(w.shape) - w
+                totals[name][0] += float(((sink @ d.T) ** 2).sum())
+                totals[name][1] += float(((rest @ d.T) ** 2).sum()) / len(rest)
+        (plain_sink, plain_rest), (w_sink, w_rest) = totals["plain"], totals["weighted"]
+        self.assertLess(w_sink, 0.9 * plain_sink, f"sink output error {w_sink} weighted, {plain_sink} plain")
+        self.assertLess(w_rest, 1.1 * plain_rest, f"the other tokens' error {w_rest} weighted, {plain_rest} plain")
