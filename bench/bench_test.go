@@ -358,7 +358,7 @@ func TestShellPeerReproducesEdgepipeOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := filepath.Join(dir, "peer")
-	script, err := shellScript(steps, peer)
+	script, err := shellScript(steps, peer, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +368,16 @@ func TestShellPeerReproducesEdgepipeOutputs(t *testing.T) {
 	}
 	if _, err := mustSucceed(context.Background(), command{argv: []string{"sh", scriptPath}, dir: dir}); err != nil {
 		t.Fatalf("%v\nscript:\n%s", err, script)
+	}
+	// Each step that ran a command is timed.
+	times, err := readPeerTimes(filepath.Join(peer, peerTimesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if len(s.Argv) > 0 && !(times[s.ID] > 0) {
+			t.Errorf("step %s: no time in the peer's %s: %v", s.ID, peerTimesFile, times)
+		}
 	}
 	compared := 0
 	for _, s := range steps {

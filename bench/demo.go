@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -124,7 +125,7 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	if err != nil {
 		return res, demoColdRun{}, err
 	}
-	script, err := shellScript(steps, filepath.Join(dir, "peer"))
+	script, err := shellScript(steps, filepath.Join(dir, "peer"), e.peerPassive)
 	if err != nil {
 		return res, demoColdRun{}, err
 	}
@@ -137,6 +138,7 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	e.logf("demo-overhead: timing %d cold runs of each side", e.slowReps)
 	var j1, j2, sh []time.Duration
 	phases := map[string][]float64{}
+	gaps := map[string][]float64{} // per step: edgepipe's step time minus the script's commands
 	for range e.slowReps {
 		m, err := mustSucceed(ctx, edgepipe("--force", "-j", "1"))
 		if err != nil {
@@ -151,10 +153,23 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 		for k, v := range ph {
 			phases[k] = append(phases[k], v)
 		}
+		stepTimes, err := finishedSteps(m.stdout)
+		if err != nil {
+			return res, demoColdRun{}, err
+		}
 		if m, err = mustSucceed(ctx, shell); err != nil {
 			return res, demoColdRun{}, fmt.Errorf("the shell peer failed: %w", err)
 		}
 		sh = append(sh, m.wall)
+		peerTimes, err := readPeerTimes(filepath.Join(dir, "peer", peerTimesFile))
+		if err != nil {
+			return res, demoColdRun{}, err
+		}
+		for id, t := range peerTimes {
+			if et, ok := stepTimes[id]; ok {
+				gaps[id] = append(gaps[id], et-t)
+			}
+		}
 		if m, err = mustSucceed(ctx, edgepipe("--force", "-j", "2")); err != nil {
 			return res, demoColdRun{}, err
 		}
@@ -174,6 +189,12 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	// own spread moves the median ratio.
 	res.add("j1_runs_s", joinSeconds(j1))
 	res.add("shell_runs_s", joinSeconds(sh))
+	if e.peerPassive {
+		res.add("peer_env", "OMP_WAIT_POLICY=PASSIVE")
+	}
+	// Where the -j 1 run's extra time is: each step's median gap (its
+	// output hashing included), largest first.
+	res.add("j1_step_gaps_s", formatGaps(gaps))
 	// edgepipe's own share at -j 1, by part (the overhead event's sums).
 	for _, k := range slices.Sorted(maps.Keys(phases)) {
 		res.add("j1_"+k, medianFloat(phases[k]))
@@ -286,7 +307,13 @@ var (
 // cache paths are moved under peer/<key>, so the script writes its own
 // outputs and reads those of its earlier steps; inputs that no step of the
 // script produced (the fetched model) are read where edgepipe keeps them.
-func shellScript(steps []manifest.Step, peer string) (string, error) {
+//
+// Each step's commands are timed into peer/times.txt (step id, nanoseconds).
+// passive exports OMP_WAIT_POLICY=PASSIVE, the wait policy edgepipe gives
+// its tools (steps.ThreadEnv), so the two sides differ in nothing else a
+// tool reads but the thread counts, which edgepipe's grant sets to the
+// cores a -j 1 step gets anyway.
+func shellScript(steps []manifest.Step, peer string, passive bool) (string, error) {
 	produced := map[string]bool{}
 	for _, s := range steps {
 		if s.CacheKey != "" {
@@ -295,12 +322,20 @@ func shellScript(steps []manifest.Step, peer string) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# The tool commands of an edgepipe run, in sequence (written by the benchmark).\nset -e\n")
+	if passive {
+		b.WriteString("export OMP_WAIT_POLICY=PASSIVE\n")
+	}
 	fmt.Fprintf(&b, "rm -rf %s\nmkdir -p %s\n", shQuote(peer), shQuote(filepath.Join(peer, "logs")))
+	times := shQuote(filepath.Join(peer, peerTimesFile))
 	for key := range produced {
 		fmt.Fprintf(&b, "mkdir -p %s\n", shQuote(filepath.Join(peer, key)))
 	}
 	for _, s := range steps {
 		logFile := filepath.Join(peer, "logs", strings.NewReplacer(":", "_", "/", "_").Replace(s.ID)+".log")
+		if len(s.Argv) == 0 {
+			continue
+		}
+		b.WriteString("t0=$(date +%s%N)\n")
 		for _, argv := range s.Argv {
 			var words []string
 			for _, a := range argv {
@@ -308,6 +343,7 @@ func shellScript(steps []manifest.Step, peer string) (string, error) {
 			}
 			fmt.Fprintf(&b, "%s >>%s 2>&1\n", strings.Join(words, " "), shQuote(logFile))
 		}
+		fmt.Fprintf(&b, "echo %s $(($(date +%%s%%N) - t0)) >>%s\n", shQuote(s.ID), times)
 	}
 	return b.String(), nil
 }
@@ -364,4 +400,59 @@ func medianFloat(xs []float64) float64 {
 		return 0
 	}
 	return s[len(s)/2]
+}
+
+// peerTimesFile is where the shell peer writes each step's time.
+const peerTimesFile = "times.txt"
+
+// readPeerTimes reads the shell peer's "STEP NANOSECONDS" lines, in seconds.
+func readPeerTimes(path string) (map[string]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the shell peer's step times: %w", err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		id, ns, ok := strings.Cut(line, " ")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s: a line that is not STEP NANOSECONDS: %q", path, line)
+		}
+		out[id] += float64(n) / 1e9
+	}
+	return out, nil
+}
+
+// finishedSteps are the seconds of each step a `run --json` ran.
+func finishedSteps(stdout []byte) (map[string]float64, error) {
+	evs, err := events(stdout)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, ev := range evs {
+		if ev.Type == event.Finished {
+			out[ev.Step] = ev.Seconds
+		}
+	}
+	return out, nil
+}
+
+// formatGaps writes each step's median gap as "step:+1.23", the largest
+// gap first.
+func formatGaps(gaps map[string][]float64) string {
+	type gap struct {
+		step string
+		s    float64
+	}
+	var all []gap
+	for step, g := range gaps {
+		all = append(all, gap{step, medianFloat(g)})
+	}
+	slices.SortFunc(all, func(a, b gap) int { return cmp.Compare(b.s, a.s) })
+	parts := make([]string, len(all))
+	for i, g := range all {
+		parts[i] = fmt.Sprintf("%s:%+.2f", g.step, g.s)
+	}
+	return strings.Join(parts, ",")
 }
