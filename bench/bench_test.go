@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgepipe/edgepipe/bench/shellpeer"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/standins" // every family's stand-ins
@@ -195,24 +196,6 @@ func TestParseNsPerOp(t *testing.T) {
 	}
 }
 
-func TestRewriteCachePath(t *testing.T) {
-	key := strings.Repeat("ab", 32)
-	other := strings.Repeat("cd", 32)
-	produced := map[string]bool{key: true}
-	for in, want := range map[string]string{
-		"/c/tmp/" + key + ".123.456/model-f16.gguf": "/peer/" + key + "/model-f16.gguf",
-		"--outfile=/c/tmp/" + key + ".1.2/out.gguf": "--outfile=/peer/" + key + "/out.gguf",
-		"/c/objects/" + key + "/model-f16.gguf":     "/peer/" + key + "/model-f16.gguf",
-		"/c/objects/" + other + "/config.json":      "/c/objects/" + other + "/config.json", // not made by the script
-		"/tmp/notakey/file":                         "/tmp/notakey/file",
-		"-c":                                        "-c",
-	} {
-		if got := rewriteCachePath(in, "/peer", produced); got != want {
-			t.Errorf("rewrite %s = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // The integration tests below run the real edgepipe on the stand-in tools.
 
 var (
@@ -358,7 +341,7 @@ func TestShellPeerReproducesEdgepipeOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := filepath.Join(dir, "peer")
-	script, err := shellScript(steps, peer, false)
+	script, err := shellpeer.Script(steps, peer, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,13 +353,13 @@ func TestShellPeerReproducesEdgepipeOutputs(t *testing.T) {
 		t.Fatalf("%v\nscript:\n%s", err, script)
 	}
 	// Each step that ran a command is timed.
-	times, err := readPeerTimes(filepath.Join(peer, peerTimesFile))
+	times, err := shellpeer.ReadTimes(filepath.Join(peer, shellpeer.TimesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
 		if len(s.Argv) > 0 && !(times[s.ID] > 0) {
-			t.Errorf("step %s: no time in the peer's %s: %v", s.ID, peerTimesFile, times)
+			t.Errorf("step %s: no time in the peer's %s: %v", s.ID, shellpeer.TimesFile, times)
 		}
 	}
 	compared := 0

@@ -92,8 +92,8 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 			st.ID += "+awq"
 		}
 		p.CalibContext = t.Quality.Perplexity.Context
-		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks)
-		if p.CalibChunks != DefaultCalibrationChunks {
+		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks(p.CalibContext))
+		if p.CalibChunks != DefaultCalibrationChunks(p.CalibContext) {
 			st.ID += fmt.Sprintf("+calib=%d", p.CalibChunks)
 		}
 		st.Data = plan.CalibrationData(r)

@@ -71,9 +71,9 @@ type Options struct {
 	ConvTemplate      *string `yaml:"conv_template" doc:"The conversation template mlc-chat-config.json names (default chatml)."`
 	Compile           bool    `yaml:"compile" doc:"Also compile the WebGPU model library (mlc_llm compile --device webgpu; needs the MLC TVM toolchain and emscripten)."`
 	Scales            *string `yaml:"scales" enum:"imatrix,mse,mlc" doc:"How the native converter chooses each group's scale: imatrix (default: the scale with the least squared error, each input column weighted by its mean squared activation on the recipe's calibration text, as llama.cpp's importance matrix does), mse (the same, unweighted; no calibration) or mlc (mlc_llm's max_abs / 7, byte-identical to mlc_llm). All decode the same way in every MLC runtime; backend: mlc-llm always uses mlc."`
-	Rounding          *string `yaml:"rounding" enum:"gptq,gptq-embedding,rtn" doc:"How the native converter rounds weights to codes with scales: imatrix: gptq (default: GPTQ's error feedback for every layer and the tied embedding, column by column through the inverse of the calibration activations' Hessian, X^T X; q/k/v's Hessian gives each calibration window's first token, the attention sink, a fifth of its weight), gptq-embedding (GPTQ for the tied embedding only, the linear layers to their nearest code; the default with awq: true) or rtn (every weight to its nearest code). Measured on the built-in model, 49 x 512 tokens: gptq +1.49, gptq-embedding +2.88, rtn +3.30; GPTQ without the sink's weight scored +3.60 on 16 x 512 tokens, worse than rtn."`
+	Rounding          *string `yaml:"rounding" enum:"gptq,gptq-embedding,rtn" doc:"How the native converter rounds weights to codes with scales: imatrix: gptq (default: GPTQ's error feedback for every layer and the tied embedding, column by column through the inverse of the calibration activations' Hessian, X^T X; q/k/v's Hessian gives each calibration window's first token, the attention sink, a fifth of its weight; columns in act order with static group scales), gptq-embedding (GPTQ for the tied embedding only, the linear layers to their nearest code; the default with awq: true) or rtn (every weight to its nearest code). Measured on the built-in model, 49 x 512 tokens (q4f16_1): gptq +1.40, gptq-embedding +2.88, rtn +3.30; GPTQ without the sink's weight scored +3.60 on 16 x 512 tokens, worse than rtn."`
 	AWQ               *bool   `yaml:"awq" doc:"With scales: imatrix and rounding: rtn or gptq-embedding (awq: true alone takes gptq-embedding), rescale each linear layer's input columns by their calibration activations before quantizing (AWQ), folded into the norm or the rows that produce that input so the float model is unchanged; the exponent of the scale is searched per layer for the least output error (default false: on the built-in model it cut every layer kind's output error, 5x on down_proj, but perplexity by only 0.08 on browser.yaml's 49 chunks, and on 16 chunks it scored 0.25 worse, while the conversion took 5x longer)."`
-	CalibrationChunks *int    `yaml:"calibration_chunks" min:"1" doc:"With scales: imatrix, how many windows of the gate's context are taken from the calibration text (default 32)."`
+	CalibrationChunks *int    `yaml:"calibration_chunks" min:"1" doc:"With scales: imatrix, how many windows of the gate's context are taken from the calibration text (default: 16,384 tokens' worth, 32 windows of 512 or 64 of 256, as many as the text has at most; GPTQ's Hessians need that many tokens whatever the context: 32 windows of 256 scored +2.15 on q4f32_1 where 64 scored +1.56)."`
 	WebGPUCheck       *bool   `yaml:"webgpu_check" doc:"Decode the published shards in headless Chromium on WebGPU and require the gate's weights bit for bit (default true; needs Debian's chromium)."`
 }
 
@@ -92,9 +92,16 @@ const (
 	RoundingRTN           = "rtn"
 )
 
-// DefaultCalibrationChunks is how many calibration windows the imatrix
-// pass reads.
-const DefaultCalibrationChunks = 32
+// DefaultCalibrationTokens is how many calibration tokens the imatrix
+// pass reads unless calibration_chunks says otherwise: a Hessian of the
+// 1,536-wide MLP input needs several times that many tokens to generalise.
+const DefaultCalibrationTokens = 16384
+
+// DefaultCalibrationChunks is the windows of ctx tokens that hold
+// DefaultCalibrationTokens.
+func DefaultCalibrationChunks(ctx int) int {
+	return max(1, (DefaultCalibrationTokens+ctx-1)/max(ctx, 1))
+}
 
 // CheckOptions refuses scales: with backend mlc-llm, whose convert_weight
 // has no such choice, rather than silently publishing mlc_llm's scales.

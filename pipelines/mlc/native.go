@@ -44,10 +44,12 @@ func (mlcNativeConvert) Version() int       { return 1 }
 func (mlcNativeConvert) NewParams() any     { return &WeightParams{} }
 func (mlcNativeConvert) Tools(any) []string { return []string{ToolNative} }
 func (mlcNativeConvert) Resources(any) steps.Resources {
-	// The fp32 checkpoint, its float16 copy and one fused tensor at a time.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
-	return steps.Resources{Cores: 1, MemoryMB: 800, ModelFactor: 2}
+	// The fp32 checkpoint, its float16 copy, one fused tensor at a time and,
+	// with GPTQ rounding (the default), every linear layer's Hessian: peak
+	// RSS 2.16-2.44 GiB on SmolLM2 (2026-12-06, 518 MiB of weights), +5%;
+	// the split between the fixed part and the model's is assumed (BENCH
+	// memory-plan).
+	return steps.Resources{Cores: 1, MemoryMB: 1500, ModelFactor: 2}
 }
 
 func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
@@ -100,7 +102,7 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	switch p.Rounding {
 	case RoundingGPTQ:
 		if res.LinRounding == "gptq" {
-			sc.Result.SetFact("rounding", fmt.Sprintf("gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), scales searched per group as they come up; q/k/v's Hessian gives each calibration window's first token (the attention sink) %.0f%% of its weight; the embedding rounded %s", 100*res.SinkShare, res.EmbRounding))
+			sc.Result.SetFact("rounding", fmt.Sprintf("gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), the columns in act order with every group's scale searched up front; q/k/v's Hessian gives each calibration window's first token (the attention sink) %.0f%% of its weight; the embedding rounded %s", 100*res.SinkShare, res.EmbRounding))
 			sc.Result.SetMetric("sink_share", res.SinkShare)
 		} else {
 			sc.Result.SetFact("rounding", "gptq asked, every weight to its nearest code: the linear layers were rounded "+res.LinRounding)

@@ -195,7 +195,8 @@ def quantize(w, torch, scales="mlc", importance=None):
         if pad:
             fail(f"a weight of {k} columns: GPTQ rounding needs a multiple of {GROUP}")
         store = torch.bfloat16 if w.dtype == torch.float32 else w.dtype
-        codes, scale = gptq_quantize(w.float(), importance["hessian"], store, torch)
+        codes, scale = gptq_quantize(w.float(), importance["hessian"], store, torch,
+                                     act_order=importance.get("act_order", False))
         q = codes + MAX_INT
         scale = scale.to(w.dtype)
     elif scales in ("mse", "imatrix"):
@@ -253,12 +254,16 @@ GPTQ_BLOCK = 128  # columns per lazy batch (GPTQ's B); a multiple of GROUP
 GPTQ_DAMP = 0.01  # of the Hessian's mean diagonal, added to it (GPTQ's default)
 
 
-def gptq_quantize(w, hessian, store, torch):
+def gptq_quantize(w, hessian, store, torch, act_order=False):
     """GPTQ (Frantar et al. 2022, Algorithm 1 with lazy batches) on MLC's storage: columns are
-    rounded in order to codes in [-MAX_INT, MAX_INT + 1] times their group's scale, and each
-    column's rounding error is spread over the columns not yet rounded through the inverse
-    Hessian's Cholesky factor. A group's scale is searched (search_scales, weighted by the
-    Hessian's diagonal) on the group's weights as updated when its first column comes up.
+    rounded to codes in [-MAX_INT, MAX_INT + 1] times their group's scale, and each column's
+    rounding error is spread over the columns not yet rounded through the inverse Hessian's
+    Cholesky factor. Without act_order the columns go in order and a group's scale is searched
+    (search_scales, weighted by the Hessian's diagonal) on the group's weights as updated when
+    its first column comes up. With act_order the columns go by decreasing Hessian diagonal (the
+    most active inputs first, while the most columns are left to absorb their error), and since
+    MLC's groups are 32 consecutive columns, every group's scale is searched up front on the
+    unrounded weights (GPTQ's "static groups").
     w: (rows, cols) float32; returns (codes (rows, groups, GROUP) float32, scales (rows, groups))."""
     rows, cols = w.shape
     w = w.clone()
@@ -266,33 +271,39 @@ def gptq_quantize(w, hessian, store, torch):
     dead = h.diagonal() == 0
     h[dead, dead] = 1
     w[:, dead] = 0
+    groups = cols // GROUP
+    scales = torch.zeros(rows, groups)
+    perm = torch.arange(cols)
+    if act_order:
+        diag0 = h.diagonal().clone()
+        _, scales = search_scales(w.reshape(rows, groups, GROUP), store, torch, diag0.reshape(groups, GROUP))
+        perm = torch.argsort(diag0, descending=True, stable=True)
+        w, h = w[:, perm], h[perm][:, perm]
     h += torch.eye(cols) * (GPTQ_DAMP * float(h.diagonal().mean()))
     hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(h)), upper=True)
     diag = h.diagonal()
-    groups = cols // GROUP
-    codes = torch.zeros(rows, groups, GROUP)
-    scales = torch.zeros(rows, groups)
+    codes = torch.zeros(rows, cols)  # in processing order
     for b0 in range(0, cols, GPTQ_BLOCK):
         b1 = min(b0 + GPTQ_BLOCK, cols)
         w1 = w[:, b0:b1].clone()
         err1 = torch.zeros_like(w1)
         hinv1 = hinv[b0:b1, b0:b1]
         for i in range(b1 - b0):
-            col = b0 + i
+            col = int(perm[b0 + i])
             gi, gj = divmod(col, GROUP)
-            if gj == 0:
-                c, sc = search_scales(w1[:, i:i + GROUP].reshape(rows, 1, GROUP), store, torch,
+            if gj == 0 and not act_order:
+                _, sc = search_scales(w1[:, i:i + GROUP].reshape(rows, 1, GROUP), store, torch,
                                       diag[col:col + GROUP].reshape(1, GROUP))
                 scales[:, gi] = sc[:, 0]
             s = scales[:, gi]
             safe = torch.where(s == 0, torch.ones_like(s), s)
             q = torch.where(s == 0, torch.zeros_like(s), torch.clamp(torch.round(w1[:, i] / safe), -MAX_INT, MAX_INT + 1))
-            codes[:, gi, gj] = q
+            codes[:, b0 + i] = q
             e = (w1[:, i] - q * s) / hinv1[i, i]
             w1[:, i:] -= e.unsqueeze(1) @ hinv1[i, i:].unsqueeze(0)
             err1[:, i] = e
         w[:, b1:] -= err1 @ hinv[b0:b1, b1:]
-    return codes, scales
+    return codes[:, torch.argsort(perm)].reshape(rows, groups, GROUP), scales
 
 
 # The share of q/k/v's GPTQ Hessian given to the first position of every calibration window.
@@ -487,9 +498,10 @@ def convert_weight(args):
         # the linear layers to their nearest code.
         return args.rounding == "gptq" or (args.rounding == "gptq-embedding" and name == "model.embed_tokens.weight")
 
-    # quantize() rounds by GPTQ where it is given a Hessian, to nearest where given a diagonal.
-    importance = {name: v if gptq_rounds(name) or not isinstance(v, dict) else v["diag"]
-                  for name, v in importance.items()}
+    # quantize() rounds by GPTQ where it is given a Hessian, to nearest where given a diagonal;
+    # rounding gptq takes the columns in act order (gptq_quantize).
+    importance = {name: (dict(v, act_order=args.rounding == "gptq") if gptq_rounds(name) else v["diag"])
+                  if isinstance(v, dict) else v for name, v in importance.items()}
     embedding_rounding = "rtn"
     if isinstance(importance.get("model.embed_tokens.weight"), dict):
         embedding_rounding = "gptq"

@@ -53,11 +53,13 @@ class MSEScales(unittest.TestCase):
         h = x.T @ x / x.shape[0]
         w = torch.randn(48, 64, generator=g) * 0.05
         errors = {}
-        for name, imp in (("rtn", h.diagonal().clone()), ("gptq", {"diag": h.diagonal().clone(), "hessian": h})):
+        full = {"diag": h.diagonal().clone(), "hessian": h}
+        for name, imp in (("rtn", h.diagonal().clone()), ("gptq", full), ("act_order", dict(full, act_order=True))):
             qw, qs = mlc_native.quantize(w, torch, "imatrix", imp)
             d = torch.from_numpy(mlc_gate.dequantize(qw, qs.numpy(), 64))
             errors[name] = float(((x @ (d - w).T) ** 2).mean())
         self.assertLess(errors["gptq"], 0.8 * errors["rtn"], errors)
+        self.assertLess(errors["act_order"], 0.8 * errors["rtn"], errors)
 
     def test_zero_group(self):
         w = torch.zeros(2, 32)

@@ -1,0 +1,107 @@
+// Package shellpeer writes the peer of demo-overhead: the tool commands
+// of an edgepipe run as a plain sh script, each step timed, with the cache
+// paths moved so the script makes its own outputs.
+package shellpeer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
+)
+
+var (
+	// edgepipe runs a step with its outputs in <cache>/tmp/<key>.<pid>.<n>
+	// and renames that to <cache>/objects/<key> when the step succeeds.
+	tmpOutPath = regexp.MustCompile(`/tmp/([0-9a-f]{64})\.[0-9]+\.[0-9]+`)
+	objectPath = regexp.MustCompile(`/objects/([0-9a-f]{64})`)
+)
+
+// Script writes the steps' commands as a plain sh script. Each step's
+// cache paths are moved under peer/<key>, so the script writes its own
+// outputs and reads those of its earlier steps; inputs that no step of the
+// script produced (the fetched model) are read where edgepipe keeps them.
+//
+// Each step's commands are timed into peer/times.txt (step id, nanoseconds).
+// passive exports OMP_WAIT_POLICY=PASSIVE, the wait policy edgepipe gives
+// its tools (steps.ThreadEnv), so the two sides differ in nothing else a
+// tool reads but the thread counts, which edgepipe's grant sets to the
+// cores a -j 1 step gets anyway.
+func Script(steps []manifest.Step, peer string, passive bool) (string, error) {
+	produced := map[string]bool{}
+	for _, s := range steps {
+		if s.CacheKey != "" {
+			produced[s.CacheKey] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# The tool commands of an edgepipe run, in sequence (written by the benchmark).\nset -e\n")
+	if passive {
+		b.WriteString("export OMP_WAIT_POLICY=PASSIVE\n")
+	}
+	fmt.Fprintf(&b, "rm -rf %s\nmkdir -p %s\n", shQuote(peer), shQuote(filepath.Join(peer, "logs")))
+	times := shQuote(filepath.Join(peer, TimesFile))
+	for key := range produced {
+		fmt.Fprintf(&b, "mkdir -p %s\n", shQuote(filepath.Join(peer, key)))
+	}
+	for _, s := range steps {
+		logFile := filepath.Join(peer, "logs", strings.NewReplacer(":", "_", "/", "_").Replace(s.ID)+".log")
+		if len(s.Argv) == 0 {
+			continue
+		}
+		b.WriteString("t0=$(date +%s%N)\n")
+		for _, argv := range s.Argv {
+			var words []string
+			for _, a := range argv {
+				words = append(words, shQuote(rewriteCachePath(a, peer, produced)))
+			}
+			fmt.Fprintf(&b, "%s >>%s 2>&1\n", strings.Join(words, " "), shQuote(logFile))
+		}
+		fmt.Fprintf(&b, "echo %s $(($(date +%%s%%N) - t0)) >>%s\n", shQuote(s.ID), times)
+	}
+	return b.String(), nil
+}
+
+// rewriteCachePath maps a step's cache output folder, temporary or final,
+// to peer/<key>. The path starts at the argument's start or after an '='
+// (--flag=PATH).
+func rewriteCachePath(arg, peer string, produced map[string]bool) string {
+	start := strings.LastIndexByte(arg, '=') + 1
+	path := arg[start:]
+	if m := tmpOutPath.FindStringSubmatchIndex(path); m != nil {
+		return arg[:start] + filepath.Join(peer, path[m[2]:m[3]]) + path[m[1]:]
+	}
+	if m := objectPath.FindStringSubmatchIndex(path); m != nil && produced[path[m[2]:m[3]]] {
+		return arg[:start] + filepath.Join(peer, path[m[2]:m[3]]) + path[m[1]:]
+	}
+	return arg
+}
+
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// TimesFile is where the shell peer writes each step's time.
+const TimesFile = "times.txt"
+
+// ReadTimes reads the shell peer's "STEP NANOSECONDS" lines, in seconds.
+func ReadTimes(path string) (map[string]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the shell peer's step times: %w", err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		id, ns, ok := strings.Cut(line, " ")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s: a line that is not STEP NANOSECONDS: %q", path, line)
+		}
+		out[id] += float64(n) / 1e9
+	}
+	return out, nil
+}
