@@ -26,12 +26,14 @@ func TestRealMLC(t *testing.T) {
 	}
 	run("toolchain", "install", "llama", "builtin:smollm2-135m")
 	recipe := filepath.Join(work, "web.yaml")
+	// max_delta 3.0: GPTQ rounding scores +1.8-1.9 on these 2 chunks (2026-12-06), rounding to
+	// nearest about +3.3 and mlc_llm's max / 7 about +10 on larger evaluations.
 	if err := os.WriteFile(recipe, []byte(`edgepipe: 1
 name: web-real
 model:
   source: builtin:smollm2-135m
 quality:
-  perplexity: {context: 256, max_chunks: 2, max_delta: 12.0}
+  perplexity: {context: 256, max_chunks: 2, max_delta: 3.0}
 targets:
   m3:
     device: webgpu-m3-max
