@@ -197,12 +197,12 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	res.add("j1_step_gaps_s", formatGaps(gaps))
 	// edgepipe's own share at -j 1, by part (the overhead event's sums).
 	for _, k := range slices.Sorted(maps.Keys(phases)) {
-		res.add("j1_"+k, medianFloat(phases[k]))
+		res.add("j1_"+k, benchstat.Median(phases[k]))
 	}
 	// The direct ratio carries the tools' own run-to-run spread (seconds
 	// either way on a shared machine); this one adds only edgepipe's
 	// measured share to the script's time.
-	res.add("ratio_own_j1", (ts.Seconds()+medianFloat(phases["own_s"]))/ts.Seconds())
+	res.add("ratio_own_j1", (ts.Seconds()+benchstat.Median(phases["own_s"]))/ts.Seconds())
 	res.add("goal", "ratio<=1.02,ratio_j2<1")
 	res.add("met", t1.Seconds()/ts.Seconds() <= 1.02 && t2 < ts)
 	res.ratio = t1.Seconds() / ts.Seconds()
@@ -322,15 +322,6 @@ func joinSeconds(ds []time.Duration) string {
 	return strings.Join(parts, "/")
 }
 
-func medianFloat(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
 // finishedSteps are the seconds of each step a `run --json` ran.
 func finishedSteps(stdout []byte) (map[string]float64, error) {
 	evs, err := events(stdout)
@@ -355,7 +346,7 @@ func formatGaps(gaps map[string][]float64) string {
 	}
 	var all []gap
 	for step, g := range gaps {
-		all = append(all, gap{step, medianFloat(g)})
+		all = append(all, gap{step, benchstat.Median(g)})
 	}
 	slices.SortFunc(all, func(a, b gap) int { return cmp.Compare(b.s, a.s) })
 	parts := make([]string, len(all))
