@@ -58,7 +58,8 @@ type WeightParams struct {
 	// RoundingRTN with imatrix scales.
 	Rounding string `json:"rounding,omitempty"`
 	// AWQ: the native converter rescales input columns by their
-	// activations before quantizing (imatrix scales with rtn only).
+	// activations before quantizing (imatrix scales, rounding rtn or
+	// gptq-embedding).
 	AWQ bool `json:"awq,omitempty"`
 	// CalibContext and CalibChunks: the windows of calibration text the
 	// imatrix pass reads (scales imatrix only).
