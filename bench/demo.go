@@ -145,7 +145,11 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 			return res, demoColdRun{}, err
 		}
 		j1 = append(j1, m.wall)
-		ph, err := overheadPhases(m.stdout)
+		evs, err := events(m.stdout)
+		if err != nil {
+			return res, demoColdRun{}, err
+		}
+		ph, err := overheadPhases(evs)
 		if err != nil {
 			return res, demoColdRun{}, err
 		}
@@ -153,10 +157,7 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 		for k, v := range ph {
 			phases[k] = append(phases[k], v)
 		}
-		stepTimes, err := finishedSteps(m.stdout)
-		if err != nil {
-			return res, demoColdRun{}, err
-		}
+		stepTimes := finishedSteps(evs)
 		if m, err = mustSucceed(ctx, shell); err != nil {
 			return res, demoColdRun{}, fmt.Errorf("the shell peer failed: %w", err)
 		}
@@ -297,12 +298,8 @@ func publishedSteps(out string) ([]manifest.Step, error) {
 }
 
 // overheadPhases reads the phases of the overhead event that ends a
-// `run --json`.
-func overheadPhases(stdout []byte) (map[string]float64, error) {
-	evs, err := events(stdout)
-	if err != nil {
-		return nil, err
-	}
+// `run --json`'s events.
+func overheadPhases(evs []event.Event) (map[string]float64, error) {
 	for _, ev := range slices.Backward(evs) {
 		if ev.Type == event.Overhead {
 			out := map[string]float64{}
@@ -323,18 +320,14 @@ func joinSeconds(ds []time.Duration) string {
 }
 
 // finishedSteps are the seconds of each step a `run --json` ran.
-func finishedSteps(stdout []byte) (map[string]float64, error) {
-	evs, err := events(stdout)
-	if err != nil {
-		return nil, err
-	}
+func finishedSteps(evs []event.Event) map[string]float64 {
 	out := map[string]float64{}
 	for _, ev := range evs {
 		if ev.Type == event.Finished {
 			out[ev.Step] = ev.Seconds
 		}
 	}
-	return out, nil
+	return out
 }
 
 // formatGaps writes each step's median gap as "step:+1.23", the largest

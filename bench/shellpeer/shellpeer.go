@@ -49,10 +49,10 @@ func Script(steps []manifest.Step, peer string, passive bool) (string, error) {
 		fmt.Fprintf(&b, "mkdir -p %s\n", shQuote(filepath.Join(peer, key)))
 	}
 	for _, s := range steps {
-		logFile := filepath.Join(peer, "logs", strings.NewReplacer(":", "_", "/", "_").Replace(s.ID)+".log")
 		if len(s.Argv) == 0 {
 			continue
 		}
+		logFile := filepath.Join(peer, "logs", strings.NewReplacer(":", "_", "/", "_").Replace(s.ID)+".log")
 		b.WriteString("t0=$(date +%s%N)\n")
 		for _, argv := range s.Argv {
 			var words []string

@@ -92,8 +92,9 @@ func nativeConvertStep(r *recipe.Recipe, t *recipe.Target, q string, opts *Optio
 			st.ID += "+awq"
 		}
 		p.CalibContext = t.Quality.Perplexity.Context
-		p.CalibChunks = plan.Or(opts.CalibrationChunks, DefaultCalibrationChunks(p.CalibContext))
-		if p.CalibChunks != DefaultCalibrationChunks(p.CalibContext) {
+		defaultChunks := DefaultCalibrationChunks(p.CalibContext)
+		p.CalibChunks = plan.Or(opts.CalibrationChunks, defaultChunks)
+		if p.CalibChunks != defaultChunks {
 			st.ID += fmt.Sprintf("+calib=%d", p.CalibChunks)
 		}
 		st.Data = plan.CalibrationData(r)

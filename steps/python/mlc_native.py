@@ -225,7 +225,7 @@ def quantize(w, torch, scales="mlc", importance=None):
 def searched_codes(g, dtype, importance, pad, torch):
     """search_scales over g (rows, groups, GROUP) in bounded passes; importance per input column
     (unpadded) or None. Returns float32 codes and scales."""
-    rows, groups, _ = g.shape
+    groups = g.shape[1]
     # q4f32_1's scales are stored as bfloat16 (f32-to-bf16): search among those values.
     store = torch.bfloat16 if dtype == torch.float32 else dtype
     imp = None
@@ -234,7 +234,13 @@ def searched_codes(g, dtype, importance, pad, torch):
         # A column no calibration token reached still counts a little, so a group of them
         # is fitted rather than left to chance.
         imp = imp + 1e-3 * float(imp.mean()) + 1e-12
-    parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch, imp) for i in range(0, rows, SEARCH_ROWS)]
+    return search_scales_bounded(g, store, torch, imp)
+
+
+def search_scales_bounded(g, store, torch, imp):
+    """search_scales over g (rows, groups, GROUP) in passes of SEARCH_ROWS rows (each row's search
+    is its own, so the passes give what one would): float32 codes and scales."""
+    parts = [search_scales(g[i:i + SEARCH_ROWS].float(), store, torch, imp) for i in range(0, g.shape[0], SEARCH_ROWS)]
     return torch.cat([c for c, _ in parts]), torch.cat([s for _, s in parts])
 
 
@@ -276,7 +282,7 @@ def gptq_quantize(w, hessian, store, torch, act_order=False):
     perm = torch.arange(cols)
     if act_order:
         diag0 = h.diagonal().clone()
-        _, scales = search_scales(w.reshape(rows, groups, GROUP), store, torch, diag0.reshape(groups, GROUP))
+        _, scales = search_scales_bounded(w.reshape(rows, groups, GROUP), store, torch, diag0.reshape(groups, GROUP))
         perm = torch.argsort(diag0, descending=True, stable=True)
         w, h = w[:, perm], h[perm][:, perm]
     h += torch.eye(cols) * (GPTQ_DAMP * float(h.diagonal().mean()))
