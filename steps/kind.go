@@ -189,6 +189,8 @@ func (sc *Context) NumThreads() int { return max(sc.Threads, 1) }
 // 2-core machine under load, a GPTQ-like column walk over a 1536x576 layer
 // took 4.1-4.5 s with 2 threads, 0.12-0.14 s with 1, and 0.09-0.15 s with
 // 2 threads and PASSIVE (issue 18's "18x slower with two threads").
+// Kinds whose tools lose by sleeping between parallel regions (llama.cpp:
+// see the gguf package's llamaCppWaitPolicy) set Resources.OwnWaitPolicy.
 func ThreadEnv(threads int, inherited []string, ownWaitPolicy bool) []string {
 	n := strconv.Itoa(max(threads, 1))
 	env := []string{"EDGEPIPE_THREADS=" + n, "OMP_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n}

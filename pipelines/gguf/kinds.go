@@ -15,6 +15,17 @@ import (
 	"github.com/edgepipe/edgepipe/steps"
 )
 
+// llamaCppWaitPolicy keeps OpenMP's default wait policy (threads spin a
+// while before sleeping) for the llama.cpp tools instead of the PASSIVE
+// that steps.ThreadEnv gives torch. ggml starts an OpenMP parallel region
+// per graph, many per evaluation, and PASSIVE puts its threads to sleep
+// between them: llama-perplexity --kl-divergence on the demo's Q8_0 (16 x
+// 512 tokens, -t 2, idle 2-core machine, three alternating pairs) took
+// 31.9-38.1 s with PASSIVE against 28.3-35.5 s without, slower in every
+// pair. The scheduler grants these steps only free cores, so the spinning
+// takes no core another step holds.
+const llamaCppWaitPolicy = true
+
 // ggufConvert runs llama.cpp's convert_hf_to_gguf.py on a Hugging Face
 // checkpoint. One F16 GGUF serves every GGUF type of a recipe.
 type ggufConvert struct{}
@@ -84,7 +95,7 @@ func (ggufQuantize) Resources(any) steps.Resources {
 	// (BENCH memory-plan).
 	// llama-quantize holds a tensor at a time, so its largest (the embedding:
 	// 5.7x the peak on Gemma's 262K vocabulary for 2x the model) sets it.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 16, TensorFactor: 2}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 16, TensorFactor: 2, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 
 func (ggufQuantize) Run(ctx context.Context, sc *steps.Context) error {
@@ -174,7 +185,7 @@ func (imatrix) Tools(any) []string { return []string{toolchain.ToolImatrix} }
 func (imatrix) Resources(any) steps.Resources {
 	// Measured on Gemma 3 only (2026-12-03, 1,086 MiB), +4%; the split
 	// between the fixed part and the model's is assumed.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 600, ModelFactor: 0.5}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 600, ModelFactor: 0.5, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 
 func (imatrix) Run(ctx context.Context, sc *steps.Context) error {

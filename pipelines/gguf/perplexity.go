@@ -44,7 +44,7 @@ func (perplexity) Resources(any) steps.Resources {
 	// llama.cpp maps from the GGUF (page cache the kernel can drop). A
 	// longer evaluation weighs more (demo.yaml's 16 x 512: 1,149 MiB
 	// against 402 predicted) until its peak is recorded.
-	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 270, TensorFactor: 1.22}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 270, TensorFactor: 1.22, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 
 const klBaseFile = "logits.kld"
