@@ -336,7 +336,7 @@ func TestShellPeerReproducesEdgepipeOutputs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	steps, err := publishedSteps(out)
+	steps, err := shellpeer.PublishedSteps(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/edgepipe/edgepipe/bench/shellpeer"
 	"github.com/edgepipe/edgepipe/internal/benchstat"
 	"github.com/edgepipe/edgepipe/internal/event"
-	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
 var demoOverheadBench = benchmark{
@@ -121,7 +120,7 @@ func measureOverhead(ctx context.Context, e *env, recipe string, runEnv []string
 	if _, err := mustSucceed(ctx, edgepipe("--force", "-j", "1")); err != nil {
 		return res, demoColdRun{}, err
 	}
-	steps, err := publishedSteps(out)
+	steps, err := shellpeer.PublishedSteps(out)
 	if err != nil {
 		return res, demoColdRun{}, err
 	}
@@ -261,40 +260,6 @@ func measureRerun(ctx context.Context, e *env, recipe string, runEnv []string) (
 	res.add("met", t < 200*time.Millisecond)
 	res.ratio = t.Seconds() / cold.cold.Seconds()
 	return res, nil
-}
-
-// publishedSteps collects the steps that ran tools from every manifest
-// under out, each once, in an order that runs every step after the steps
-// it needs: each manifest lists its target's steps in dependency order, so
-// the first appearance of a step comes after all of its own inputs.
-func publishedSteps(out string) ([]manifest.Step, error) {
-	dirs, err := filepath.Glob(filepath.Join(out, "*", manifest.FileName))
-	if err != nil {
-		return nil, err
-	}
-	if len(dirs) == 0 {
-		return nil, fmt.Errorf("no manifests under %s after the run", out)
-	}
-	slices.Sort(dirs)
-	var steps []manifest.Step
-	seen := map[string]bool{}
-	for _, p := range dirs {
-		m, err := manifest.Read(filepath.Dir(p))
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range m.Steps {
-			if len(s.Argv) == 0 || seen[s.ID] {
-				continue
-			}
-			seen[s.ID] = true
-			steps = append(steps, s)
-		}
-	}
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("the manifests under %s record no tool commands", out)
-	}
-	return steps, nil
 }
 
 // overheadPhases reads the phases of the overhead event that ends a

@@ -46,6 +46,7 @@ var benchmarks = []benchmark{
 	hashBench,
 	demoOverheadBench,
 	demoRerunBench,
+	waitPolicyBench,
 	allTargetsBench,
 	qualityBench,
 	memoryPlanBench,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,4 +105,38 @@ func ReadTimes(path string) (map[string]float64, error) {
 		out[id] += float64(n) / 1e9
 	}
 	return out, nil
+}
+
+// PublishedSteps collects the steps that ran tools from every manifest
+// under out, each once, in an order that runs every step after the steps
+// it needs: each manifest lists its target's steps in dependency order, so
+// the first appearance of a step comes after all of its own inputs.
+func PublishedSteps(out string) ([]manifest.Step, error) {
+	dirs, err := filepath.Glob(filepath.Join(out, "*", manifest.FileName))
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no manifests under %s after the run", out)
+	}
+	slices.Sort(dirs)
+	var steps []manifest.Step
+	seen := map[string]bool{}
+	for _, p := range dirs {
+		m, err := manifest.Read(filepath.Dir(p))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range m.Steps {
+			if len(s.Argv) == 0 || seen[s.ID] {
+				continue
+			}
+			seen[s.ID] = true
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("the manifests under %s record no tool commands", out)
+	}
+	return steps, nil
 }
