@@ -80,7 +80,7 @@ func mainErr(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.keepOut, "all-targets-out", "", "publish all-targets' artifacts here and keep them (default: a temporary folder, removed)")
 	fs.StringVar(&cfg.memPlanRecipes, "memory-plan-recipes", "recipes/all-targets.yaml,recipes/gemma.yaml", "memory-plan's recipes, comma-separated, one per built-in model (relative to -root); the first is the one -memory-plan-fit fits on")
 	fs.BoolVar(&cfg.memPlanFit, "memory-plan-fit", false, "memory-plan also prints, per kind, the constant that would make the formula match the first recipe's measurement (for refitting; checks nothing)")
-	fs.BoolVar(&cfg.peerPassive, "demo-peer-passive", false, "demo-overhead's shell peer exports OMP_WAIT_POLICY=PASSIVE, as edgepipe does for its tools")
+	fs.BoolVar(&cfg.peerPassive, "demo-peer-passive", false, "demo-overhead's shell peer exports OMP_WAIT_POLICY=PASSIVE for every step (edgepipe gives it to its torch steps; its llama.cpp steps keep the default)")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a benchmark misses its goal (goals are always printed as met=yes|no)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./bench [flags] [BENCHMARK...]\n\nbenchmarks: %s\n\nflags:\n", strings.Join(names(), ", "))

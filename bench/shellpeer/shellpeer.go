@@ -28,10 +28,10 @@ var (
 // script produced (the fetched model) are read where edgepipe keeps them.
 //
 // Each step's commands are timed into peer/times.txt (step id, nanoseconds).
-// passive exports OMP_WAIT_POLICY=PASSIVE, the wait policy edgepipe gives
-// its tools (steps.ThreadEnv), so the two sides differ in nothing else a
-// tool reads but the thread counts, which edgepipe's grant sets to the
-// cores a -j 1 step gets anyway.
+// passive exports OMP_WAIT_POLICY=PASSIVE for every step, the wait policy
+// edgepipe gives its torch steps (steps.ThreadEnv); its llama.cpp steps
+// keep OpenMP's default since efab730, so passive now shows what PASSIVE
+// costs those, not an environment equal to edgepipe's.
 func Script(steps []manifest.Step, peer string, passive bool) (string, error) {
 	produced := map[string]bool{}
 	for _, s := range steps {
