@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -295,7 +294,7 @@ func (mlcGate) Resources(any) steps.Resources {
 	// The fp32 model, its decoded weights and one chunk's logits.
 	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
 	// fixed part and the model's is assumed (BENCH memory-plan).
-	return steps.Resources{Cores: 2, MemoryMB: 1000, ModelFactor: 2.5}
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1000, ModelFactor: 2.5}
 }
 
 // Run reads the weight shards back from their files, dequantizes them into
@@ -319,7 +318,7 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	ev := steps.ParamsOf[steps.Eval](sc.Params)
 	args := []string{"--mlc", weights.Dir, "--model", src.Dir, "--text", text, "--ctx", strconv.Itoa(ev.Chunk),
-		"--digests", filepath.Join(sc.Out, DecodedDigests), "--threads", strconv.Itoa(min(2, runtime.NumCPU()))}
+		"--digests", filepath.Join(sc.Out, DecodedDigests), "--threads", strconv.Itoa(sc.NumThreads())}
 	if ev.MaxChunks > 0 {
 		args = append(args, "--chunks", strconv.Itoa(ev.MaxChunks))
 	}

@@ -52,7 +52,8 @@ func (qnnHTP) Resources(any) steps.Resources {
 	// is loaded once for the logits check.
 	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
 	// fixed part and the model's is assumed (BENCH memory-plan).
-	return steps.Resources{Cores: 2, MemoryMB: 1250, ModelFactor: 2.4}
+	// Elastic: ONNX Runtime and torch get the grant (edgepipe_threads.py).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1250, ModelFactor: 2.4}
 }
 
 // htpResult is qnn_htp.py's JSON line.

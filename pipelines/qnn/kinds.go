@@ -75,7 +75,9 @@ func (qnnQDQ) Resources(params any) steps.Resources {
 	// fitted 2026-12-03 on both built-in models' peaks at 4 windows, +10%
 	// (7,720 and 14,484 MiB; BENCH memory-plan); 256 MiB a window assumed.
 	windows := int64(steps.ParamsOf[QDQParams](params).Samples)
-	return steps.Resources{Cores: 2, MemoryMB: 375 + 256*windows, ModelFactor: 13.7}
+	// Elastic: the calibrator's ONNX Runtime sessions get the grant
+	// (edgepipe_threads.py), so it can run beside a single-threaded AWQ.
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 375 + 256*windows, ModelFactor: 13.7}
 }
 
 func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {

@@ -76,6 +76,22 @@ func TestVisionDataModule(t *testing.T) {
 	}
 }
 
+// TestOnnxRuntimeThreads runs edgepipe_threads.py's tests in the vision
+// toolchain's ONNX Runtime: sessions that a library makes for itself (the
+// QDQ quantizer's calibrator) get the step's thread grant.
+func TestOnnxRuntimeThreads(t *testing.T) {
+	_, vision := realToolchain(t, toolchain.Vision)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, vision.Python, "-m", "unittest", "-v", "test_edgepipe_threads")
+	cmd.Env = append(os.Environ(), "PYTHONPATH=.:tests")
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("edgepipe_threads.py's tests failed: %v", err)
+	}
+}
+
 // realToolchain skips outside the real tier, else resolves the installed
 // toolchain name in the edgepipe cache (EDGEPIPE_CACHE, default the user
 // cache folder) and returns the cache with it.

@@ -33,6 +33,7 @@ import re
 import sys
 import time
 
+import edgepipe_threads
 import logits_check
 import ppl_scoring
 
@@ -115,6 +116,7 @@ def main() -> int:
     import onnxruntime_qnn as qnn
 
     ort.register_execution_provider_library(EP, qnn.get_library_path())
+    edgepipe_threads.limit_onnxruntime(ort)
     versions = {"qnn_version": qnn.build_and_package_info.qnn_version, "onnxruntime_qnn": qnn.__version__,
                 "onnxruntime": ort.__version__, "soc_model": args.soc_model, "htp_arch": args.htp_arch}
     print(f"QNN {versions['qnn_version']} (onnxruntime-qnn {qnn.__version__}, onnxruntime {ort.__version__}), "
@@ -157,6 +159,8 @@ def main() -> int:
 
     import torch
     from transformers import AutoTokenizer
+
+    torch.set_num_threads(edgepipe_threads.granted())
 
     tokenizer = AutoTokenizer.from_pretrained(args.hf)
     with open(args.text, encoding="utf-8") as f:

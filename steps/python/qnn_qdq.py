@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 
+import edgepipe_threads
 import ppl_scoring
 
 TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt16", "int4": "QInt4", "uint4": "QUInt4"}
@@ -278,10 +279,13 @@ def main() -> int:
     import numpy as np
     import onnx
     import onnx.version_converter
+    import onnxruntime
     from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
     from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
     from transformers import AutoTokenizer
+
+    edgepipe_threads.limit_onnxruntime(onnxruntime)
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     with open(args.calibration, encoding="utf-8") as f:
