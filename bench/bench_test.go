@@ -220,7 +220,7 @@ func testEnv(t *testing.T) *env {
 		if buildErr != nil {
 			return
 		}
-		for _, b := range [][2]string{{"edgepipe", "./cmd/edgepipe"}, {"standins/standin", "./internal/standin/cmd/standin"}} {
+		for _, b := range [][2]string{{"edgepipe", "./cmd/edgepipe"}, {"standins/standin", "./pipelines/standins/cmd/standin"}} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, b[0]), b[1])
 			cmd.Dir = root
 			if out, err := cmd.CombinedOutput(); err != nil {

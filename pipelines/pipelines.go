@@ -3,10 +3,13 @@
 // importing it is what makes their formats, step kinds and toolchains known
 // to the catalog, the planner, the executor and the installer.
 //
-// A new family is a package beside these with a Family() value (its catalog
-// rows, typed with: options, expander, step kinds, tool names and toolchain
-// specs), plus its Python helpers under steps/python, its lock file under
-// steps/toolchains, a recipe and tests; and one line below.
+// A new family is a folder beside these: a package with a Family() value
+// (its catalog rows, typed with: options, expander, step kinds, tool names,
+// toolchain specs and helper scripts), its Python helpers under python/,
+// its lock file, its stand-ins under standin/, a recipe and tests; and one
+// line below. The kinds every family shares (fetch, the transformers
+// baseline, bench, run) are in shared/, the Python every helper imports in
+// pylib/.
 package pipelines
 
 import (

@@ -205,6 +205,13 @@ func ThreadEnv(threads int, inherited []string, ownWaitPolicy bool) []string {
 	return append(env, "OMP_WAIT_POLICY=PASSIVE")
 }
 
+// HostBound is implemented by kinds whose output is a measurement of the
+// machine they ran on: the executor adds HostIdentity to their cache key.
+type HostBound interface{ HostIdentity() string }
+
+// Uncached marks kinds that run every time and never enter the cache.
+type Uncached interface{ Uncached() }
+
 // External is implemented by kinds whose output may be a folder that
 // already exists outside the cache (a local model folder): the executor
 // digests it in place instead of copying it.
@@ -421,4 +428,24 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// OutputPath resolves ${name.outputs.role}: name is a step id, or a target
+// name (its published folder).
+func (sc *Context) OutputPath(name, role string) (string, error) {
+	for _, in := range sc.Inputs {
+		if in.StepID != name && in.StepID != "publish:"+name {
+			continue
+		}
+		if role == "dir" {
+			return in.Dir, nil
+		}
+		if in.Result != nil {
+			if rel, ok := in.Result.Files[role]; ok {
+				return filepath.Join(in.Dir, rel), nil
+			}
+		}
+		return "", fmt.Errorf("step %s: %s has no output %q", sc.StepID, name, role)
+	}
+	return "", fmt.Errorf("step %s refers to ${%s.outputs.%s} but does not need %s: add it to needs", sc.StepID, name, role, name)
 }

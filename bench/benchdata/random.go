@@ -1,6 +1,4 @@
-// Package benchdata writes the benchmarks' test data. It is apart from the
-// bench command so that the command stays under the package size limit
-// (internal/codelimits).
+// Package benchdata writes the benchmarks' test data.
 package benchdata
 
 import (

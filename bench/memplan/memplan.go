@@ -7,7 +7,6 @@
 // records, it is in sample for them, and a check against later runs.
 //
 // It is a package of its own, apart from the bench command, so that the
-// command stays under the size limit (internal/codelimits) and the
 // comparison can be tested without any tool.
 package memplan
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -113,7 +114,7 @@ func checkOutDir(out string, r *recipe.Recipe) error {
 	if st, err := os.Stat(out); err == nil && !st.IsDir() {
 		return usageErr("--out %s is a file: give a folder (it is created if missing)", out)
 	}
-	if steps.IsLocalSource(r.Model.Source) {
+	if shared.IsLocalSource(r.Model.Source) {
 		src := r.Model.Source
 		if !filepath.IsAbs(src) {
 			src = filepath.Join(r.Dir(), src)

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/recipewrite"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // SchemaComment is the first line of a recipe written into a checkout's
@@ -130,7 +130,7 @@ func RecipeName(base string) string {
 // SourceFromRecipe rewrites a local model folder relative to the recipe's
 // folder, which is what recipes resolve it against.
 func SourceFromRecipe(source, recipePath string) (string, error) {
-	if !steps.IsLocalSource(source) || filepath.IsAbs(source) {
+	if !shared.IsLocalSource(source) || filepath.IsAbs(source) {
 		return source, nil
 	}
 	absSrc, err := filepath.Abs(source)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io"
 	"io/fs"
 	"os"
@@ -700,7 +701,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		e.stats().Observe(statsKey(e.plan, s.ID), runstats.Step{Kind: s.Kind, DurationNS: int64(time.Since(started)),
 			PeakRSS: peakRSS.Load(), ModelBytes: e.modelBytes(ctx, false)})
 		result.PeakRSS = peakRSS.Load()
-		if probe := result.Metrics[steps.MetricBandwidthProbeSeconds]; probe > 0 {
+		if probe := result.Metrics[shared.MetricBandwidthProbeSeconds]; probe > 0 {
 			e.addPhase(PhaseBandwidthProbe, time.Duration(probe*float64(time.Second)))
 		}
 		for _, t := range tools {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"sort"
 
 	"github.com/edgepipe/edgepipe/internal/plan"
@@ -34,7 +35,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 	if out, ok, err := e.external(s); ok || err != nil {
 		return out, err
 	}
-	if !refetch || !steps.MovingRevision(e.plan.Source()) {
+	if !refetch || !shared.MovingRevision(e.plan.Source()) {
 		key, tools, err := e.key(ctx, s)
 		if err != nil {
 			return nil, err
@@ -54,7 +55,7 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 			return out, err
 		}
 	}
-	if refetch && steps.MovingRevision(e.plan.Source()) {
+	if refetch && shared.MovingRevision(e.plan.Source()) {
 		kind, _ := steps.Lookup(s.Kind)
 		key, tools, err := e.key(ctx, s)
 		if err != nil {

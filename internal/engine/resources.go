@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/edge"
@@ -80,7 +81,7 @@ func (e *Engine) model(ctx context.Context, lookup bool) ModelSize {
 		return ModelSize{Bytes: n, LargestTensor: e.largestTensor.Load()}
 	}
 	for _, s := range e.plan.Steps {
-		if s.Kind != steps.Fetch.Name() {
+		if s.Kind != shared.Fetch.Name() {
 			continue
 		}
 		out := e.output(s.ID)

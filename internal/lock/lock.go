@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"runtime"
 	"strings"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/edgepipe/edgepipe/internal/lockfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // Resolve works out what the plan's inputs are now: the source (from
@@ -124,7 +124,7 @@ func Open(recipe string, pl *plan.Plan, locked, update bool) (*State, error) {
 	}
 	st.Have = have
 	if have != nil && !update && have.Source.URI == getter.Redact(pl.Recipe.Model.Source) && have.Source.Revision != "" {
-		if pinned, ok := steps.PinRevision(pl.Recipe.Model.Source, have.Source.Revision); ok {
+		if pinned, ok := shared.PinRevision(pl.Recipe.Model.Source, have.Source.Revision); ok {
 			pl.SetSource(pinned)
 			st.Pinned = have.Source.Revision
 		}

@@ -2,12 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"sort"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/recipe"
-	"github.com/edgepipe/edgepipe/steps"
 )
 
 // BenchBackend names the runtime that measures a format on this host, as
@@ -27,7 +27,7 @@ func BenchBackend(format string) (string, bool) {
 func addBench(t *recipe.Target, model *Step, add AddFunc) *Step {
 	backend, _ := BenchBackend(t.Format)
 	b := t.Bench
-	params := &steps.BenchParams{Backend: backend, Warmup: b.Warmup, Runs: b.Runs,
+	params := &shared.BenchParams{Backend: backend, Warmup: b.Warmup, Runs: b.Runs,
 		PromptTokens: b.PromptTokens, Threads: b.Threads, ProbeMiB: b.ProbeMiB}
 	var opts []string
 	for _, o := range []struct {

@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"encoding/json"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func TestBenchDefaultsAndEmptySections(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q: no bench step with the default id; steps: %v", section, ids(p))
 		}
-		if s.Kind != "bench" || s.Params.(*steps.BenchParams).Backend != "llama.cpp" || s.Needs[0] != "gguf-quantize:q8_0" {
+		if s.Kind != "bench" || s.Params.(*shared.BenchParams).Backend != "llama.cpp" || s.Needs[0] != "gguf-quantize:q8_0" {
 			t.Errorf("bench step = %+v", s)
 		}
 		pub, _ := p.Step(PublishStepID("q8"))
@@ -68,7 +69,7 @@ func TestBenchStepsAreSharedBySettings(t *testing.T) {
 	for _, s := range p.Steps {
 		if s.Kind == "bench" {
 			benches = append(benches, s.ID)
-			if b := s.Params.(*steps.BenchParams).Backend; b != "onnxruntime" {
+			if b := s.Params.(*shared.BenchParams).Backend; b != "onnxruntime" {
 				t.Errorf("%s: backend %v", s.ID, b)
 			}
 		}

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
+	"io/fs"
 	"sort"
 	"strings"
 	"sync"
@@ -36,12 +38,15 @@ type Family struct {
 	Kinds   []steps.Kind
 	// Toolchains are the toolchains the family brings.
 	Toolchains []toolchain.Spec
+	// Helpers are the family's Python helper scripts (its python/ folder),
+	// written beside every other helper when a toolchain runs them.
+	Helpers fs.FS
 	// ToolsFrom adds the family's tools to toolchains another family or
 	// the core brings (toolchain name -> tool names).
 	ToolsFrom map[string][]string
 	// Bench is the runtime that times the family's formats on this host,
 	// when it has one.
-	Bench steps.BenchBackend
+	Bench shared.BenchBackend
 	// TaskBench names the runtime that times a format of the family's
 	// task on this host, or false when none here can. A family of a task
 	// other than text generation adds its bench steps in Expand.
@@ -74,11 +79,14 @@ func Register(fams ...Family) {
 		for _, s := range f.Toolchains {
 			toolchain.Register(s)
 		}
+		if f.Helpers != nil {
+			toolchain.RegisterHelpers("pipelines/"+f.Name, f.Helpers)
+		}
 		for tc, tools := range f.ToolsFrom {
 			toolchain.AddTools(tc, tools...)
 		}
 		if f.Bench != nil {
-			steps.RegisterBenchBackend(f.Bench)
+			shared.RegisterBenchBackend(f.Bench)
 		}
 		if f.Task != "" {
 			if families.byTask[f.Task] == nil {
@@ -187,7 +195,7 @@ func (Catalog) TaskBench(task, format string) (string, bool) {
 }
 
 // CheckSource refuses a model.source no run could fetch.
-func (Catalog) CheckSource(src string) error { return steps.CheckSource(src) }
+func (Catalog) CheckSource(src string) error { return shared.CheckSource(src) }
 
 // Notes collects what every family says about a plan before it runs.
 func Notes(p *Plan) recipe.Diagnostics {

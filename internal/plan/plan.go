@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"reflect"
 	"sort"
 	"strings"
@@ -85,18 +86,18 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		return s
 	}
 
-	source := add(&Step{ID: SourceStepID, Kind: "fetch", Params: &steps.FetchParams{
+	source := add(&Step{ID: SourceStepID, Kind: "fetch", Params: &shared.FetchParams{
 		Source:          r.Model.Source,
 		AllowPickle:     r.Model.AllowPickle,
 		TrustRemoteCode: r.Model.TrustRemoteCode,
 	}, Pos: r.Model.SourcePos}, "")
-	if gguf, ok, err := steps.LocalGGUF(r.Model.Source, r.Dir()); err != nil {
+	if gguf, ok, err := shared.LocalGGUF(r.Model.Source, r.Dir()); err != nil {
 		diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: err.Error()})
 	} else if ok {
 		// A local GGUF is read as a data file, so its content (not its
 		// path) is in the source step's key.
-		source.Data = map[string]string{steps.DataGGUF: gguf}
-		source.Params.(*steps.FetchParams).GGUF = !steps.IsGGUFSource(r.Model.Source)
+		source.Data = map[string]string{shared.DataGGUF: gguf}
+		source.Params.(*shared.FetchParams).GGUF = !shared.IsGGUFSource(r.Model.Source)
 	}
 
 	for i := range r.Targets {
@@ -285,14 +286,14 @@ func (p *Plan) findCycle() []string {
 // (the same model pinned to a commit). Call it before NewEngine.
 func (p *Plan) SetSource(src string) {
 	if s, ok := p.Step(SourceStepID); ok {
-		s.Params.(*steps.FetchParams).Source = src
+		s.Params.(*shared.FetchParams).Source = src
 	}
 }
 
 // Source is the source the plan fetches.
 func (p *Plan) Source() string {
 	if s, ok := p.Step(SourceStepID); ok {
-		return s.Params.(*steps.FetchParams).Source
+		return s.Params.(*shared.FetchParams).Source
 	}
 	return ""
 }

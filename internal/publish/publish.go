@@ -8,6 +8,7 @@ package publish
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
@@ -313,9 +314,9 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 		}
 		if src.Result != nil {
 			m.Source.ResolvedRevision = src.Result.Revision
-			if f := src.Result.Facts; f[steps.FactSourceFormat] != "" {
-				m.Source.Quantized = &manifest.SourceQuantization{Format: f[steps.FactSourceFormat],
-					Type: f[steps.FactSourceQuantization], TensorTypes: f[steps.FactSourceTensorTypes]}
+			if f := src.Result.Facts; f[shared.FactSourceFormat] != "" {
+				m.Source.Quantized = &manifest.SourceQuantization{Format: f[shared.FactSourceFormat],
+					Type: f[shared.FactSourceQuantization], TensorTypes: f[shared.FactSourceTensorTypes]}
 			}
 		}
 	}

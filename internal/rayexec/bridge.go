@@ -4,7 +4,7 @@
 // STEP` on a node with the resources the step needs, and the step's output
 // comes back through the remote cache.
 //
-// Ray is driven through steps/python/ray_bridge.py, run in the pinned
+// Ray is driven through python/ray_bridge.py, run in the pinned
 // `ray` toolchain, over JSON lines on its stdin and stdout.
 package rayexec
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,7 +184,7 @@ func pinRecordedSource(pl *plan.Plan, m *manifest.Manifest) []string {
 	if rev == "" {
 		return nil
 	}
-	if pinned, ok := steps.PinRevision(pl.Source(), rev); ok {
+	if pinned, ok := shared.PinRevision(pl.Source(), rev); ok {
 		pl.SetSource(pinned)
 		return []string{"source pinned to the recorded commit " + rev}
 	}

@@ -8,6 +8,7 @@ package testray
 import (
 	"bufio"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,8 +22,12 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/rayexec"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
-	"github.com/edgepipe/edgepipe/steps/python"
 )
+
+// localClusterScript starts the nodes and reports when they are up.
+//
+//go:embed ray_local_cluster.py
+var localClusterScript []byte
 
 // Cluster is a running local cluster.
 type Cluster struct {
@@ -57,14 +62,10 @@ func Python(root string) (string, error) {
 // Start starts the cluster and returns once every node is up.
 func Start(ctx context.Context, pythonBin string, o Options) (*Cluster, error) {
 	script := filepath.Join(o.TempDir, "ray_local_cluster.py")
-	b, err := python.Scripts.ReadFile("ray_local_cluster.py")
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(o.TempDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err = os.WriteFile(script, b, 0o644); err != nil {
+	if err := os.WriteFile(script, localClusterScript, 0o644); err != nil {
 		return nil, err
 	}
 	// Ray's sockets live under its temp dir, and a Unix socket path is

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/proc"
-	"github.com/edgepipe/edgepipe/steps/python"
 )
 
 // fileDigest is a file's sha256 (hex), by the cache's own hasher.
@@ -110,13 +108,13 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 	if err != nil {
 		return "", m, err
 	}
-	// Only the converter script counts: a new helper for another format
-	// must not re-provision the model.
-	script, err := fs.ReadFile(python.Scripts, ToolGGUFToHF)
+	// Only the converter's closure counts: a new helper for another
+	// format must not re-provision the model.
+	script, err := HelperIdentity(ToolGGUFToHF)
 	if err != nil {
 		return "", m, err
 	}
-	sum := sha256.Sum256([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + sha256Hex(script) + "\n" + llama.Digest()))
+	sum := sha256.Sum256([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + script + "\n" + llama.Digest()))
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(sum[:8])), m, nil
 }
 

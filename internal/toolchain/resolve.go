@@ -5,16 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
 	"strings"
-
-	"github.com/edgepipe/edgepipe/steps/python"
 )
 
 // Installed is an installed toolchain.
@@ -71,7 +66,7 @@ func Resolve(cacheDir, name string) (*Installed, error) {
 	case KindPython:
 		inst.Python = filepath.Join(dir, "bin", "python")
 		inst.Tools[ToolPython] = inst.Python
-		helpers, err := materializeHelpers(cacheDir)
+		helpers, err := MaterializeHelpers(cacheDir)
 		if err != nil {
 			return nil, err
 		}
@@ -113,56 +108,6 @@ func readMarker(dir string) (marker, error) {
 	return m, nil
 }
 
-// helpersDigest is the sha256 over the embedded helper scripts' names and
-// bytes.
-func helpersDigest() string {
-	h := sha256.New()
-	names, _ := fs.Glob(python.Scripts, "*.py")
-	sort.Strings(names)
-	for _, n := range names {
-		b, _ := fs.ReadFile(python.Scripts, n)
-		sum := sha256.Sum256(b)
-		fmt.Fprintf(h, "%s %x\n", n, sum)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// materializeHelpers writes the embedded helper scripts to
-// CACHE/toolchains/helpers-DIGEST (once; the folder name pins the bytes).
-func materializeHelpers(cacheDir string) (string, error) {
-	root := toolchainsDir(cacheDir)
-	dir := filepath.Join(root, "helpers-"+helpersDigest()[:16])
-	if _, err := os.Stat(filepath.Join(dir, markerFile)); err == nil {
-		return dir, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(root, ".tmp-helpers-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	names, _ := fs.Glob(python.Scripts, "*.py")
-	for _, n := range names {
-		b, _ := fs.ReadFile(python.Scripts, n)
-		if err := os.WriteFile(filepath.Join(tmp, n), b, 0o644); err != nil {
-			return "", err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(tmp, markerFile), []byte(helpersDigest()+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		// A concurrent edgepipe wrote the same bytes first.
-		if _, serr := os.Stat(filepath.Join(dir, markerFile)); serr == nil {
-			return dir, nil
-		}
-		return "", fmt.Errorf("write helper scripts: %w", err)
-	}
-	return dir, nil
-}
-
 // Tool returns how to run a tool of this toolchain: the argv prefix
 // (interpreter first for .py tools) and its identity for cache keys: the
 // toolchain's lock digest, plus the interpreter's toolchain and, for the
@@ -183,21 +128,13 @@ func (in *Installed) Tool(tool string) (argv []string, identity string, err erro
 		identity += "+" + in.pythonDigest
 	}
 	if in.kind == KindPython {
-		// The script and every helper module it imports from its own
-		// folder (ppl_scoring.py, ...): a change to either changes what the
-		// tool computes.
-		files, err := scriptClosure(p)
+		// The script and every helper module it imports (ppl_scoring.py,
+		// ...): a change to either changes what the tool computes.
+		id, err := HelperIdentity(tool)
 		if err != nil {
 			return nil, "", err
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, "", err
-			}
-			sum := sha256.Sum256(b)
-			identity += "+sha256:" + hex.EncodeToString(sum[:])
-		}
+		identity += "+" + id
 	}
 	return []string{in.Python, p}, identity, nil
 }
@@ -251,21 +188,8 @@ func (in *Installed) Summary() string { return in.summary(false) }
 func (in *Installed) PinnedSummary() string { return in.summary(true) }
 
 func (in *Installed) summary(pinnedOnly bool) string {
-	keys := map[string][]string{
-		UV:       {"uv"},
-		Llama:    {"python", "torch", "transformers", "gguf"},
-		LlamaCpp: {"llama.cpp", "llama-cpp-python"},
-		// Registered per-format toolchains: the packages that do the work.
-		"onnx":          {"python", "onnxruntime", "onnx", "optimum-onnx", "torch", "transformers"},
-		"llmcompressor": {"python", "llmcompressor", "compressed-tensors", "torch", "transformers"},
-		"coreml":        {"python", "coremltools", "torch", "transformers"},
-		"coreml-vision": {"python", "coremltools", "torch", "torchvision", "timm"},
-		"modelopt":      {"python", "nvidia-modelopt", "torch", "transformers"},
-		"openvino":      {"python", "openvino", "nncf", "optimum-intel", "torch", "transformers"},
-		"qnn":           {"python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers"},
-		"litert":        {"python", "litert-torch", "ai-edge-litert", "torch", "torchvision"},
-		"vision":        {"python", "torch", "torchvision", "onnxruntime", "onnx", "scikit-learn"},
-	}[in.Name]
+	spec, _ := Lookup(in.Name)
+	keys := spec.Packages
 	var parts []string
 	for _, k := range keys {
 		if v := in.Versions[k]; v != "" {
@@ -275,33 +199,15 @@ func (in *Installed) summary(pinnedOnly bool) string {
 			parts = append(parts, k+" "+v)
 		}
 	}
-	if in.Name == "qnn" {
-		if v := qnnVersion(in.Dir); v != "" {
-			parts = append(parts, "QNN "+v)
+	if spec.ExtraVersion != nil {
+		if label, v := spec.ExtraVersion(in.Dir); v != "" {
+			parts = append(parts, label+" "+v)
 		}
 	}
 	if len(parts) == 0 {
 		return in.Name
 	}
 	return strings.Join(parts, ", ")
-}
-
-var qnnVersionPat = regexp.MustCompile(`(?m)^qnn_version\s*=\s*['"]([0-9][0-9A-Za-z.+-]*)['"]`)
-
-// qnnVersion is the QNN SDK version onnxruntime-qnn was built with, as its
-// build_and_package_info.py records it ("" when not found).
-func qnnVersion(dir string) string {
-	files, _ := filepath.Glob(filepath.Join(dir, "lib", "python3*", "site-packages", "onnxruntime_qnn", "build_and_package_info.py"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if m := qnnVersionPat.FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-	}
-	return ""
 }
 
 // majorMinor cuts "3.11.7" to "3.11".
@@ -312,42 +218,6 @@ func majorMinor(v string) string {
 		}
 	}
 	return v
-}
-
-// pyImport matches the import statements of edgepipe's helper scripts.
-var pyImport = regexp.MustCompile(`(?m)^\s*(?:from\s+([A-Za-z_]\w*)\s+import|import\s+([A-Za-z_]\w*))`)
-
-// scriptClosure is a Python script and the modules of its own folder it
-// imports, directly or through each other, the script first and the
-// modules in name order.
-func scriptClosure(script string) ([]string, error) {
-	dir := filepath.Dir(script)
-	seen := map[string]bool{script: true}
-	queue := []string{script}
-	var mods []string
-	for len(queue) > 0 {
-		f := queue[0]
-		queue = queue[1:]
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range pyImport.FindAllStringSubmatch(string(b), -1) {
-			name := m[1] + m[2]
-			p := filepath.Join(dir, name+".py")
-			if seen[p] {
-				continue
-			}
-			if _, err := os.Stat(p); err != nil {
-				continue // a library, not a helper
-			}
-			seen[p] = true
-			mods = append(mods, p)
-			queue = append(queue, p)
-		}
-	}
-	sort.Strings(mods)
-	return append([]string{script}, mods...), nil
 }
 
 // Finder looks tools up in the toolchains installed under CacheRoot (the

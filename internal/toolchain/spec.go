@@ -10,6 +10,7 @@ package toolchain
 
 import (
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -17,8 +18,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/edgepipe/edgepipe/steps/toolchains"
 )
 
 // Toolchain kinds.
@@ -51,6 +50,16 @@ type Spec struct {
 	// FromPath lets an external toolchain's tools be found on PATH (a
 	// system package edgepipe's own files install, like Debian's chromium).
 	FromPath bool
+	// Packages are the installed packages whose versions name the
+	// toolchain in manifests and doctor ("python" is the interpreter).
+	Packages []string
+	// SmokeImport is Python run once after an install: a wheel set that
+	// installs but cannot load (torch without its CUDA libraries) fails
+	// then, not in the middle of a conversion.
+	SmokeImport string
+	// ExtraVersion finds a version the package list does not show (the
+	// vendor SDK a wheel was built with) in the install folder.
+	ExtraVersion func(dir string) (label, version string)
 	// version names a binary toolchain's release in its folder name, and
 	// versionArgs make its tool print it (default --version).
 	version     string
@@ -189,10 +198,23 @@ var (
 	extraTools = map[string][]string{}
 )
 
-// Python is a pinned Python toolchain whose lock is embedded in
-// steps/toolchains as NAME.lock.
-func Python(name string, tools []string, note string) Spec {
-	return Spec{Name: name, Kind: KindPython, Lock: embedded(name + ".lock"), Tools: tools, Needs: []string{UV}, Note: note}
+// Python is a pinned Python toolchain whose lock is NAME.lock in locks:
+// the file system of the package that brings it, which embeds the lock
+// beside its code (and NAME.in, the requirements it was compiled from).
+func Python(name string, locks fs.FS, tools []string, note string) Spec {
+	return Spec{Name: name, Kind: KindPython, Lock: embedded(locks, name+".lock"), Tools: tools, Needs: []string{UV}, Note: note}
+}
+
+// WithPackages sets the packages that name the toolchain's versions.
+func (s Spec) WithPackages(pkgs ...string) Spec { s.Packages = pkgs; return s }
+
+// WithSmokeImport sets the Python an install must run without error.
+func (s Spec) WithSmokeImport(code string) Spec { s.SmokeImport = code; return s }
+
+// WithExtraVersion sets how to find a version the packages do not show.
+func (s Spec) WithExtraVersion(f func(dir string) (label, version string)) Spec {
+	s.ExtraVersion = f
+	return s
 }
 
 // External declares tools a format needs that edgepipe cannot install (a
@@ -253,7 +275,7 @@ func coreSpecs() []Spec {
 	return []Spec{
 		{
 			Name: UV, Kind: KindBinary, Lock: pinText(uvPins),
-			Tools: []string{"uv"},
+			Tools: []string{"uv"}, Packages: []string{"uv"},
 			Note:  "installs the Python toolchains (uv " + uvVersion + " from PyPI)",
 			pins:  uvPins, version: uvVersion,
 		},
@@ -264,17 +286,20 @@ func coreSpecs() []Spec {
 			pins:  seaweedfsPins, version: seaweedfsVersion, versionArgs: []string{"version"},
 		},
 		{
-			Name: Llama, Kind: KindPython, Lock: embedded("llama.lock"),
+			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
 			Tools: []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
 			Needs: []string{UV},
+			Packages:    []string{"python", "torch", "transformers", "gguf"},
+			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
 			Note:  "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
 		},
 		{
 			Name: LlamaCpp, Kind: KindLlamaCpp,
 			Lock:  llamaCppBuildPin(runtime.GOARCH),
 			Tools: append(append([]string{}, llamaCppTargets...), ToolConvertHF),
-			Needs: []string{Llama},
-			Note:  "llama.cpp " + llamaCppCommit + " (llama-cpp-python " + llamaCppPythonVersion + " sdist) built with cmake",
+			Needs:    []string{Llama},
+			Packages: []string{"llama.cpp", "llama-cpp-python"},
+			Note:     "llama.cpp " + llamaCppCommit + " (llama-cpp-python " + llamaCppPythonVersion + " sdist) built with cmake",
 			pins:  []Pin{llamaCppSdist},
 		},
 		{
@@ -334,8 +359,13 @@ func pinText(pins []Pin) string {
 	return b.String()
 }
 
-func embedded(name string) string {
-	b, err := fs.ReadFile(toolchains.Files, name)
+// coreLocks are the locks of the toolchains this package itself brings.
+//
+//go:embed llama.in llama.lock
+var coreLocks embed.FS
+
+func embedded(locks fs.FS, name string) string {
+	b, err := fs.ReadFile(locks, name)
 	if err != nil {
 		panic(fmt.Sprintf("toolchain lock %s is not embedded: %v", name, err))
 	}

@@ -19,9 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
-
-	"github.com/edgepipe/edgepipe/steps/python"
 )
 
 func sha(b []byte) string {
@@ -30,7 +29,7 @@ func sha(b []byte) string {
 }
 
 func TestLockDigestKeysTheInstallFolder(t *testing.T) {
-	lock, err := os.ReadFile("../../steps/toolchains/llama.lock")
+	lock, err := os.ReadFile("llama.lock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +38,7 @@ func TestLockDigestKeysTheInstallFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if spec.Digest() != sha(lock) {
-		t.Fatalf("llama digest %s is not the sha256 of steps/toolchains/llama.lock (%s)", spec.Digest(), sha(lock))
+		t.Fatalf("llama digest %s is not the sha256 of internal/toolchain/llama.lock (%s)", spec.Digest(), sha(lock))
 	}
 	if want := "llama-" + sha(lock)[:16]; spec.DirName() != want {
 		t.Fatalf("DirName = %s, want %s", spec.DirName(), want)
@@ -203,13 +202,10 @@ func TestHelperScriptsAndToolIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tool := range []string{ToolGGUFToHF, ToolHFPPL} {
-		want, err := fs.ReadFile(python.Scripts, tool)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := []byte(testHelpers[tool].Data)
 		got, err := os.ReadFile(inst.Tools[tool])
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s in the cache differs from the embedded script (%v)", tool, err)
+			t.Fatalf("%s in the cache differs from the registered script (%v)", tool, err)
 		}
 		argv, id, err := inst.Tool(tool)
 		if err != nil {
@@ -218,17 +214,14 @@ func TestHelperScriptsAndToolIdentity(t *testing.T) {
 		if len(argv) != 2 || argv[0] != inst.Python || argv[1] != inst.Tools[tool] {
 			t.Errorf("argv = %q", argv)
 		}
-		wantID := inst.LockDigest + "+sha256:" + sha(want)
+		closure := tool + " " + sha(want) + "\n"
 		if tool == ToolHFPPL {
 			// It imports the shared scorer: its bytes are part of what the
 			// tool is.
-			scorer, err := fs.ReadFile(python.Scripts, "ppl_scoring.py")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantID += "+sha256:" + sha(scorer)
+			closure += "closure_leaf.py " + sha([]byte(testHelpers["closure_leaf.py"].Data)) + "\n" +
+				"ppl_scoring.py " + sha([]byte(testHelpers["ppl_scoring.py"].Data)) + "\n"
 		}
-		if id != wantID {
+		if wantID := inst.LockDigest + "+sha256:" + sha([]byte(closure)); id != wantID {
 			t.Errorf("%s: identity = %s, want %s", tool, id, wantID)
 		}
 	}
@@ -544,12 +537,19 @@ func TestBuiltinKeyIgnoresOtherHelpers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, _ := fs.ReadFile(python.Scripts, ToolGGUFToHF)
+	id, err := HelperIdentity(ToolGGUFToHF)
+	if err != nil {
+		t.Fatal(err)
+	}
 	llama, _ := Lookup(Llama)
 	m := builtinModels["smollm2-135m"]
-	want := sha([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + sha(script) + "\n" + llama.Digest()))[:16]
+	want := sha([]byte(m.pinDigest() + "\n" + m.ggufSHA256 + "\n" + id + "\n" + llama.Digest()))[:16]
 	if filepath.Base(root) != "smollm2-135m-"+want {
-		t.Fatalf("builtin folder %s, want key %s (wheel, GGUF, gguf_to_hf.py, llama lock)", root, want)
+		t.Fatalf("builtin folder %s, want key %s (wheel, GGUF, gguf_to_hf.py's closure, llama lock)", root, want)
+	}
+	RegisterHelpers("another-family", fstest.MapFS{"other_family_helper.py": {Data: []byte("import ppl_scoring\n")}})
+	if again, _, _ := builtinRoot("/c", "smollm2-135m"); again != root {
+		t.Fatalf("a new helper of another family moved the built-in model's key: %s -> %s", root, again)
 	}
 }
 

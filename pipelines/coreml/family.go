@@ -31,8 +31,10 @@ func Family() plan.Family {
 		Options: func(string) any { return &Options{} },
 		Expand:  expandCoreML,
 		Kinds:   []steps.Kind{coremlConvert{}, coremlValidate{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolCoreMLConvert, ToolCoreMLValidate},
-			"coremltools 9.0 with torch 2.7.0 and transformers: Core ML conversion, INT4 per-block quantization and the Linux-side validation (Core ML prediction itself needs macOS)")},
+		Helpers: toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolCoreMLConvert, ToolCoreMLValidate},
+			"coremltools 9.0 with torch 2.7.0 and transformers: Core ML conversion, INT4 per-block quantization and the Linux-side validation (Core ML prediction itself needs macOS)").
+			WithPackages("python", "coremltools", "torch", "transformers")},
 	}
 }
 

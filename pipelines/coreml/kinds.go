@@ -3,6 +3,7 @@ package coreml
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -97,7 +98,7 @@ func (coremlConvert) Resources(any) steps.Resources {
 }
 
 func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		CoreMLV   string   `json:"coremltools"`
 		TorchV    string   `json:"torch"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolCoreMLConvert, err)
 	}
 	sc.Result.SetFile("model", CoreMLPackage)
@@ -207,7 +208,7 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	var res coremlReport
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolCoreMLValidate, err)
 	}
 	if len(res.Checks) == 0 {

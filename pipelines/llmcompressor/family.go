@@ -33,8 +33,10 @@ func Family() plan.Family {
 		Options: options,
 		Expand:  expandLLMCompressor,
 		Kinds:   []steps.Kind{llmcQuantize{}, llmcPerplexity{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolLLMCQuantize, ToolLLMCPerplexity},
-			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity of the result")},
+		Helpers: toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolLLMCQuantize, ToolLLMCPerplexity},
+			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity of the result").
+			WithPackages("python", "llmcompressor", "compressed-tensors", "torch", "transformers")},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io"
 	"os"
 	"path/filepath"
@@ -146,7 +147,7 @@ func (llmcQuantize) Resources(any) steps.Resources {
 }
 
 func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		Linears  int               `json:"quantized_linears"`
 		Versions map[string]string `json:"versions"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolLLMCQuantize, err)
 	}
 	layout, err := CheckCompressedTensors(sc.Out, group)
@@ -492,11 +493,11 @@ func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input(steps.HFPerplexity)
+	base, err := sc.Input(shared.HFPerplexity)
 	if err != nil {
 		return err
 	}
-	res, err := steps.RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), ToolLLMCPerplexity, model.Dir)
+	res, err := shared.RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), ToolLLMCPerplexity, model.Dir)
 	if err != nil {
 		return err
 	}

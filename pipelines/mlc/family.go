@@ -50,6 +50,7 @@ func Family() plan.Family {
 		Expand:  expandMLC,
 		Kinds: []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{},
 			mlcNativeConvert{}, mlcNativeConfig{}, mlcGate{}, mlcWebGPUCheck{}},
+		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{
 			toolchain.External(Toolchain, []string{ToolMLCLLM},
 				"not installed by edgepipe (mlc_llm is not on PyPI): install the nightly CPU wheels with "+

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ func (mlcConvertWeight) Resources(any) steps.Resources {
 }
 
 func (mlcConvertWeight) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (mlcGenConfig) Resources(any) steps.Resources {
 }
 
 func (mlcGenConfig) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -328,7 +329,7 @@ func (mlcValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if quant == "" {
 		quant = "q4f16_1"
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
@@ -52,7 +53,7 @@ func (mlcNativeConvert) Resources(any) steps.Resources {
 }
 
 func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 			OutputErrorRaw float64 `json:"output_error_unscaled"`
 		} `json:"awq"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolNative, err)
 	}
 	if _, err := readMLCCache(sc.Out); err != nil {
@@ -142,7 +143,7 @@ func (mlcNativeConfig) Resources(any) steps.Resources {
 }
 
 func (mlcNativeConfig) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -304,11 +305,11 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input(steps.HFPerplexity)
+	base, err := sc.Input(shared.HFPerplexity)
 	if err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 		Decoded string  `json:"decoded_sha256"`
 		Compute string  `json:"compute"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolGate, err)
 	}
 	if !(res.PPL > 0) {

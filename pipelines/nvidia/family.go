@@ -33,11 +33,13 @@ func Family() plan.Family {
 					Note: "FP4 (E2M1) weights with an FP8 scale per 16, FP8 KV cache; nvidia-modelopt quantizes and exports a checkpoint, whether its calibration runs without CUDA is unverified, and running it needs Blackwell FP4 tensor cores"},
 			},
 		},
-		Expand: expandNvidia,
-		Kinds:  []steps.Kind{modeloptQuantize{}, trtllmBuild{}, edgellmBuild{}},
+		Expand:  expandNvidia,
+		Kinds:   []steps.Kind{modeloptQuantize{}, trtllmBuild{}, edgellmBuild{}},
+		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{
-			toolchain.Python(Toolchain, []string{ToolModelOpt},
-				"nvidia-modelopt 0.47 with torch 2.11: NVFP4 (FP8 KV cache) and INT4 AWQ quantization and checkpoint export; installs anywhere, but runs only with an NVIDIA GPU"),
+			toolchain.Python(Toolchain, locks, []string{ToolModelOpt},
+				"nvidia-modelopt 0.47 with torch 2.11: NVFP4 (FP8 KV cache) and INT4 AWQ quantization and checkpoint export; installs anywhere, but runs only with an NVIDIA GPU").
+				WithPackages("python", "nvidia-modelopt", "torch", "transformers"),
 			toolchain.External("nvidia-gpu", []string{ToolNvidiaSMI},
 				"not run here: the trtllm-int4 and nvfp4 formats need an NVIDIA GPU and its driver (nvidia-smi); engines are built on the device that runs them (Jetson: JetPack)"),
 			toolchain.External("tensorrt-llm", []string{ToolTRTLLMBuild},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,7 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := requireNvidiaGPU(sc, "nvidia-modelopt calibration for "+format); err != nil {
 		return err
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		Export      string `json:"export"`
 		ModelOptV   string `json:"modelopt"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolModelOpt, err)
 	}
 	sc.Result.SetFile("checkpoint", ".")

@@ -3,6 +3,7 @@ package onnx
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"strconv"
 
@@ -28,7 +29,7 @@ func (onnxBench) Measure(ctx context.Context, sc *steps.Context, model string, p
 		DecodeNS  []float64 `json:"decode_ns"`
 		Providers []string  `json:"providers"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ToolBench, err)
 	}
 	if len(res.PromptNS) != reps || len(res.DecodeNS) != reps {

@@ -41,9 +41,11 @@ func Family() plan.Family {
 		Options: options,
 		Expand:  expandONNX,
 		Kinds:   []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
+		Helpers: toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
 			"optimum-onnx, ONNX Runtime (CPU) and its quantizers for ONNX and QNN QDQ; qai-hub's client is installed, "+
-				"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)")},
+				"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)").
+			WithPackages("python", "onnxruntime", "onnx", "optimum-onnx", "torch", "transformers")},
 		Bench: onnxBench{},
 	}
 }

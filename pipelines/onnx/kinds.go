@@ -3,6 +3,7 @@ package onnx
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func (onnxExport) Resources(any) steps.Resources {
 }
 
 func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
 		KVLayers int      `json:"kv_layers"`
 		KVCache  bool     `json:"kv_cache"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolExport, err)
 	}
 	if err := CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
@@ -176,7 +177,7 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		LMHeadTied  bool     `json:"lm_head_tied"`
 		EightBit    int      `json:"eight_bit_layers"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQuantize, err)
 	}
 	if err := CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
@@ -241,11 +242,11 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("step %s needs, first, the step that made the ONNX model it scores", sc.StepID)
 	}
 	model := sc.Inputs[0]
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input(steps.HFPerplexity)
+	base, err := sc.Input(shared.HFPerplexity)
 	if err != nil {
 		return err
 	}
@@ -278,13 +279,13 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 		Positions    int      `json:"logit_positions"`
 		ProviderList []string `json:"providers"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolValidate, err)
 	}
 	if res.MaxAbs == nil {
 		return fmt.Errorf("%s reported no logits comparison (see %s)", ToolValidate, sc.LogPath)
 	}
-	pp, err := steps.AgainstBaseline(base, ToolValidate, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
 		"onnxruntime "+strings.Join(res.ProviderList, ","))
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package openvino
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,7 @@ func (ovBench) Measure(ctx context.Context, sc *steps.Context, model string, pro
 		Device    string    `json:"device"`
 		Precision string    `json:"inference_precision"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ToolBench, err)
 	}
 	if res.Device != "CPU" {

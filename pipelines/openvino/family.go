@@ -55,9 +55,11 @@ func Family() plan.Family {
 		Options: options,
 		Expand:  expand,
 		Kinds:   []steps.Kind{ovExport{}, ovQuantize{}, ovValidate{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
+		Helpers: toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
 			"optimum-intel (OpenVINO IR export), NNCF (weight compression) and the OpenVINO runtime; its CPU plugin runs here, "+
-				"the NPU plugin needs an Intel NPU and its driver, which this host does not have")},
+				"the NPU plugin needs an Intel NPU and its driver, which this host does not have").
+			WithPackages("python", "openvino", "nncf", "optimum-intel", "torch", "transformers")},
 		Bench: ovBench{},
 	}
 }

@@ -3,6 +3,7 @@ package openvino
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
@@ -68,7 +69,7 @@ type irReport struct {
 // logits.
 func readIRReport(sc *steps.Context, tool string) (*irReport, error) {
 	var res irReport
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
 	if res.Model != ModelFile {
@@ -109,7 +110,7 @@ func weightFacts(sc *steps.Context, res *irReport) {
 }
 
 func (ovExport) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -269,11 +270,11 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("step %s needs, first, the step that made the OpenVINO IR it scores", sc.StepID)
 	}
 	model := sc.Inputs[0]
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input(steps.HFPerplexity)
+	base, err := sc.Input(shared.HFPerplexity)
 	if err != nil {
 		return err
 	}
@@ -306,10 +307,10 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 		Precision string   `json:"inference_precision"`
 		OpenVINO  string   `json:"openvino"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolValidate, err)
 	}
-	pp, err := steps.AgainstBaseline(base, ToolValidate, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
 		fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.Precision))
 	if err != nil {
 		return err

@@ -31,9 +31,16 @@ func Family() plan.Family {
 		Options: func(string) any { return &Options{} },
 		Expand:  expandQNN,
 		Kinds:   []steps.Kind{qnnQDQ{}, qnnCompile{}, qnnHTP{}},
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, []string{ToolHTP},
+		Helpers: toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolHTP},
 			"onnxruntime-qnn 2.7.0 with QNN 2.51.0's HTP backend (backend: qnn-htp): compiles Hexagon context binaries and runs them "+
-				"on Qualcomm's HTP simulator (x86-64 Linux, glibc 2.35+); no phone is used"),
+				"on Qualcomm's HTP simulator (x86-64 Linux, glibc 2.35+); no phone is used").
+			WithPackages("python", "onnxruntime-qnn", "onnxruntime", "torch", "transformers").
+			// QNN's HTP backend is a manylinux_2_35 x86-64 library: registering
+			// the plugin execution provider loads it, so an older glibc fails here.
+			WithSmokeImport("import onnxruntime, onnxruntime_qnn; onnxruntime.register_execution_provider_library(" +
+				"'QNNExecutionProvider', onnxruntime_qnn.get_library_path())").
+			WithExtraVersion(qnnSDKVersion),
 			toolchain.External(SDK, []string{ToolONNXConverter, ToolModelLibGenerator, ToolContextBinaryGenerator},
 				"not run here (stand-in in tests): needs Qualcomm's full QNN SDK (set QNN_SDK_ROOT and put $QNN_SDK_ROOT/bin/x86_64-linux-clang on "+
 					"--tool-path); only used by QNN targets with `backend: qnn-sdk`")},

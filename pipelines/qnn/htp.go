@@ -3,6 +3,7 @@ package qnn
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"os"
 	"path/filepath"
@@ -81,11 +82,11 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
-	base, err := sc.Input(steps.HFPerplexity)
+	base, err := sc.Input(shared.HFPerplexity)
 	if err != nil {
 		return err
 	}
@@ -114,13 +115,13 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	var res htpResult
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolHTP, err)
 	}
 	if err := checkHTPOutputs(sc.Out, &res); err != nil {
 		return err
 	}
-	pp, err := steps.AgainstBaseline(base, ToolHTP, sc.LogPath, steps.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx}, "")
+	pp, err := shared.AgainstBaseline(base, ToolHTP, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx}, "")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package qnn
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,7 +86,7 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 		ConvWeights int      `json:"per_channel_convs"`
 		RMSNorms    int      `json:"rms_norms"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQDQ, err)
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
@@ -262,7 +263,7 @@ func qnnAIHub(ctx context.Context, sc *steps.Context, model string, p *CompilePa
 		JobID  string `json:"job_id"`
 		Target string `json:"target_runtime"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolAIHub, err)
 	}
 	if st, err := os.Stat(filepath.Join(sc.Out, out)); err != nil || st.Size() == 0 {

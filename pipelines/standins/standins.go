@@ -14,5 +14,6 @@ import (
 	_ "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/openvino/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/qnn/standin"
+	_ "github.com/edgepipe/edgepipe/pipelines/shared/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/vision/standin"
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -213,7 +214,7 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("step %s needs the step that made the model it times, which recorded no model file", sc.StepID)
 	}
 	in := sc.Inputs[0]
-	modelBytes, err := steps.ArtifactBytes(in.Dir)
+	modelBytes, err := shared.ArtifactBytes(in.Dir)
 	if err != nil {
 		return fmt.Errorf("step %s: size of %s: %w", sc.StepID, in.StepID, err)
 	}
@@ -228,7 +229,7 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	var res benchReport
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", rt.Tool, err)
 	}
 	vb, err := summarizeBench(res, p, threads)

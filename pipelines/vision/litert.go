@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,7 +40,7 @@ func (litertConvert) Resources(any) steps.Resources {
 }
 
 func (litertConvert) Run(ctx context.Context, sc *steps.Context) error {
-	src, err := sc.Input(steps.Fetch)
+	src, err := sc.Input(shared.Fetch)
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func (litertConvert) Run(ctx context.Context, sc *steps.Context) error {
 		} `json:"input"`
 		Versions map[string]string `json:"versions"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", litert.ToolConvert, err)
 	}
 	if res.Weights["int8"] == 0 || res.Calibration == 0 {

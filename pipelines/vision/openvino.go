@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
@@ -133,7 +134,7 @@ func (nncfQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	var res ovReport
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolOVQuantize, err)
 	}
 	if res.Model != IRFile {

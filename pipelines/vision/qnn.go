@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,7 +93,7 @@ func (qnnQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		PerChannel  int    `json:"per_channel_weights"`
 		Calibration int    `json:"calibration_images"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQNN, err)
 	}
 	if res.Dequantize == 0 || res.Int8 == 0 || res.Calibration == 0 {
@@ -169,7 +170,7 @@ func (qnnCompile) Run(ctx context.Context, sc *steps.Context) error {
 		ORTQNN        string  `json:"onnxruntime_qnn"`
 		ORT           string  `json:"onnxruntime"`
 	}
-	if err := steps.ReadJSONLine(sc.LogPath, &res); err != nil {
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
 		return fmt.Errorf("%s: %w", ToolQNN, err)
 	}
 	for _, f := range []string{res.Model, res.ContextBinary, "config.json"} {

@@ -1,0 +1,225 @@
+package pipelines_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgepipe/edgepipe/data"
+	"github.com/edgepipe/edgepipe/internal/cache"
+	"github.com/edgepipe/edgepipe/internal/rayexec"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+)
+
+// pythonModule is one Python test module and what it runs in.
+type pythonModule struct {
+	// toolchain runs the module; "" is the host's python3, for modules
+	// that need nothing beyond the standard library (the fast tier runs
+	// those too).
+	toolchain string
+	// env adds what the module reads (a model, a text, the data folder).
+	env     func(t *testing.T, ctx context.Context, cacheDir string) []string
+	timeout time.Duration
+}
+
+// pythonModules are every Python test module of the tree, by file name.
+// TestPythonModulesListed fails when a module is not here, so none runs
+// only by hand.
+var pythonModules = map[string]pythonModule{
+	// The scheme against a transcription of llama.cpp's loop, and the
+	// built-in model's running perplexity, chunk by chunk, against what
+	// llama-perplexity printed for its F16 GGUF on the same text
+	// (pipelines/gguf/testdata/perplexity-base.log).
+	"test_ppl_scoring.py": {toolchain: toolchain.Llama, env: scoringEnv, timeout: 20 * time.Minute},
+	// The MLC converter's searched scales against mlc_llm's, decoded the
+	// way the gate decodes them (numpy and torch, no model).
+	"test_mlc_scales.py": {toolchain: toolchain.Llama, timeout: 10 * time.Minute},
+	// vision_data.py: the index splits, the refusal of malformed sets, the
+	// preprocessing, the built-in image sets rebuilt byte for byte, and
+	// vision_import.py's strict renaming.
+	"test_vision_data.py": {toolchain: toolchain.Vision, env: visionDataEnv, timeout: 10 * time.Minute},
+	// Sessions that a library makes for itself (the QDQ quantizer's
+	// calibrator) get the step's thread grant.
+	"test_edgepipe_threads.py": {toolchain: toolchain.Vision, timeout: 5 * time.Minute},
+	// litert_convert.py and litert_validate.py on a random classifier.
+	"test_litert.py": {toolchain: "litert", timeout: 20 * time.Minute},
+	// vision_qnn.py through QNN's HTP backend and its simulator.
+	"test_vision_qnn.py": {toolchain: "qnn", timeout: 10 * time.Minute},
+}
+
+// pythonTestModules finds every tests/test_*.py under the repository.
+func pythonTestModules(t *testing.T) map[string]string {
+	t.Helper()
+	found := map[string]string{}
+	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "bin" || d.Name() == "artifacts") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), "test_") && strings.HasSuffix(d.Name(), ".py") && filepath.Base(filepath.Dir(p)) == "tests" {
+			if prev, dup := found[d.Name()]; dup {
+				t.Errorf("two Python test modules named %s (%s, %s): unittest runs them by name", d.Name(), prev, p)
+			}
+			found[d.Name()] = p
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func TestPythonModulesListed(t *testing.T) {
+	found := pythonTestModules(t)
+	if len(found) < len(pythonModules) {
+		t.Errorf("found %d Python test modules, fewer than the %d listed: the walk looks in the wrong place", len(found), len(pythonModules))
+	}
+	for name, p := range found {
+		if _, ok := pythonModules[name]; !ok {
+			t.Errorf("%s is not in pythonModules (pipelines/python_test.go): say which toolchain runs it, or it runs only by hand", p)
+		}
+	}
+	for name := range pythonModules {
+		if _, ok := found[name]; !ok {
+			t.Errorf("pythonModules lists %s, which is not in the tree", name)
+		}
+	}
+}
+
+// TestHelpersCompile byte-compiles every registered helper script and every
+// Python test module with the host's python3: a syntax error fails the
+// fast tier, not a conversion an hour into the real one.
+func TestHelpersCompile(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH (the README's prerequisites have Python 3.11)")
+	}
+	dir, err := toolchain.MaterializeHelpers(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{}
+	for _, n := range toolchain.HelperNames() {
+		files = append(files, filepath.Join(dir, n))
+	}
+	for _, p := range pythonTestModules(t) {
+		files = append(files, p)
+	}
+	sort.Strings(files)
+	if len(files) < 40 {
+		t.Fatalf("only %d Python files registered: the helpers of some family are not", len(files))
+	}
+	cmd := exec.Command(py, append([]string{"-c", "import py_compile, sys\nfor f in sys.argv[1:]: py_compile.compile(f, doraise=True)"}, files...)...)
+	cmd.Env = append(os.Environ(), "PYTHONPYCACHEPREFIX="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("py_compile: %v\n%s", err, out)
+	}
+}
+
+// TestPythonModules runs every Python test module in its toolchain, with
+// the helpers written out in one folder the way edgepipe runs them.
+// Modules on the host's python3 run in the fast tier; the others need
+// their toolchain and run in the real tier, where a module that skips
+// a test fails: its toolchain is installed, so nothing may be missing.
+func TestPythonModules(t *testing.T) {
+	real := os.Getenv("EDGEPIPE_REAL") == "1"
+	found := pythonTestModules(t)
+	names := make([]string, 0, len(pythonModules))
+	for n := range pythonModules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m := pythonModules[name]
+		path := found[name]
+		t.Run(strings.TrimSuffix(name, ".py"), func(t *testing.T) {
+			if path == "" {
+				t.Skip("not in the tree (TestPythonModulesListed says so)")
+			}
+			var py, cacheDir string
+			if m.toolchain == "" {
+				p, err := exec.LookPath("python3")
+				if err != nil {
+					t.Skip("no python3 on PATH")
+				}
+				py, cacheDir = p, t.TempDir()
+			} else {
+				if !real {
+					t.Skipf("real tier: needs the %s toolchain (EDGEPIPE_REAL=1 after `edgepipe toolchain install %s`)", m.toolchain, m.toolchain)
+				}
+				t.Parallel()
+				var err error
+				cacheDir, err = cache.Root(os.Getenv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc, err := toolchain.Resolve(cacheDir, m.toolchain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				py = tc.Python
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), max(m.timeout, time.Minute))
+			defer cancel()
+			helpers, err := toolchain.MaterializeHelpers(cacheDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tests, err := filepath.Abs(filepath.Dir(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", strings.TrimSuffix(name, ".py"))
+			cmd.Dir = tests
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+helpers+string(os.PathListSeparator)+tests, "EDGEPIPE_HELPERS="+helpers,
+				"PYTHONPYCACHEPREFIX="+t.TempDir(), "HF_HUB_OFFLINE=1", "OMP_NUM_THREADS=1", "EDGEPIPE_THREADS=1")
+			if m.env != nil {
+				cmd.Env = append(cmd.Env, m.env(t, ctx, cacheDir)...)
+			}
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", out)
+			if err != nil {
+				t.Fatalf("%s failed: %v", name, err)
+			}
+			if m.toolchain != "" && strings.Contains(string(out), "skipped") {
+				t.Fatalf("%s skipped a test in its own toolchain: something it needs is missing", name)
+			}
+		})
+	}
+}
+
+func scoringEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
+	model, err := toolchain.BuiltinModel(ctx, cacheDir, "smollm2-135m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := data.Materialize("eval", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath, err := filepath.Abs("gguf/testdata/perplexity-base.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"EDGEPIPE_PPL_MODEL=" + model, "EDGEPIPE_PPL_TEXT=" + text, "EDGEPIPE_PPL_LOG=" + logPath, "EDGEPIPE_PPL_CHUNKS=4"}
+}
+
+func visionDataEnv(t *testing.T, _ context.Context, _ string) []string {
+	dir, err := filepath.Abs("../data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"EDGEPIPE_VISION_DATA=" + dir}
+}
+
+// The ray toolchain registers in rayexec's init; linking it here makes
+// its helpers part of what TestHelpersCompile compiles.
+var _ = rayexec.Toolchain

@@ -1,0 +1,178 @@
+package shared
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/edgepipe/edgepipe/steps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+)
+
+// A GGUF file is a model source too: users hold GGUFs far more often than
+// checkpoints. The source step dequantizes it into a Hugging Face
+// checkpoint with gguf_to_hf.py (the converter the built-in models go
+// through), so every family reads the same folder it reads for any other
+// source, and the step's result says the weights were quantized before.
+
+// DataGGUF is the data role of a local GGUF source: as a data file its
+// content digest is in the source step's cache key, so an edited GGUF at
+// the same path is converted again.
+const DataGGUF = "gguf"
+
+// Facts the source step records about a GGUF source.
+const (
+	FactSourceFormat       = "source_format"
+	FactSourceQuantization = "source_quantization"
+	FactSourceTensorTypes  = "source_tensor_types"
+	FactTokenizer          = "tokenizer"
+)
+
+// IsGGUFSource reports whether model.source names a GGUF file, local or
+// remote (a URL's query, such as ?checksum=, is not part of the name).
+func IsGGUFSource(src string) bool {
+	name := src
+	if strings.Contains(src, "://") || strings.Contains(src, "::") {
+		if i := strings.IndexAny(name, "?#"); i >= 0 {
+			name = name[:i]
+		}
+	}
+	return strings.HasSuffix(strings.ToLower(name), ".gguf")
+}
+
+// LocalGGUF returns the GGUF file a local source names: the file itself,
+// or the one .gguf file of a folder that holds no config.json. ok is false
+// for a source that is not a local GGUF (a checkpoint folder, a URL).
+func LocalGGUF(src, recipeDir string) (path string, ok bool, err error) {
+	if !IsLocalSource(src) {
+		return "", false, nil
+	}
+	p := src
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(recipeDir, p)
+	}
+	if IsGGUFSource(src) {
+		return src, true, nil
+	}
+	st, err := os.Stat(p)
+	if err != nil || !st.IsDir() {
+		return "", false, nil // the source step says what is wrong
+	}
+	if _, err := os.Stat(filepath.Join(p, "config.json")); err == nil {
+		return "", false, nil
+	}
+	ggufs, _ := filepath.Glob(filepath.Join(p, "*.gguf"))
+	sort.Strings(ggufs)
+	switch {
+	case len(ggufs) == 0:
+		return "", false, nil
+	case len(ggufs) > 1:
+		return "", true, fmt.Errorf("model.source %s holds %d GGUF files (%s): point model.source at one of them; split parts (NAME-00001-of-0000N.gguf) must be merged first, with llama.cpp's `llama-gguf-split --merge FIRST-PART OUT.gguf`",
+			src, len(ggufs), strings.Join(baseNames(ggufs), ", "))
+	}
+	return filepath.Join(src, filepath.Base(ggufs[0])), true, nil
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}
+
+// ggufInfo is what gguf_to_hf.py writes to --info.
+type ggufInfo struct {
+	Architecture string         `json:"architecture"`
+	Parameters   int64          `json:"parameters"`
+	Tokenizer    string         `json:"tokenizer"`
+	FileType     string         `json:"file_type"`
+	TensorTypes  map[string]int `json:"tensor_types"`
+}
+
+// fetchGGUF brings a GGUF source (a local file by its data role, or a
+// download) and converts it into the step's output.
+func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
+	var gguf string
+	if IsLocalSource(src) {
+		p, err := sc.Data(DataGGUF)
+		if err != nil {
+			return err
+		}
+		gguf = p
+	} else {
+		dir := filepath.Join(sc.Scratch, "fetched")
+		if _, err := download(ctx, sc, src, dir); err != nil {
+			return err
+		}
+		found, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
+		if len(found) != 1 {
+			return fmt.Errorf("the download holds %d .gguf files, not one: name a single GGUF file in model.source", len(found))
+		}
+		gguf = found[0]
+	}
+	if err := checkGGUFMagic(gguf); err != nil {
+		return err
+	}
+	info := filepath.Join(sc.Scratch, "gguf-info.json")
+	if err := sc.RunTool(ctx, toolchain.ToolGGUFToHF, "--gguf", gguf, "--out", sc.Out, "--info", info); err != nil {
+		return fmt.Errorf("dequantize the GGUF into a checkpoint: %w", err)
+	}
+	b, err := boundedfile.Read(info, boundedfile.ModelJSONLimit)
+	if err != nil {
+		return fmt.Errorf("gguf_to_hf.py wrote no %s: %w", filepath.Base(info), err)
+	}
+	return recordGGUFInfo(sc.Result, b)
+}
+
+// recordGGUFInfo keeps what the converter said of the GGUF in the step's
+// result, for the manifest: the source was quantized, and how.
+func recordGGUFInfo(res *steps.Result, b []byte) error {
+	var gi ggufInfo
+	if err := json.Unmarshal(b, &gi); err != nil {
+		return fmt.Errorf("gguf_to_hf.py's info: %w", err)
+	}
+	res.SetFact(FactSourceFormat, "gguf")
+	if gi.FileType != "" {
+		res.SetFact(FactSourceQuantization, gi.FileType)
+	}
+	if len(gi.TensorTypes) > 0 {
+		var types []string
+		for t, n := range gi.TensorTypes {
+			types = append(types, fmt.Sprintf("%s:%d", t, n))
+		}
+		sort.Strings(types)
+		res.SetFact(FactSourceTensorTypes, strings.Join(types, " "))
+	}
+	if gi.Tokenizer != "" {
+		res.SetFact(FactTokenizer, gi.Tokenizer)
+	}
+	return nil
+}
+
+// checkGGUFMagic refuses a file that is not a GGUF before a converter
+// parses it: a mistyped path or an HTML error page says so plainly.
+func checkGGUFMagic(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	magic := make([]byte, 4)
+	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
+		return fmt.Errorf("%s is not a GGUF file (it does not start with the GGUF magic): check model.source", filepath.Base(path))
+	}
+	return nil
+}

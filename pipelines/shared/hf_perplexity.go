@@ -1,0 +1,145 @@
+package shared
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/edgepipe/edgepipe/steps"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+)
+
+// hfPerplexity scores an unconverted Hugging Face checkpoint through
+// transformers with llama-perplexity's chunking (hf_perplexity.py). It is
+// the baseline of every format that is not scored by llama.cpp (ONNX, QNN,
+// GPTQ, AWQ): those formats' scorers use the same tokens and chunks, so the
+// two numbers compare.
+type hfPerplexity struct{}
+
+// HFPerplexity is the kind of the transformers baseline.
+var HFPerplexity steps.Kind = hfPerplexity{}
+
+func init() { steps.Register(hfPerplexity{}) }
+
+func (hfPerplexity) Name() string       { return "hf-perplexity" }
+func (hfPerplexity) Version() int       { return 1 }
+func (hfPerplexity) NewParams() any     { return &steps.Eval{} }
+func (hfPerplexity) Tools(any) []string { return []string{toolchain.ToolHFPPL} }
+func (hfPerplexity) Resources(any) steps.Resources {
+	// fp32 weights (0.5 GB for 135M parameters) plus torch and one chunk's
+	// logits; torch uses every core it is given.
+	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
+	// (BENCH memory-plan).
+	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 491, ModelFactor: 2.37}
+}
+
+func (hfPerplexity) Run(ctx context.Context, sc *steps.Context) error {
+	src, err := sc.Input(Fetch)
+	if err != nil {
+		return err
+	}
+	res, err := RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), toolchain.ToolHFPPL, src.Dir)
+	if err != nil {
+		return err
+	}
+	sc.Result.Perplexity = res.Perplexity("transformers")
+	return nil
+}
+
+// TransformersPPL is what the transformers perplexity scripts print.
+type TransformersPPL struct {
+	PPL    float64 `json:"ppl"`
+	Chunks int     `json:"chunks"`
+	Ctx    int     `json:"ctx"`
+	Scored int     `json:"scored"`
+}
+
+// Perplexity is the script's result as a step records it.
+func (r TransformersPPL) Perplexity(backend string) *steps.Perplexity {
+	return &steps.Perplexity{PPL: r.PPL, EvalTokens: r.Scored, Chunks: r.Chunks, Context: r.Ctx, Backend: backend}
+}
+
+// RunTransformersPerplexity runs a perplexity script (hf_perplexity.py or
+// one that wraps it in another toolchain) on modelDir with ev's chunks
+// and the step's evaluation text, and reads its JSON result line.
+func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.Eval, tool, modelDir string) (TransformersPPL, error) {
+	var res TransformersPPL
+	text, err := sc.Data(steps.DataEval)
+	if err != nil {
+		return res, err
+	}
+	args := []string{"--model", modelDir, "--text", text, "--ctx", strconv.Itoa(ev.Chunk)}
+	if n := ev.MaxChunks; n > 0 {
+		args = append(args, "--chunks", strconv.Itoa(n))
+	}
+	if err := sc.RunTool(ctx, tool, args...); err != nil {
+		return res, err
+	}
+	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
+		return res, fmt.Errorf("%s: %w", tool, err)
+	}
+	if !(res.PPL > 0) {
+		return res, fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", tool, res.PPL, sc.LogPath)
+	}
+	return res, nil
+}
+
+// ReadJSONLine decodes the last line of a step log that is a JSON object:
+// the helper scripts print their results as one JSON line on stdout, after
+// whatever the libraries they call have logged.
+func ReadJSONLine(logPath string, v any) error {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var last []byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}' && json.Valid(line) {
+			last = append(last[:0], line...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", logPath, err)
+	}
+	if last == nil {
+		return fmt.Errorf("no JSON result line in its output (see %s)", logPath)
+	}
+	return json.Unmarshal(last, v)
+}
+
+// Scored is what a quality script printed for the converted model it
+// scored: its perplexity, the tokens it scored, in how many chunks of how
+// many tokens.
+type Scored struct {
+	PPL                 float64
+	Tokens, Chunks, Ctx int
+}
+
+// AgainstBaseline turns a converted model's score into the gate's
+// perplexity against the baseline step base. It refuses what cannot be
+// gated: a perplexity that is not a finite positive number (the model
+// gives no usable probabilities), a baseline that recorded none, and a
+// baseline that scored other chunks, since only the same chunks compare.
+func AgainstBaseline(base steps.Input, tool, logPath string, s Scored, backend string) (*steps.Perplexity, error) {
+	if !(s.PPL > 0) || math.IsInf(s.PPL, 0) {
+		return nil, fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", tool, s.PPL, logPath)
+	}
+	bpp := base.Result.Perplexity
+	if bpp == nil {
+		return nil, fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
+	}
+	if bpp.Chunks != s.Chunks || bpp.Context != s.Ctx {
+		return nil, fmt.Errorf("%s: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
+			tool, base.StepID, bpp.Chunks, bpp.Context, s.Chunks, s.Ctx)
+	}
+	return &steps.Perplexity{PPL: s.PPL, Baseline: bpp.PPL, EvalTokens: s.Tokens, Chunks: s.Chunks, Context: s.Ctx, Backend: backend}, nil
+}

@@ -1,0 +1,75 @@
+// Package standin holds the stand-ins of the tools the shared step kinds run:
+// gguf_to_hf.py (a GGUF source) and hf_perplexity.py (the baseline).
+package standin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"github.com/edgepipe/edgepipe/internal/standin"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+func init() { standin.Tools["gguf_to_hf.py"] = ggufToHF }
+
+// ggufToHF: gguf_to_hf.py --gguf FILE --out DIR [--info FILE]. Like the
+// real script it refuses a file without the GGUF magic; the checkpoint it
+// writes is the GGUF's bytes after the magic (so a changed GGUF changes
+// the weights), a config.json and a tokenizer file. The "file type" is
+// read from a "file_type=NAME" marker in the bytes, so tests can name one.
+func ggufToHF(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gguf_to_hf", flag.ContinueOnError)
+	in := fs.String("gguf", "", "")
+	out := fs.String("out", "", "")
+	info := fs.String("info", "", "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" {
+		return errors.New("usage: gguf_to_hf.py --gguf FILE --out DIR [--info FILE]")
+	}
+	b, err := os.ReadFile(*in)
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(b, []byte("GGUF")) {
+		return fmt.Errorf("%s is not a GGUF file", *in)
+	}
+	fileType := "unknown"
+	if i := bytes.Index(b, []byte("file_type=")); i >= 0 {
+		rest := b[i+len("file_type="):]
+		if j := bytes.IndexAny(rest, " \n"); j >= 0 {
+			rest = rest[:j]
+		}
+		fileType = string(rest)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"model.safetensors": b[4:],
+		"config.json":       []byte(`{"architectures": ["LlamaForCausalLM"], "hidden_size": 512, "max_position_embeddings": 8192}` + "\n"),
+		"tokenizer.json":    []byte(`{"stand_in": true}` + "\n"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(*out, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	line, err := json.Marshal(map[string]any{
+		"out": *out, "architecture": "LlamaForCausalLM", "parameters": len(b) - 4, "tokenizer": "stand-in",
+		"file_type": fileType, "tensor_types": map[string]int{fileType: 1},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, string(line))
+	if *info != "" {
+		return os.WriteFile(*info, append(line, '\n'), 0o644)
+	}
+	return nil
+}
