@@ -276,8 +276,8 @@ func coreSpecs() []Spec {
 		{
 			Name: UV, Kind: KindBinary, Lock: pinText(uvPins),
 			Tools: []string{"uv"}, Packages: []string{"uv"},
-			Note:  "installs the Python toolchains (uv " + uvVersion + " from PyPI)",
-			pins:  uvPins, version: uvVersion,
+			Note: "installs the Python toolchains (uv " + uvVersion + " from PyPI)",
+			pins: uvPins, version: uvVersion,
 		},
 		{
 			Name: SeaweedFS, Kind: KindBinary, Lock: pinText(seaweedfsPins),
@@ -287,20 +287,20 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools: []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
-			Needs: []string{UV},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
+			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
-			Note:  "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
+			Note:        "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
 		},
 		{
 			Name: LlamaCpp, Kind: KindLlamaCpp,
-			Lock:  llamaCppBuildPin(runtime.GOARCH),
-			Tools: append(append([]string{}, llamaCppTargets...), ToolConvertHF),
+			Lock:     llamaCppBuildPin(runtime.GOARCH),
+			Tools:    append(append([]string{}, llamaCppTargets...), ToolConvertHF),
 			Needs:    []string{Llama},
 			Packages: []string{"llama.cpp", "llama-cpp-python"},
 			Note:     "llama.cpp " + llamaCppCommit + " (llama-cpp-python " + llamaCppPythonVersion + " sdist) built with cmake",
-			pins:  []Pin{llamaCppSdist},
+			pins:     []Pin{llamaCppSdist},
 		},
 		{
 			Name: "cmake", Kind: KindExternal, Tools: []string{"cmake"},
