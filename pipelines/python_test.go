@@ -46,6 +46,9 @@ var pythonModules = map[string]pythonModule{
 	// Sessions that a library makes for itself (the QDQ quantizer's
 	// calibrator) get the step's thread grant.
 	"test_edgepipe_threads.py": {toolchain: toolchain.Vision, timeout: 5 * time.Minute},
+	// Each helper's report() against its golden (the standard library
+	// only: the fast tier runs it).
+	"test_reports.py": {timeout: time.Minute},
 	// litert_convert.py and litert_validate.py on a random classifier.
 	"test_litert.py": {toolchain: "litert", timeout: 20 * time.Minute},
 	// vision_qnn.py through QNN's HTP backend and its simulator.

@@ -505,7 +505,7 @@ func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if bp == nil {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
 	}
-	got := res.Perplexity("transformers+compressed-tensors")
+	got := shared.TransformersPerplexity(res, "transformers+compressed-tensors")
 	got.Baseline = bp.PPL
 	sc.Result.Perplexity = got
 	// The baseline ran in another toolchain (another transformers); the

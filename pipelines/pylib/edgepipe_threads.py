@@ -3,12 +3,12 @@ libraries that do not read OMP_NUM_THREADS: ONNX Runtime's intra-op thread pool.
 
 A step granted one core while another step holds the other must not run a pool the size of
 the machine: the two would share a core and neither would get its grant."""
-import os
+import edgepipe_env
 
 
 def granted():
     """The step's grant; all cores when edgepipe did not set one (the script run by hand)."""
-    return int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    return edgepipe_env.threads()
 
 
 def limit_onnxruntime(ort, n=None):

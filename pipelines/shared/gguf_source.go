@@ -1,9 +1,10 @@
 package shared
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps"
 	"os"
 	"path/filepath"
@@ -86,15 +87,6 @@ func baseNames(paths []string) []string {
 	return out
 }
 
-// ggufInfo is what gguf_to_hf.py writes to --info.
-type ggufInfo struct {
-	Architecture string         `json:"architecture"`
-	Parameters   int64          `json:"parameters"`
-	Tokenizer    string         `json:"tokenizer"`
-	FileType     string         `json:"file_type"`
-	TensorTypes  map[string]int `json:"tensor_types"`
-}
-
 // fetchGGUF brings a GGUF source (a local file by its data role, or a
 // download) and converts it into the step's output.
 func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
@@ -133,9 +125,9 @@ func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
 // recordGGUFInfo keeps what the converter said of the GGUF in the step's
 // result, for the manifest: the source was quantized, and how.
 func recordGGUFInfo(res *steps.Result, b []byte) error {
-	var gi ggufInfo
-	if err := json.Unmarshal(b, &gi); err != nil {
-		return fmt.Errorf("gguf_to_hf.py's info: %w", err)
+	var gi report.GGUFToHF
+	if err := steps.DecodeReport(toolchain.ToolGGUFToHF, bytes.TrimSpace(b), &gi); err != nil {
+		return err
 	}
 	res.SetFact(FactSourceFormat, "gguf")
 	if gi.FileType != "" {

@@ -1,14 +1,12 @@
 package shared
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps"
 	"math"
-	"os"
 	"strconv"
 
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -47,28 +45,21 @@ func (hfPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	sc.Result.Perplexity = res.Perplexity("transformers")
+	sc.Result.Perplexity = TransformersPerplexity(res, "transformers")
 	return nil
 }
 
-// TransformersPPL is what the transformers perplexity scripts print.
-type TransformersPPL struct {
-	PPL    float64 `json:"ppl"`
-	Chunks int     `json:"chunks"`
-	Ctx    int     `json:"ctx"`
-	Scored int     `json:"scored"`
-}
-
-// Perplexity is the script's result as a step records it.
-func (r TransformersPPL) Perplexity(backend string) *steps.Perplexity {
+// TransformersPerplexity is a perplexity script's report as a step
+// records it.
+func TransformersPerplexity(r report.Perplexity, backend string) *steps.Perplexity {
 	return &steps.Perplexity{PPL: r.PPL, EvalTokens: r.Scored, Chunks: r.Chunks, Context: r.Ctx, Backend: backend}
 }
 
 // RunTransformersPerplexity runs a perplexity script (hf_perplexity.py or
 // one that wraps it in another toolchain) on modelDir with ev's chunks
 // and the step's evaluation text, and reads its JSON result line.
-func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.Eval, tool, modelDir string) (TransformersPPL, error) {
-	var res TransformersPPL
+func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.Eval, tool, modelDir string) (report.Perplexity, error) {
+	var res report.Perplexity
 	text, err := sc.Data(steps.DataEval)
 	if err != nil {
 		return res, err
@@ -80,40 +71,13 @@ func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.
 	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return res, err
 	}
-	if err := ReadJSONLine(sc.LogPath, &res); err != nil {
-		return res, fmt.Errorf("%s: %w", tool, err)
+	if err := steps.ReadReport(tool, sc.LogPath, &res); err != nil {
+		return res, err
 	}
 	if !(res.PPL > 0) {
 		return res, fmt.Errorf("%s reported perplexity %v: the model produces no usable probabilities (see %s)", tool, res.PPL, sc.LogPath)
 	}
 	return res, nil
-}
-
-// ReadJSONLine decodes the last line of a step log that is a JSON object:
-// the helper scripts print their results as one JSON line on stdout, after
-// whatever the libraries they call have logged.
-func ReadJSONLine(logPath string, v any) error {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var last []byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) > 1 && line[0] == '{' && line[len(line)-1] == '}' && json.Valid(line) {
-			last = append(last[:0], line...)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", logPath, err)
-	}
-	if last == nil {
-		return fmt.Errorf("no JSON result line in its output (see %s)", logPath)
-	}
-	return json.Unmarshal(last, v)
 }
 
 // Scored is what a quality script printed for the converted model it
@@ -142,4 +106,15 @@ func AgainstBaseline(base steps.Input, tool, logPath string, s Scored, backend s
 			tool, base.StepID, bpp.Chunks, bpp.Context, s.Chunks, s.Ctx)
 	}
 	return &steps.Perplexity{PPL: s.PPL, Baseline: bpp.PPL, EvalTokens: s.Tokens, Chunks: s.Chunks, Context: s.Ctx, Backend: backend}, nil
+}
+
+// ReadJSONLine decodes the last JSON line of a step log leniently. It is
+// what the families read their helpers' output with before each helper
+// had a report type; steps.ReadReport replaces it family by family.
+func ReadJSONLine(logPath string, v any) error {
+	line, err := steps.LastJSONLine(logPath)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(line, v)
 }

@@ -22,14 +22,16 @@ converter.
 Other GGUFs fall back to transformers' converter, reported as "tokenizer":
 "transformers-gguf" in the output line.
 
-Prints one JSON line: {"out", "parameters", "architecture", "tokenizer", "add_bos", "files"}.
+Its report is report() below (reports/gguf_to_hf.json), printed and written to --info.
 """
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+import edgepipe_env
+import edgepipe_report
 
 # llama.cpp pre-tokenizer name (tokenizer.ggml.pre) -> Hugging Face pre-tokenizer steps
 # before the byte-level split. "smollm" splits every digit on its own
@@ -199,8 +201,7 @@ def main() -> int:
     args = ap.parse_args()
 
     # Never reach the Hub: everything comes from the local file.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
     os.environ.setdefault("TQDM_DISABLE", "1")
 
     import torch
@@ -235,20 +236,27 @@ def main() -> int:
     tokenizer.save_pretrained(str(out))
 
     file_type, tensor_types = quantization_of(gguf_path)
-    line = json.dumps({
-        "out": str(out),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "architecture": (model.config.architectures or [model.config.model_type])[0],
-        "tokenizer": kind,
+    rep = report(str(out), sum(p.numel() for p in model.parameters()),
+                 (model.config.architectures or [model.config.model_type])[0], kind, add_bos,
+                 file_type, tensor_types, sorted(p.name for p in out.iterdir()))
+    edgepipe_report.emit(rep)
+    if args.info:
+        with open(args.info, "w", encoding="utf-8") as f:
+            edgepipe_report.emit(rep, f)
+    return 0
+
+
+def report(out, parameters, architecture, tokenizer, add_bos, file_type, tensor_types, files):
+    return {
+        "out": out,
+        "parameters": parameters,
+        "architecture": architecture,
+        "tokenizer": tokenizer,
         "add_bos": add_bos,
         "file_type": file_type,
         "tensor_types": tensor_types,
-        "files": sorted(p.name for p in out.iterdir()),
-    })
-    print(line)
-    if args.info:
-        Path(args.info).write_text(line + "\n")
-    return 0
+        "files": files,
+    }
 
 
 def quantization_of(gguf_path: Path):

@@ -3,15 +3,14 @@
     python hf_perplexity.py --model DIR --text eval.txt [--ctx 512] [--chunks N]
 
 The scheme (tokens, chunks, the scored half of each) is ppl_scoring.py's, shared with every
-helper that reports a perplexity. Prints one JSON line: {"ppl", "tokens", "chunks", "ctx",
-"scored", "add_bos"}.
+helper that reports a perplexity. Its report is report() below (reports/hf_perplexity.json).
 """
 
 import argparse
-import json
-import os
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import ppl_scoring
 
 
@@ -26,13 +25,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: all cores)")
     args = ap.parse_args()
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
@@ -47,9 +45,12 @@ def main() -> int:
         print(f"hf_perplexity: {e}", file=sys.stderr)
         return 2
     ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk, add_bos, bos)
-    print(json.dumps({"ppl": ppl, "tokens": len(tokens), "chunks": n_chunk,
-                      "ctx": args.ctx, "scored": count, "add_bos": add_bos}))
+    edgepipe_report.emit(report(ppl, len(tokens), n_chunk, args.ctx, count, add_bos))
     return 0
+
+
+def report(ppl, tokens, chunks, ctx, scored, add_bos):
+    return {"ppl": ppl, "tokens": tokens, "chunks": chunks, "ctx": ctx, "scored": scored, "add_bos": add_bos}
 
 
 if __name__ == "__main__":

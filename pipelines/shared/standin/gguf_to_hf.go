@@ -3,12 +3,15 @@
 package standin
 
 import (
+	"sort"
+
 	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"io"
 	"os"
 	"path/filepath"
@@ -60,10 +63,13 @@ func ggufToHF(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	line, err := json.Marshal(map[string]any{
-		"out": *out, "architecture": "LlamaForCausalLM", "parameters": len(b) - 4, "tokenizer": "stand-in",
-		"file_type": fileType, "tensor_types": map[string]int{fileType: 1},
-	})
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	line, err := json.Marshal(report.GGUFToHF{Out: *out, Architecture: "LlamaForCausalLM", Parameters: int64(len(b) - 4), Tokenizer: "stand-in",
+		AddBOS: true, FileType: fileType, TensorTypes: map[string]int{fileType: 1}, Files: names})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"io"
 )
 
@@ -38,6 +39,5 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	scored := n * (*nctx - 1 - *nctx/2)
 	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)
-	return json.NewEncoder(stdout).Encode(map[string]any{"ppl": ppl, "tokens": tokens, "chunks": n,
-		"ctx": *nctx, "scored": scored, "add_bos": false})
+	return json.NewEncoder(stdout).Encode(report.Perplexity{PPL: ppl, Tokens: tokens, Chunks: n, Ctx: *nctx, Scored: scored})
 }

@@ -1,0 +1,39 @@
+// Package report holds the reports of the shared kinds' helper scripts,
+// one named type per helper, decoded strictly (steps.DecodeReport) by the
+// kinds and written by the stand-ins; python/reports/ has a golden of each.
+package report
+
+// GGUFToHF is gguf_to_hf.py's report (also written to its --info file):
+// the checkpoint it made of a GGUF and what the GGUF held.
+type GGUFToHF struct {
+	Out          string `json:"out"`
+	Parameters   int64  `json:"parameters"`
+	Architecture string `json:"architecture"`
+	// Tokenizer says how the tokenizer was rebuilt (rebuilt-from-gguf,
+	// sentencepiece-from-gguf, transformers-gguf).
+	Tokenizer string `json:"tokenizer"`
+	AddBOS    bool   `json:"add_bos"`
+	// FileType is the GGUF's declared type (llama.cpp's name, Q4_K_M);
+	// TensorTypes counts the tensors of each type it really holds.
+	FileType    string         `json:"file_type"`
+	TensorTypes map[string]int `json:"tensor_types"`
+	Files       []string       `json:"files"`
+}
+
+// Perplexity is the report of hf_perplexity.py and of the scripts that
+// wrap it in other toolchains (llmc_perplexity.py): the model's perplexity
+// on the text in llama-perplexity's scheme.
+type Perplexity struct {
+	PPL    float64 `json:"ppl"`
+	Tokens int     `json:"tokens"`
+	Chunks int     `json:"chunks"`
+	Ctx    int     `json:"ctx"`
+	Scored int     `json:"scored"`
+	AddBOS bool    `json:"add_bos"`
+}
+
+// Types maps each helper to a new value of its report type.
+var Types = map[string]func() any{
+	"gguf_to_hf.py":    func() any { return &GGUFToHF{} },
+	"hf_perplexity.py": func() any { return &Perplexity{} },
+}
