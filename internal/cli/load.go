@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
-	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 
@@ -41,8 +40,8 @@ func loadPlan(path string) (*plan.Plan, error) {
 	}
 	// The memory pre-flight and budgets: a target that cannot work on its
 	// device is refused before an hour of conversion.
-	if diags, _ := edge.Preflight(pl.Recipe); len(diags) > 0 {
-		return nil, diags
+	if len(pl.Preflight) > 0 {
+		return nil, pl.Preflight
 	}
 	return pl, nil
 }

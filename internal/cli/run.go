@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/data"
-	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runreport"
@@ -293,8 +292,7 @@ func printPlanNotes(env *Env, pl *plan.Plan) {
 	for _, d := range plan.Notes(pl) {
 		fmt.Fprintf(env.Stdout, "note: %s\n  %s\n", d.Msg, d.Hint)
 	}
-	_, fits := edge.Preflight(pl.Recipe)
-	for _, f := range fits {
+	for _, f := range pl.Fits {
 		for _, w := range f.Warnings {
 			fmt.Fprintf(env.Stdout, "warning: target %s: %s\n", f.Target, w)
 		}

@@ -1,4 +1,4 @@
-package edge
+package edge_test
 
 // The format families register their formats when package pipelines is
 // imported; the tests here need them.

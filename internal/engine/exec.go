@@ -17,7 +17,6 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
-	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/runstats"
@@ -89,9 +88,6 @@ type Engine struct {
 	rebuilding map[string]*sync.Mutex
 	failures   map[string]error
 	events     sync.Mutex
-
-	fitsOnce sync.Once
-	fits     []edge.TargetFit
 
 	statsOnce     sync.Once
 	statsStore    *runstats.Store

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/edgepipe/edgepipe/internal/cache"
-	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/publish"
@@ -96,18 +95,20 @@ func (e *Engine) publishRequest(ctx context.Context, s *plan.Step) (*publish.Req
 	if err != nil {
 		return nil, err
 	}
-	r := e.plan.Recipe
-	t := r.TargetNamed(s.Target)
-	if t == nil {
-		return nil, fmt.Errorf("step %s publishes target %q, which the recipe does not have", s.ID, s.Target)
+	params, ok := s.Params.(*publish.Params)
+	if !ok {
+		return nil, fmt.Errorf("step %s: publish parameters are %T", s.ID, s.Params)
 	}
-	req := &publish.Request{StepID: s.ID, Recipe: r, Target: t, Model: ins[0], Checks: ins[1:], Key: key,
-		Source: e.output(plan.SourceStepID), Deps: e.provenanceDeps(ctx, s)}
+	r := e.plan.Recipe
+	req := &publish.Request{StepID: s.ID, Params: params, RecipePath: r.Path, SourceURI: r.Model.Source,
+		Model: ins[0], Checks: ins[1:], Key: key, Source: e.output(plan.SourceStepID), Deps: e.provenanceDeps(ctx, s)}
+	if t := r.TargetNamed(params.Target); t != nil {
+		for _, to := range t.Publish {
+			req.Remotes = append(req.Remotes, publish.Remote{URL: to.URL, Insecure: to.Insecure})
+		}
+	}
 	if fd, err := e.opt.Cache.Memo().File(r.Path); err == nil {
 		req.RecipeSHA256 = fd.SHA256
-	}
-	if fit := e.fitFor(s.Target); fit != nil {
-		req.Fit = &fit.Prediction
 	}
 	for _, st := range e.upstream(s) {
 		out := e.output(st.ID)
@@ -163,16 +164,4 @@ func (e *Engine) upstream(s *plan.Step) []*plan.Step {
 		}
 	}
 	return out
-}
-
-// fitFor returns the plan-time memory pre-flight and budget predictions of
-// a target, computed once per run.
-func (e *Engine) fitFor(target string) *edge.TargetFit {
-	e.fitsOnce.Do(func() { _, e.fits = edge.Preflight(e.plan.Recipe) })
-	for i := range e.fits {
-		if e.fits[i].Target == target {
-			return &e.fits[i]
-		}
-	}
-	return nil
 }

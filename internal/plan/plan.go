@@ -13,6 +13,8 @@ import (
 	"github.com/edgepipe/edgepipe/internal/suggest"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/edge"
+	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -43,7 +45,12 @@ type Step struct {
 type Plan struct {
 	Recipe *recipe.Recipe `json:"-"`
 	Steps  []*Step        `json:"steps"`
-	byID   map[string]*Step
+	// Preflight is what the memory pre-flight found wrong with targets
+	// (a model that does not fit its device, a budget over the ceiling);
+	// Fits are its predictions, which the publish steps carry.
+	Preflight recipe.Diagnostics `json:"-"`
+	Fits      []edge.TargetFit   `json:"-"`
+	byID      map[string]*Step
 }
 
 // Step returns the step with the given id.
@@ -71,6 +78,9 @@ func PublishStepID(target string) string { return "publish:" + target }
 func Expand(r *recipe.Recipe) (*Plan, error) {
 	p := &Plan{Recipe: r, byID: map[string]*Step{}}
 	var diags recipe.Diagnostics
+	// The memory pre-flight runs once, here: its diagnostics are the
+	// plan's to report, its predictions go into each publish step.
+	p.Preflight, p.Fits = edge.Preflight(r)
 	add := func(s *Step, target string) *Step {
 		if old, ok := p.byID[s.ID]; ok {
 			if target != "" && !contains(old.Targets, target) {
@@ -125,18 +135,7 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			checks = append(checks, addBench(t, model, add).ID)
 		}
 		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,
-			Needs: append([]string{model.ID}, checks...),
-			Params: &PublishParams{Target: t.Name, Device: t.Device, Format: t.Format, Context: t.Context,
-				KVDtype: t.KVDtype, WarnDelta: t.Quality.Perplexity.WarnDelta, MaxDelta: t.Quality.Perplexity.MaxDelta,
-				MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS}}
-		if a := t.Quality.Accuracy; a != nil && r.IsVision() {
-			drop := a.MaxDrop
-			pub.Params.(*PublishParams).MaxAccuracyDrop = &drop
-		}
-		if a := t.Quality.Agreement; a != nil && r.IsVision() {
-			min := a.Min
-			pub.Params.(*PublishParams).MinAgreement = &min
-		}
+			Needs: append([]string{model.ID}, checks...), Params: publishParams(r, t, fam, p.Fits)}
 		add(pub, t.Name)
 	}
 
@@ -306,26 +305,36 @@ func hintKind(kind string) string {
 	return "step kinds: " + strings.Join(steps.Names(), ", ")
 }
 
-// PublishParams are a publish step's: what of its target the gate judges
-// and the manifest records; a change to any of them publishes again.
-type PublishParams struct {
-	Target    string  `json:"target"`
-	Device    string  `json:"device"`
-	Format    string  `json:"format"`
-	Context   int     `json:"context"`
-	KVDtype   string  `json:"kv_dtype"`
-	WarnDelta float64 `json:"warn_delta"`
-	MaxDelta  float64 `json:"max_delta"`
-	// Budgets; unset ones stay out, so targets without budgets keep
-	// their keys.
-	MinTokensPerS   float64 `json:"min_tokens_per_s,omitempty"`
-	MaxMemoryGB     float64 `json:"max_memory_gb,omitempty"`
-	MaxFirstTokenMS float64 `json:"max_first_token_ms,omitempty"`
-	// MaxAccuracyDrop is an image classifier's gate (absent for text
-	// generation, whose keys it leaves as they were).
-	MaxAccuracyDrop *float64 `json:"max_accuracy_drop,omitempty"`
-	// MinAgreement is an image classifier's agreement gate.
-	MinAgreement *float64 `json:"min_agreement,omitempty"`
+// publishParams writes out what target t's publish judges and records:
+// its settings, its gates in the form its family's task gates on, and the
+// plan-time pre-flight.
+func publishParams(r *recipe.Recipe, t *recipe.Target, fam *Family, fits []edge.TargetFit) *publish.Params {
+	pp := &publish.Params{Recipe: r.Name, Target: t.Name, Device: t.Device, Format: t.Format, Context: t.Context,
+		KVDtype: t.KVDtype, WarnDelta: t.Quality.Perplexity.WarnDelta, MaxDelta: t.Quality.Perplexity.MaxDelta,
+		MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS,
+		DecodeCeiling: fam.Task == ""}
+	if fam.Task != "" {
+		// Other tasks gate on accuracy against the reference, or on
+		// agreement with it; accuracy is the default.
+		if a := t.Quality.Agreement; a != nil {
+			min := a.Min
+			pp.MinAgreement = &min
+		}
+		if a := t.Quality.Accuracy; a != nil || pp.MinAgreement == nil {
+			drop := recipe.DefaultMaxAccuracyDrop
+			if a != nil {
+				drop = a.MaxDrop
+			}
+			pp.MaxAccuracyDrop = &drop
+		}
+	}
+	for _, f := range fits {
+		if f.Target == t.Name {
+			pp.MemoryFit = f.ManifestMemoryFit()
+			pp.Budgets = f.ManifestBudgets()
+		}
+	}
+	return pp
 }
 
 // overrideParams applies a user step's with: to a step's typed params,
@@ -334,6 +343,20 @@ type PublishParams struct {
 func overrideParams(s *Step, us recipe.StepSpec) *recipe.Diagnostic {
 	if len(us.With) == 0 || s.Params == nil {
 		return nil
+	}
+	if s.Kind == "publish" {
+		// The gate, the manifest and the cache key all read the target:
+		// one place to write it, so an override can never be shown in the
+		// plan and ignored by the gate.
+		pos := us.Pos
+		first := true
+		for k := range us.With { // the first key written
+			if p, ok := us.WithPos[k]; ok && (first || p.Line < pos.Line || p.Line == pos.Line && p.Col < pos.Col) {
+				pos, first = p, false
+			}
+		}
+		return &recipe.Diagnostic{Pos: pos, Msg: fmt.Sprintf("step %s: a publish step takes no with: its settings are its target's", us.ID),
+			Hint: fmt.Sprintf("set them under targets.%s (quality.perplexity.max_delta, quality.accuracy, budgets such as min_tokens_per_s, device, format, context); a publish step override may add needs or timeout_s", s.Target)}
 	}
 	base, err := json.Marshal(s.Params)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -40,24 +39,19 @@ func JudgeAccuracy(reference, converted, maxDrop float64) (drop float64, verdict
 
 // judgeAccuracy judges one check step's accuracy, or returns nil when it
 // is not a comparison with the reference.
-func judgeAccuracy(t *recipe.Target, step string, a *steps.Accuracy) *AccuracyResult {
+func judgeAccuracy(t *Params, step string, a *steps.Accuracy) *AccuracyResult {
 	if a == nil || a.Reference == nil || a.Unlabelled || !accuracyGated(t) {
 		return nil
 	}
-	maxDrop := recipe.DefaultMaxAccuracyDrop
-	if t.Quality.Accuracy != nil {
-		maxDrop = t.Quality.Accuracy.MaxDrop
-	}
+	maxDrop := *t.MaxAccuracyDrop
 	d, v := JudgeAccuracy(*a.Reference, a.Top1, maxDrop)
-	return &AccuracyResult{Target: t.Name, Reference: *a.Reference, Converted: a.Top1, Drop: d, MaxDrop: maxDrop,
+	return &AccuracyResult{Target: t.Target, Reference: *a.Reference, Converted: a.Top1, Drop: d, MaxDrop: maxDrop,
 		Verdict: v, Step: step, measured: a, format: t.Format}
 }
 
-// accuracyGated: the accuracy gate applies when the target sets it, or,
-// as the default, when it sets no agreement gate either.
-func accuracyGated(t *recipe.Target) bool {
-	return t.Quality.Accuracy != nil || t.Quality.Agreement == nil
-}
+// accuracyGated: the accuracy gate applies when the plan set it (the
+// default of an image classifier that gates on no agreement instead).
+func accuracyGated(t *Params) bool { return t.MaxAccuracyDrop != nil }
 
 func (g *AccuracyResult) failure() string {
 	return fmt.Sprintf("target %s failed its quality gate: top-1 accuracy %.2f%% against the reference's %.2f%% is a drop of %.2f points, over max_drop %.2f points (%g); nothing was published. %s, or raise quality.accuracy.max_drop for this target if the loss is acceptable",

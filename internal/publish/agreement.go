@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -37,12 +36,12 @@ func JudgeAgreement(agreement, min float64) string {
 // judgeAgreement judges one check step's agreement with the reference, or
 // returns nil when the target has no agreement gate or the step is not a
 // comparison with the reference.
-func judgeAgreement(t *recipe.Target, step string, a *steps.Accuracy) *AgreementResult {
-	if t.Quality.Agreement == nil || a == nil || a.Agreement == nil {
+func judgeAgreement(t *Params, step string, a *steps.Accuracy) *AgreementResult {
+	if t.MinAgreement == nil || a == nil || a.Agreement == nil {
 		return nil
 	}
-	min := t.Quality.Agreement.Min
-	return &AgreementResult{Target: t.Name, Agreement: *a.Agreement, Min: min,
+	min := *t.MinAgreement
+	return &AgreementResult{Target: t.Target, Agreement: *a.Agreement, Min: min,
 		Verdict: JudgeAgreement(*a.Agreement, min), Step: step, measured: a, format: t.Format}
 }
 
@@ -66,7 +65,7 @@ func (g *AgreementResult) manifestAgreement() *manifest.Agreement {
 
 // unlabelledAccuracy is the failure of an accuracy gate on a set without
 // labels (a file the recipe names; built-in ones are refused at parse).
-func unlabelledAccuracy(t *recipe.Target, step string) *GateError {
-	return &GateError{Target: t.Name, Step: step, Check: &steps.Check{Name: "accuracy gate", Passed: false,
+func unlabelledAccuracy(t *Params, step string) *GateError {
+	return &GateError{Target: t.Target, Step: step, Check: &steps.Check{Name: "accuracy gate", Passed: false,
 		Detail: "data.eval has no labels (every label -1), so top-1 accuracy cannot be measured; gate on agreement with the fp32 model instead: quality: {agreement: {min: 0.99}} and no quality.accuracy, or evaluate on a labelled set"}}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -34,8 +33,9 @@ func TestJudgeAgreementGate(t *testing.T) {
 	check := &steps.Output{StepID: "vision-eval:int8", Result: &steps.Result{Accuracy: &steps.Accuracy{
 		Images: 72, Agreement: &agree, Reference: &ref, Unlabelled: true}}}
 	p := &Publisher{}
-	tg := &recipe.Target{Name: "cpu-int8", Quality: recipe.Quality{Agreement: &recipe.AgreementGate{Min: 0.99}}}
-	_, acc, agr, err := p.judge(&Request{Target: tg, Checks: []*steps.Output{check}})
+	min, drop := 0.99, 0.01
+	tg := &Params{Target: "cpu-int8", MinAgreement: &min}
+	_, acc, agr, err := p.judge(&Request{Params: tg, Checks: []*steps.Output{check}})
 	if err == nil || acc != nil || agr == nil || agr.Verdict != manifest.VerdictFail {
 		t.Fatalf("judge: acc %+v agr %+v err %v", acc, agr, err)
 	}
@@ -43,12 +43,12 @@ func TestJudgeAgreementGate(t *testing.T) {
 		!strings.Contains(msg, "not accuracy") {
 		t.Errorf("message: %s", msg)
 	}
-	tg.Quality.Agreement.Min = 0.5
-	if _, _, agr, err := p.judge(&Request{Target: tg, Checks: []*steps.Output{check}}); err != nil || agr.Verdict != manifest.VerdictOK {
+	min = 0.5
+	if _, _, agr, err := p.judge(&Request{Params: tg, Checks: []*steps.Output{check}}); err != nil || agr.Verdict != manifest.VerdictOK {
 		t.Errorf("min 0.5: %+v %v", agr, err)
 	}
-	tg.Quality = recipe.Quality{Accuracy: &recipe.AccuracyGate{MaxDrop: 0.01}}
-	_, _, _, err = p.judge(&Request{Target: tg, Checks: []*steps.Output{check}})
+	tg.MinAgreement, tg.MaxAccuracyDrop = nil, &drop
+	_, _, _, err = p.judge(&Request{Params: tg, Checks: []*steps.Output{check}})
 	if err == nil || !strings.Contains(err.Error(), "has no labels") || !strings.Contains(err.Error(), "quality: {agreement: {min: 0.99}}") {
 		t.Errorf("accuracy on an unlabelled set: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"
-	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -35,7 +34,7 @@ func visionBench(ins []*steps.Output) *manifest.VisionBench {
 // max_first_token_ms. The bench measures this host, so these budgets are
 // the host's when bench is on. Without a bench there is nothing to judge
 // (plan time already checked min_tokens_per_s against the ceiling).
-func budgetChecks(t *recipe.Target, b *manifest.Bench) []steps.Check {
+func budgetChecks(t *Params, b *manifest.Bench) []steps.Check {
 	if t == nil || b == nil {
 		return nil
 	}

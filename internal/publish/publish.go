@@ -18,12 +18,10 @@ import (
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/catalog"
-	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/getter"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/provenance"
-	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -45,10 +43,16 @@ type Publisher struct {
 // Request is one target's publish: every record it judges and writes.
 type Request struct {
 	// StepID is the publish step's id.
-	StepID       string
-	Recipe       *recipe.Recipe
+	StepID string
+	// Params are the target's settings and gates, as the plan wrote them.
+	Params *Params
+	// RecipePath, RecipeSHA256 and SourceURI identify the recipe and the
+	// model source for the manifest (the source without credentials).
+	RecipePath   string
 	RecipeSHA256 string
-	Target       *recipe.Target
+	SourceURI    string
+	// Remotes are where the target is pushed once published.
+	Remotes []Remote
 	// Model is the step whose output is the artifact.
 	Model *steps.Output
 	// Checks are the steps that gate it (quality checks, the bench).
@@ -58,8 +62,6 @@ type Request struct {
 	Upstream []*steps.Output
 	// Source is the source step's output, when this run has it.
 	Source *steps.Output
-	// Fit is the plan-time memory pre-flight and budget prediction.
-	Fit *edge.Prediction
 	// Deps are what the steps read that the manifest does not record.
 	Deps []provenance.ResourceDescriptor
 	// Key identifies what this publish writes (its inputs' content, the
@@ -93,8 +95,8 @@ func (p *Publisher) Dir(target string) string { return filepath.Join(p.OutDir, t
 // this request would publish: same key, every file present at its size, and
 // provenance this publisher would write.
 func (p *Publisher) Current(req *Request) bool {
-	final := p.Dir(req.Target.Name)
-	return alreadyPublished(final, req.Recipe.Name, req.Target.Name, req.StepID, req.Key) && p.provenanceCurrent(final)
+	final := p.Dir(req.Params.Target)
+	return alreadyPublished(final, req.Params.Recipe, req.Params.Target, req.StepID, req.Key) && p.provenanceCurrent(final)
 }
 
 // Publish gates a target on its checks and, when they pass, publishes its
@@ -103,9 +105,9 @@ func (p *Publisher) Current(req *Request) bool {
 // reads no model bytes.
 func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) {
 	started := time.Now()
-	t := req.Target
+	t := req.Params
 	res := &Result{}
-	final := p.Dir(t.Name)
+	final := p.Dir(t.Target)
 	failed := func(ge *GateError) error {
 		if _, err := os.Stat(filepath.Join(final, manifest.FileName)); err == nil {
 			ge.Earlier = final
@@ -121,22 +123,22 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 	budgets := budgetChecks(t, measured)
 	for _, c := range budgets {
 		if !c.Passed {
-			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-			return res, failed(&GateError{Target: t.Name, Check: &c, Step: bench.StepID})
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+			return res, failed(&GateError{Target: t.Target, Check: &c, Step: bench.StepID})
 		}
 	}
 
 	if !p.Force && p.Current(req) {
-		p.emit(event.Event{Type: event.Cached, Step: req.StepID, Target: t.Name, Path: final, Message: "already published"})
+		p.emit(event.Event{Type: event.Cached, Step: req.StepID, Target: t.Target, Path: final, Message: "already published"})
 		res.Dir, res.Cached = final, true
 		return res, p.pushRemotes(ctx, req, final)
 	}
 
-	p.emit(event.Event{Type: event.Started, Step: req.StepID, Kind: "publish", Target: t.Name})
+	p.emit(event.Event{Type: event.Started, Step: req.StepID, Kind: "publish", Target: t.Target})
 	if err := manifest.CleanStale(filepath.Dir(final)); err != nil {
 		return res, err
 	}
-	if err := manifest.CheckReplaceable(final, req.Recipe.Name, t.Name); err != nil {
+	if err := manifest.CheckReplaceable(final, t.Recipe, t.Target); err != nil {
 		return res, err
 	}
 	staging, err := manifest.Stage(final)
@@ -156,7 +158,7 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 	for _, f := range req.Model.ContentFiles() {
 		sum, n, err := atomicfile.Copy(filepath.Join(staging, f.Path), filepath.Join(req.Model.Dir, f.Path), 0o644)
 		if err != nil {
-			return res, fmt.Errorf("publish %s: %w", t.Name, err)
+			return res, fmt.Errorf("publish %s: %w", t.Target, err)
 		}
 		if sum != f.SHA256 || n != f.Size {
 			return res, &cache.CorruptError{Key: req.Model.Key, StepID: req.Model.StepID, Path: f.Path, Problem: cache.Mismatch(f.SHA256, sum)}
@@ -197,23 +199,23 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 			continue
 		}
 		if err := copyInto(out.LogPath, filepath.Join(staging, "logs", steps.FileName(out.StepID)+".log")); err != nil {
-			return res, fmt.Errorf("publish %s: %w", t.Name, err)
+			return res, fmt.Errorf("publish %s: %w", t.Target, err)
 		}
 	}
 	m.Steps = append(m.Steps, manifest.Step{ID: req.StepID, Kind: "publish", KindVersion: 1, CacheKey: req.Key,
 		Started: started, Finished: time.Now(), DurationS: time.Since(started).Seconds()})
 	if err := manifest.WriteContext(ctx, staging, m); err != nil {
-		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		return res, fmt.Errorf("publish %s: %w", t.Target, err)
 	}
 	if err := p.writeProvenance(staging, m, req.Deps); err != nil {
-		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		return res, fmt.Errorf("publish %s: %w", t.Target, err)
 	}
 	if err := manifest.PublishContext(ctx, staging, final); err != nil {
-		return res, fmt.Errorf("publish %s: %w", t.Name, err)
+		return res, fmt.Errorf("publish %s: %w", t.Target, err)
 	}
 	ok = true
 	res.Dir = final
-	p.emit(event.Event{Type: event.Published, Step: req.StepID, Target: t.Name, Path: final, Seconds: time.Since(started).Seconds()})
+	p.emit(event.Event{Type: event.Published, Step: req.StepID, Target: t.Target, Path: final, Seconds: time.Since(started).Seconds()})
 	return res, p.pushRemotes(ctx, req, final)
 }
 
@@ -223,7 +225,7 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 // classifier's top-1 accuracy drop over its max_drop, or top-1 agreement
 // with the fp32 model under its min.
 func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *AgreementResult, *GateError) {
-	t := req.Target
+	t := req.Params
 	var gate *GateResult
 	var acc *AccuracyResult
 	var agr *AgreementResult
@@ -231,16 +233,16 @@ func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *Agreemen
 		for _, c := range in.Result.Checks {
 			if !c.Passed {
 				c := c
-				p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
-				return gate, acc, agr, &GateError{Target: t.Name, Check: &c, Step: in.StepID}
+				p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target, Message: fmt.Sprintf("check %s failed: %s", c.Name, c.Detail)})
+				return gate, acc, agr, &GateError{Target: t.Target, Check: &c, Step: in.StepID}
 			}
 		}
 		if a := judgeAgreement(t, in.StepID, in.Result.Accuracy); a != nil {
 			agr = a
-			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target,
 				Message: fmt.Sprintf("top-1 agreement with the fp32 model %.4f (min %.4f) -> %s", a.Agreement, a.Min, a.Verdict)})
 			if a.Verdict == manifest.VerdictFail {
-				return gate, acc, agr, &GateError{Target: t.Name, Agreement: agr}
+				return gate, acc, agr, &GateError{Target: t.Target, Agreement: agr}
 			}
 		}
 		if a := in.Result.Accuracy; a != nil && a.Reference != nil && a.Unlabelled && accuracyGated(t) {
@@ -248,10 +250,10 @@ func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *Agreemen
 		}
 		if a := judgeAccuracy(t, in.StepID, in.Result.Accuracy); a != nil {
 			acc = a
-			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+			p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target,
 				Message: fmt.Sprintf("top-1 accuracy %.4f vs reference %.4f: drop %+.4f -> %s", a.Converted, a.Reference, a.Drop, a.Verdict)})
 			if a.Verdict == manifest.VerdictFail {
-				return gate, acc, agr, &GateError{Target: t.Name, Accuracy: acc}
+				return gate, acc, agr, &GateError{Target: t.Target, Accuracy: acc}
 			}
 		}
 		pp := in.Result.Perplexity
@@ -259,14 +261,14 @@ func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *Agreemen
 			continue // not a comparison with the unconverted model
 		}
 		conv, base := pp.PPL, pp.Baseline
-		warn, max := t.Quality.Perplexity.WarnDelta, t.Quality.Perplexity.MaxDelta
+		warn, max := t.WarnDelta, t.MaxDelta
 		d, r, v := Judge(base, conv, warn, max)
-		gate = &GateResult{Target: t.Name, Baseline: base, Converted: conv, Delta: d, Ratio: r,
+		gate = &GateResult{Target: t.Target, Baseline: base, Converted: conv, Delta: d, Ratio: r,
 			WarnDelta: warn, MaxDelta: max, Verdict: v, Step: in.StepID}
-		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Name,
+		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target,
 			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
 		if v == manifest.VerdictFail {
-			return gate, acc, agr, &GateError{Target: t.Name, Gate: gate}
+			return gate, acc, agr, &GateError{Target: t.Target, Gate: gate}
 		}
 	}
 	return gate, acc, agr, nil
@@ -298,13 +300,13 @@ func alreadyPublished(final, recipe, target, stepID, key string) bool {
 }
 
 func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *manifest.Manifest {
-	r, t := req.Recipe, req.Target
+	t := req.Params
 	m := &manifest.Manifest{
 		ManifestVersion: manifest.Version,
 		EdgepipeVersion: p.Version,
-		Recipe:          manifest.Recipe{Name: r.Name, Path: r.Path},
-		Target:          manifest.Target{Name: t.Name, Device: t.Device, Format: t.Format, Context: t.Context, KVDtype: t.KVDtype},
-		Source:          manifest.Source{URI: getter.Redact(r.Model.Source)}, // manifests are published: no credentials
+		Recipe:          manifest.Recipe{Name: t.Recipe, Path: req.RecipePath},
+		Target:          manifest.Target{Name: t.Target, Device: t.Device, Format: t.Format, Context: t.Context, KVDtype: t.KVDtype},
+		Source:          manifest.Source{URI: getter.Redact(req.SourceURI)}, // manifests are published: no credentials
 		Toolchains:      map[string]manifest.Toolchain{},
 	}
 	m.Recipe.SHA256 = req.RecipeSHA256
@@ -358,14 +360,12 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 	m.Metrics.SizeBytes = &sz
 	// The decode ceiling is an LLM's bound (bandwidth / bytes a token reads);
 	// an image classifier has no decode loop.
-	if dev, ok := catalog.Lookup(m.Target.Device); ok && size > 0 && dev.MemoryBandwidthGBs > 0 && !r.IsVision() {
+	if dev, ok := catalog.Lookup(m.Target.Device); ok && size > 0 && dev.MemoryBandwidthGBs > 0 && t.DecodeCeiling {
 		c := catalog.DecodeCeiling(dev.MemoryBandwidthGBs, float64(size)/1e9)
 		m.Metrics.DecodeCeilingTokS = &c
 	}
-	if fit := req.Fit; fit != nil {
-		m.Metrics.MemoryFit = fit.ManifestMemoryFit()
-		m.Budgets = fit.ManifestBudgets()
-	}
+	m.Metrics.MemoryFit = clone(t.MemoryFit)
+	m.Budgets = clone(t.Budgets)
 	if gate != nil {
 		var chk *steps.Output
 		for _, c := range req.Checks {

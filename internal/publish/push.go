@@ -42,23 +42,23 @@ func (p *Publisher) pushRemotes(ctx context.Context, req *Request, final string)
 	if p.NoPush {
 		return nil
 	}
-	t := req.Target
+	name := req.Params.Target
 	var errs []error
-	for _, pt := range t.Publish {
+	for _, pt := range req.Remotes {
 		started := time.Now()
 		d, err := remote.Parse(pt.URL, pt.Insecure)
 		if err != nil {
-			errs = append(errs, &PushError{Target: t.Name, Dir: final, Dest: pt.URL, Err: err})
+			errs = append(errs, &PushError{Target: name, Dir: final, Dest: pt.URL, Err: err})
 			continue
 		}
-		where := d.Where(t.Name)
-		res, err := d.Push(ctx, final, t.Name)
+		where := d.Where(name)
+		res, err := d.Push(ctx, final, name)
 		if err != nil {
-			p.emit(event.Event{Type: event.PushFailed, Step: req.StepID, Target: t.Name, Path: where, Message: err.Error()})
-			errs = append(errs, &PushError{Target: t.Name, Dir: final, Dest: where, Err: err})
+			p.emit(event.Event{Type: event.PushFailed, Step: req.StepID, Target: name, Path: where, Message: err.Error()})
+			errs = append(errs, &PushError{Target: name, Dir: final, Dest: where, Err: err})
 			continue
 		}
-		p.emit(event.Event{Type: event.Pushed, Step: req.StepID, Target: t.Name, Path: res.Where, Seconds: time.Since(started).Seconds(),
+		p.emit(event.Event{Type: event.Pushed, Step: req.StepID, Target: name, Path: res.Where, Seconds: time.Since(started).Seconds(),
 			Message: fmt.Sprintf("%d uploaded", res.Uploaded)})
 	}
 	if len(errs) == 1 {

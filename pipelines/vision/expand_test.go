@@ -1,6 +1,7 @@
 package vision_test
 
 import (
+	"github.com/edgepipe/edgepipe/internal/publish"
 	"strings"
 	"testing"
 
@@ -81,14 +82,14 @@ func TestExpandSharesExportAndReference(t *testing.T) {
 		t.Errorf("calibration data %v", q.Data)
 	}
 	pub, _ := p.Step("publish:int8-entropy")
-	if d := pub.Params.(*plan.PublishParams).MaxAccuracyDrop; d == nil || *d != 0.02 {
+	if d := pub.Params.(*publish.Params).MaxAccuracyDrop; d == nil || *d != 0.02 {
 		t.Errorf("publish max_accuracy_drop %v, want the target's 0.02", d)
 	}
 	pub, _ = p.Step("publish:fp32")
-	if d := pub.Params.(*plan.PublishParams).MaxAccuracyDrop; d == nil || *d != recipe.DefaultMaxAccuracyDrop {
+	if d := pub.Params.(*publish.Params).MaxAccuracyDrop; d == nil || *d != recipe.DefaultMaxAccuracyDrop {
 		t.Errorf("publish max_accuracy_drop %v, want the default", d)
 	}
-	if pp := pub.Params.(*plan.PublishParams); pp.KVDtype != "" {
+	if pp := pub.Params.(*publish.Params); pp.KVDtype != "" {
 		t.Errorf("an image classifier has no KV cache, got kv_dtype %q", pp.KVDtype)
 	}
 }
@@ -112,7 +113,7 @@ targets:
 		t.Error("a text recipe got vision steps")
 	}
 	pub, _ := p.Step("publish:fp32")
-	if pub.Params.(*plan.PublishParams).MaxAccuracyDrop != nil {
+	if pub.Params.(*publish.Params).MaxAccuracyDrop != nil {
 		t.Error("a text recipe's publish params changed")
 	}
 	_, err = load(t, `edgepipe: 1
