@@ -79,6 +79,8 @@ func TestScripts(t *testing.T) {
 			"https-serve":     httpsServe,
 			"seaweed":         seaweedCmd,
 			"mktar":           mktarCmd,
+			"mkfifo":          mkfifoCmd,
+			"isfifo":          isfifoCmd,
 		},
 	})
 }

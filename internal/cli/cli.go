@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/buildinfo"
 	"github.com/edgepipe/edgepipe/internal/progress"
 	"io"
@@ -248,6 +249,10 @@ func exitCode(env *Env, err error) int {
 	case publish.IsGateFailure(err):
 		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
 		return ExitGateFailed
+	case errors.As(err, new(*atomicfile.NotRegularError)):
+		// An output path naming a device, a FIFO or a folder: usage.
+		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
+		return ExitUsage
 	}
 	fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
 	return ExitStepFailed

@@ -56,6 +56,10 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if len(pos) != 1 {
 			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
 		}
+		// Refused now, not after hours of conversion.
+		if err := checkOutput("--junit", *junit); err != nil {
+			return err
+		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
 			return err
@@ -240,6 +244,9 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
+		}
+		if err := checkOutput("--bundle", *bundleOut); err != nil {
+			return err
 		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
