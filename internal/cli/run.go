@@ -221,7 +221,7 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 		Version: Version, Only: only,
 	}
 	if c.verbose {
-		opt.Verbose = env.Stderr
+		opt.Verbose = env.toolOutput()
 	}
 	if opt.Signer, err = c.signer(env); err != nil {
 		return nil, "", "", err
@@ -392,7 +392,7 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 // `toolchain list` and `cache gc`.
 func (c *common) ensureToolchains(ctx context.Context, env *Env, pl *plan.Plan, root, recipePath string, install bool) error {
 	needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
-	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.Stderr)
+	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.toolOutput())
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
