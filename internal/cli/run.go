@@ -14,6 +14,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/runreport"
 	"github.com/edgepipe/edgepipe/internal/termstatus"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -363,8 +364,12 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := pj.Check(pl); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		if _, ok := pl.Step(pos[2]); !ok {
+		step, ok := pl.Step(pos[2])
+		if !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
+		}
+		if err := c.checkSharing(step); err != nil {
+			return err
 		}
 		eng, cacheRoot, _, err := c.engine(ctx, env, pl, []string{pos[2]})
 		if err != nil {
@@ -384,6 +389,21 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		c.remoteSummary(env)
 		return runError(res, runErr)
 	}
+}
+
+// checkSharing refuses `step run` of a step whose output nobody else
+// could read: with a remote cache it may not write to (read mode), a job
+// would run, exit 0, and leave its output on a worker that is gone. A
+// publish step is the exception: its output is the published folder
+// (an Argo task's artifact), and it only reads its needs.
+func (c *common) checkSharing(s *plan.Step) error {
+	if c.remote.URL == "" || s.Kind == "publish" {
+		return nil
+	}
+	if mode, err := remotecache.ParseMode(c.remote.Mode); err == nil && !mode.Writes() {
+		return usageErr("step run %s with --remote-cache-mode %s would not share its output, so no other machine could use it: give --remote-cache-mode readwrite (a step job must write the remote cache), or run the recipe locally with `edgepipe run`", s.ID, mode)
+	}
+	return nil
 }
 
 // ensureToolchains installs the pinned toolchains the plan's steps need
