@@ -30,9 +30,13 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		},
-		// edgepipe-fail is a user step that fails, saying so.
+		// edgepipe-fail is a user step that fails, saying so, then
+		// printing its arguments (a line each) as a tool prints its words.
 		"edgepipe-fail": func() {
 			os.Stderr.WriteString("edgepipe-fail: failing on purpose\n")
+			for _, a := range os.Args[1:] {
+				os.Stderr.WriteString(a + "\n")
+			}
 			os.Exit(1)
 		},
 	}
@@ -78,6 +82,9 @@ func TestScripts(t *testing.T) {
 			"corrupt-cache":   corruptCache,
 			"https-serve":     httpsServe,
 			"seaweed":         seaweedCmd,
+			"mktar":           mktarCmd,
+			"mkfifo":          mkfifoCmd,
+			"isfifo":          isfifoCmd,
 		},
 	})
 }

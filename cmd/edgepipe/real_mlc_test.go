@@ -18,11 +18,13 @@ import (
 // the default gate (recipes/browser.yaml keeps it and exits 3), so this
 // test's own recipe gates at 12 to get to the published folders it checks.
 // Opt in with EDGEPIPE_REAL=1; needs Debian's chromium
-// (`go tool task toolchains` installs it as root).
+// (`go tool task toolchains` installs it as root). In the real tier a
+// missing chromium fails the test: skipping would let CI pass without the
+// WebGPU check ever running.
 func TestRealMLC(t *testing.T) {
 	run, work := realEdgepipe(t, "the llama toolchain and Debian's chromium")
 	if _, err := exec.LookPath("chromium"); err != nil {
-		t.Skip("chromium is not installed: `go tool task toolchains` installs Debian's package (as root)")
+		t.Fatal("real tier: chromium is not installed, so the WebGPU check cannot run: `go tool task toolchains` installs Debian's package (as root), or `apt-get install chromium`")
 	}
 	run("toolchain", "install", "llama", "builtin:smollm2-135m")
 	recipe := filepath.Join(work, "web.yaml")

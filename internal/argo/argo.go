@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
@@ -82,6 +83,22 @@ type Options struct {
 	Steps  []Step
 }
 
+// secretName is a Kubernetes Secret's name: a DNS-1123 subdomain.
+var secretName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// Check refuses an image that is not a container image reference and a
+// Secret name Kubernetes would refuse: the Workflow would be written, and
+// fail only once submitted (or pull some other image).
+func (o Options) Check() error {
+	if _, err := reference.ParseNormalizedNamed(o.Image); err != nil {
+		return fmt.Errorf("--image %q is not a container image reference (%v): give one such as registry.example.com/team/edgepipe:v1, or edgepipe@sha256:DIGEST", o.Image, err)
+	}
+	if o.Secret != "" && (len(o.Secret) > 253 || !secretName.MatchString(o.Secret)) {
+		return fmt.Errorf("--secret %q is not a Kubernetes Secret name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters (e.g. edgepipe-remote-cache)", o.Secret)
+	}
+	return nil
+}
+
 // entrypoint names the DAG template; no step's template takes it.
 const entrypoint = "edgepipe"
 
@@ -89,6 +106,9 @@ const entrypoint = "edgepipe"
 func Export(o Options) ([]byte, error) {
 	if o.Image == "" || o.RemoteCache == "" {
 		return nil, fmt.Errorf("an Argo export needs an image and a remote cache")
+	}
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
 	armored := Armor(o.Bundle)
 	if len(armored) > MaxBundleBytes {

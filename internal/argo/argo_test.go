@@ -155,3 +155,45 @@ func TestDearmorFileGivesBackTheTar(t *testing.T) {
 		t.Fatalf("armored non-tar: %q, %v", got, err)
 	}
 }
+
+// --image must be an image reference and --secret a Secret name
+// Kubernetes takes: a bad one is refused with the fix, not written into a
+// Workflow that fails once submitted.
+func TestOptionsCheck(t *testing.T) {
+	good := Options{Image: "edgepipe:latest", Secret: "edgepipe-remote-cache"}
+	for _, img := range []string{"edgepipe", "edgepipe:latest", "registry.example.com:5000/team/edgepipe:v1.2-rc_3",
+		"ghcr.io/org/edgepipe@sha256:" + strings.Repeat("ab", 32), "localhost/edgepipe:dev"} {
+		o := good
+		o.Image = img
+		if err := o.Check(); err != nil {
+			t.Errorf("image %q: %v", img, err)
+		}
+	}
+	for _, img := range []string{"", "Edgepipe:latest", "edgepipe:latest --privileged", "edgepipe:", "-edgepipe", "edgepipe@sha256:12",
+		"reg.example.com/a//b", "edgepipe:" + strings.Repeat("t", 129), "$(touch x)"} {
+		o := good
+		o.Image = img
+		if err := o.Check(); err == nil || !strings.Contains(err.Error(), "is not a container image reference") || !strings.Contains(err.Error(), "registry.example.com/team/edgepipe:v1") {
+			t.Errorf("image %q: %v", img, err)
+		}
+	}
+	for _, s := range []string{"", "s", "edgepipe-remote-cache", "team.edgepipe", "a1-b2.c3", strings.Repeat("a", 253)} {
+		o := good
+		o.Secret = s
+		if err := o.Check(); err != nil {
+			t.Errorf("secret %q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"Edgepipe", "-edgepipe", "edgepipe-", "edge_pipe", "a..b", "edgepipe cache", strings.Repeat("a", 254), "a/b"} {
+		o := good
+		o.Secret = s
+		if err := o.Check(); err == nil || !strings.Contains(err.Error(), "is not a Kubernetes Secret name") {
+			t.Errorf("secret %q: %v", s, err)
+		}
+	}
+	o := good
+	o.Secret, o.RemoteCache = "Bad_Secret", "s3::http://127.0.0.1:9/b/p"
+	if _, err := Export(o); err == nil {
+		t.Error("Export wrote a Workflow with a bad Secret name")
+	}
+}

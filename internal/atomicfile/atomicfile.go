@@ -10,9 +10,59 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
+
+// NotRegularError is a write refused because its path holds something
+// other than a regular file: a device, a named pipe, a socket or a folder,
+// or a link to one. Renaming a new file over it would destroy it (as root,
+// `plan --bundle /dev/null` would replace /dev/null).
+type NotRegularError struct {
+	Path string
+	What string // "a named pipe (FIFO)", "a character device", ...
+	Link bool   // Path is a symbolic link to it
+}
+
+func (e *NotRegularError) Error() string {
+	is := "is"
+	if e.Link {
+		is = "links to"
+	}
+	return fmt.Sprintf("%s %s %s, not a regular file: edgepipe writes its output over regular files only; give the path of a new or regular file", e.Path, is, e.What)
+}
+
+// CheckReplaceable refuses (*NotRegularError) to write path when it holds
+// anything but a regular file, following links; a path that does not exist
+// yet is fine. Every writer of a user-named output goes through it (Write
+// and WriteFunc do): callers that do hours of work first call it up front.
+func CheckReplaceable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		// Missing is fine; any other error is the write's to report.
+		return nil
+	}
+	lst, err := os.Lstat(path)
+	link := err == nil && lst.Mode()&fs.ModeSymlink != 0
+	return &NotRegularError{Path: path, What: describeMode(st.Mode()), Link: link}
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
+}
 
 // Write replaces path with data so that readers, concurrent
 // writers and a crash at any moment see either the old or the new content.
@@ -26,8 +76,13 @@ func Write(path string, data []byte, perm os.FileMode) error {
 }
 
 // WriteFunc is Write for content streamed by fill (an archive, say), which
-// must not be held in memory whole.
+// must not be held in memory whole. Only a regular file (or nothing) at
+// path is replaced: anything else is a *NotRegularError, checked before
+// and again just before the rename.
 func WriteFunc(path string, perm os.FileMode, fill func(io.Writer) error) (err error) {
+	if err := CheckReplaceable(path); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
@@ -50,6 +105,9 @@ func WriteFunc(path string, perm os.FileMode, fill func(io.Writer) error) (err e
 		return err
 	}
 	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = CheckReplaceable(path); err != nil {
 		return err
 	}
 	if err = os.Rename(tmp, path); err != nil {

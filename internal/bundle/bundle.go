@@ -34,6 +34,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/lockfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
@@ -298,9 +299,16 @@ func Extract(ctx context.Context, path, dir string, blobs Blobs) (string, error)
 				return "", err
 			}
 			continue
-		case tar.TypeReg:
+		case tar.TypeReg, tar.TypeGNUSparse:
 		default:
 			return "", fmt.Errorf("bundle %s: member %q is not a regular file (links and devices are refused)", path, h.Name)
+		}
+		if isSparse(h) {
+			// A few bytes in the tar that unpack to gigabytes of zeros.
+			return "", fmt.Errorf("bundle %s: member %q is a sparse file (`plan --bundle` writes none): write the bundle again with `edgepipe plan --bundle`", path, h.Name)
+		}
+		if h.Size > DefaultEmbedLimit {
+			return "", fmt.Errorf("bundle %s: member %q is %d bytes, over the %d MiB `plan --bundle` embeds (larger files travel by digest through the remote cache): write the bundle again with `edgepipe plan --bundle`", path, h.Name, h.Size, DefaultEmbedLimit>>20)
 		}
 		if total += h.Size; h.Size < 0 || total > maxExtract {
 			return "", fmt.Errorf("bundle %s: more than %d GiB to unpack", path, maxExtract>>30)
@@ -328,7 +336,48 @@ func Extract(ctx context.Context, path, dir string, blobs Blobs) (string, error)
 			return "", fmt.Errorf("bundle %s: %s: %w", path, fd.Path, err)
 		}
 	}
+	if err := checkRecipe(path, dir); err != nil {
+		return "", err
+	}
 	return filepath.Join(dir, "plan.json"), nil
+}
+
+// checkRecipe makes sure plan.json's recipe is a file of the bundle: a
+// path that leaves it (absolute, or climbing out with ..) would run, or
+// quote in an error, whatever file that path names on the worker.
+func checkRecipe(path, dir string) error {
+	var pj struct {
+		Recipe string `json:"recipe"`
+	}
+	b, err := boundedfile.Read(filepath.Join(dir, "plan.json"), boundedfile.ManifestLimit)
+	if err == nil {
+		err = json.Unmarshal(b, &pj)
+	}
+	if err != nil {
+		return fmt.Errorf("bundle %s: no readable plan.json: write it again with `edgepipe plan --bundle`", path)
+	}
+	rel := filepath.FromSlash(pj.Recipe)
+	if filepath.IsLocal(rel) && !strings.Contains(pj.Recipe, "\\") {
+		if st, err := os.Lstat(filepath.Join(dir, rel)); err == nil && st.Mode().IsRegular() {
+			return nil
+		}
+	}
+	return fmt.Errorf("bundle %s: its plan.json names the recipe %q, which is not a file of the bundle: a bundle runs only the recipe it carries; write it again with `edgepipe plan --bundle`", path, pj.Recipe)
+}
+
+// isSparse reports a sparse member: an old GNU one, or a PAX one
+// (GNU.sparse.* records), which archive/tar reads as a regular file of its
+// full size, holes included.
+func isSparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 func extractFile(r io.Reader, dst string, size int64) error {

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/buildinfo"
 	"github.com/edgepipe/edgepipe/internal/progress"
+	"github.com/edgepipe/edgepipe/internal/safetext"
 	"io"
 	"os"
 	"strings"
@@ -65,6 +67,11 @@ type ExitError struct {
 
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
+
+// toolOutput is where tools' live output goes (-v, toolchain installs):
+// stderr, with their control characters dropped so a tool cannot drive the
+// terminal.
+func (env *Env) toolOutput() io.Writer { return safetext.NewWriter(env.Stderr) }
 
 // progress is what the progress reporter needs of the environment.
 func (env *Env) progress() progress.Env {
@@ -226,6 +233,8 @@ func isExitError(err error) bool {
 	return errors.As(err, &ee)
 }
 
+// exitCode prints err (its text neutralised: a step's error carries its
+// tool's words) and returns its exit code.
 func exitCode(env *Env, err error) int {
 	if err == nil {
 		return ExitOK
@@ -234,22 +243,26 @@ func exitCode(env *Env, err error) int {
 	var ee *ExitError
 	switch {
 	case errors.As(err, &diags):
-		fmt.Fprintln(env.Stderr, diags.Error())
+		fmt.Fprintln(env.Stderr, safetext.Printable(diags.Error()))
 		fmt.Fprintf(env.Stderr, "edgepipe: the recipe has %d error(s); nothing was run\n", diags.Count())
 		return ExitUsage
 	case errors.As(err, &ee):
 		if ee.Err != nil && ee.Err.Error() != "" {
-			fmt.Fprintf(env.Stderr, "edgepipe: %v\n", ee.Err)
+			fmt.Fprintf(env.Stderr, "edgepipe: %s\n", safetext.Printable(ee.Err.Error()))
 		}
 		return ee.Code
 	case engine.IsInterrupted(err):
 		fmt.Fprintln(env.Stderr, "edgepipe: interrupted; finished steps are cached, rerun to resume")
 		return ExitInterrupted
 	case publish.IsGateFailure(err):
-		fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
+		fmt.Fprintf(env.Stderr, "edgepipe: %s\n", safetext.Printable(err.Error()))
 		return ExitGateFailed
+	case errors.As(err, new(*atomicfile.NotRegularError)):
+		// An output path naming a device, a FIFO or a folder: usage.
+		fmt.Fprintf(env.Stderr, "edgepipe: %s\n", safetext.Printable(err.Error()))
+		return ExitUsage
 	}
-	fmt.Fprintf(env.Stderr, "edgepipe: %v\n", err)
+	fmt.Fprintf(env.Stderr, "edgepipe: %s\n", safetext.Printable(err.Error()))
 	return ExitStepFailed
 }
 

@@ -363,6 +363,9 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 // writeNew creates path with data, refusing to replace a file unless
 // force; O_EXCL makes the refusal hold even against a concurrent writer.
 func writeNew(path string, data []byte, force bool) error {
+	if err := checkOutput("-o", path); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create the recipe's folder: %w", err)
 	}

@@ -27,6 +27,9 @@ func cmdExport(env *Env, fs *pflag.FlagSet) runFunc {
 		if o.RemoteCache = c.remote.URL; o.RemoteCache == "" {
 			return usageErr("export argo needs --remote-cache URL (or EDGEPIPE_REMOTE_CACHE): each step runs in its own pod, and the pods share outputs only through it")
 		}
+		if err := o.Check(); err != nil {
+			return usageErr("%v", err)
+		}
 		pl, err := loadPlan(pos[1])
 		if err != nil {
 			return err

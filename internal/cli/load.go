@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -123,6 +124,19 @@ func checkOutDir(out string, r *recipe.Recipe) error {
 				return usageErr("--out %s is inside the model's source folder %s: publish somewhere else, e.g. --out artifacts", out, abs)
 			}
 		}
+	}
+	return nil
+}
+
+// checkOutput refuses an output path (flag names it) that holds anything
+// but a regular file: a device, a FIFO or a folder would be replaced by
+// the rename that writes the output. "" (no output asked for) passes.
+func checkOutput(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := atomicfile.CheckReplaceable(path); err != nil {
+		return usageErr("%s: %v", flag, err)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func registerRay(fs *pflag.FlagSet, env *Env) func(ctx context.Context, env *Env
 		if err != nil {
 			return nil, err
 		}
-		cfg.RemoteCache, cfg.CacheRoot, cfg.Bundle, cfg.Log = c.remote.URL, cacheRoot, bundle, env.Stderr
+		cfg.RemoteCache, cfg.CacheRoot, cfg.Bundle, cfg.Log = c.remote.URL, cacheRoot, bundle, env.toolOutput()
 		if c.json || c.quiet {
 			cfg.Log = io.Discard
 		}

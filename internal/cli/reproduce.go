@@ -60,7 +60,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 		opt := engine.Options{Jobs: jobs, MaxMemoryMB: int64(memGB * 1024), Tools: c.toolResolver(pl, userRoot),
 			Data: data.Resolver(filepath.Join(scratch, "cache"), pl.Recipe.Dir()), Version: Version}
 		if c.verbose {
-			opt.Verbose = env.Stderr
+			opt.Verbose = env.toolOutput()
 		}
 		var rep *progress.Reporter
 		reports, res, err := reproduce.Run(ctx, reproduce.Rebuild{Dirs: pos, Pubs: pubs, Plan: pl, UserRoot: userRoot,

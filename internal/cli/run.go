@@ -13,6 +13,7 @@ import (
 	"github.com/edgepipe/edgepipe/data"
 	"github.com/edgepipe/edgepipe/internal/host"
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/runreport"
 	"github.com/edgepipe/edgepipe/internal/termstatus"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -54,6 +55,10 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("run takes one recipe file, e.g. edgepipe run recipes/demo.yaml")
+		}
+		// Refused now, not after hours of conversion.
+		if err := checkOutput("--junit", *junit); err != nil {
+			return err
 		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
@@ -216,7 +221,7 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 		Version: Version, Only: only,
 	}
 	if c.verbose {
-		opt.Verbose = env.Stderr
+		opt.Verbose = env.toolOutput()
 	}
 	if opt.Signer, err = c.signer(env); err != nil {
 		return nil, "", "", err
@@ -239,6 +244,9 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("plan takes one recipe file")
+		}
+		if err := checkOutput("--bundle", *bundleOut); err != nil {
+			return err
 		}
 		pl, err := loadPlan(pos[0])
 		if err != nil {
@@ -354,8 +362,12 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := pj.Check(pl); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		if _, ok := pl.Step(pos[2]); !ok {
+		step, ok := pl.Step(pos[2])
+		if !ok {
 			return usageErr("the plan has no step %q; `edgepipe plan %s` lists them", pos[2], pj.Recipe)
+		}
+		if err := c.checkSharing(step); err != nil {
+			return err
 		}
 		eng, cacheRoot, _, err := c.engine(ctx, env, pl, []string{pos[2]})
 		if err != nil {
@@ -377,13 +389,28 @@ func cmdStep(env *Env, fs *pflag.FlagSet) runFunc {
 	}
 }
 
+// checkSharing refuses `step run` of a step whose output nobody else
+// could read: with a remote cache it may not write to (read mode), a job
+// would run, exit 0, and leave its output on a worker that is gone. A
+// publish step is the exception: its output is the published folder
+// (an Argo task's artifact), and it only reads its needs.
+func (c *common) checkSharing(s *plan.Step) error {
+	if c.remote.URL == "" || s.Kind == "publish" {
+		return nil
+	}
+	if mode, err := remotecache.ParseMode(c.remote.Mode); err == nil && !mode.Writes() {
+		return usageErr("step run %s with --remote-cache-mode %s would not share its output, so no other machine could use it: give --remote-cache-mode readwrite (a step job must write the remote cache), or run the recipe locally with `edgepipe run`", s.ID, mode)
+	}
+	return nil
+}
+
 // ensureToolchains installs the pinned toolchains the plan's steps need
 // and are missing (or, with install false, refuses: exit 1 before
 // anything runs), saying what and why; then marks them used now, for
 // `toolchain list` and `cache gc`.
 func (c *common) ensureToolchains(ctx context.Context, env *Env, pl *plan.Plan, root, recipePath string, install bool) error {
 	needs := toolchain.Needed(root, pl.Tools(), c.toolResolver(pl, root).Local)
-	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.Stderr)
+	err := toolchain.Ensure(ctx, root, needs, install, "edgepipe toolchain install --for "+recipePath, env.toolOutput())
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

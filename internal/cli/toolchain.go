@@ -81,7 +81,7 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 			return nil
 		}
-		if err := toolchain.Ensure(ctx, root, needs, true, "", env.Stderr); err != nil {
+		if err := toolchain.Ensure(ctx, root, needs, true, "", env.toolOutput()); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

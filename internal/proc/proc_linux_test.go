@@ -2,9 +2,11 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -62,5 +64,38 @@ func TestKill9LeavesNothingRunning(t *testing.T) {
 	runner.Wait()
 	for what, pid := range pids {
 		requireGone(t, what+" of a killed edgepipe", pid)
+	}
+}
+
+// The watchdog is started by its arguments and a parent that holds its
+// pipe, never by the environment: a variable a CI job sets (in whatever
+// form the old trigger took) must not turn edgepipe into a watchdog that
+// does nothing and exits 0. Nor do the arguments alone, from a parent the
+// prefix does not name.
+func TestWatchdogIsNotTriggeredFromOutside(t *testing.T) {
+	t.Parallel()
+	for name, cmd := range map[string]*exec.Cmd{
+		"environment": exec.Command(os.Args[0], "3", "still ran"),
+		"arguments":   exec.Command(os.Args[0], watchdogArg, "1.2."),
+	} {
+		cmd.Env = append(os.Environ(), childMode+"=exit", "EDGEPIPE_PROC_WATCHDOG=1.2.")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		switch name {
+		case "environment":
+			if code != 3 || !strings.Contains(string(out), "still ran") {
+				t.Errorf("%s: exit %d, %q: want the program's own exit 3 and output", name, code, out)
+			}
+		case "arguments":
+			// exit's first argument is not a number: code 0, but its
+			// line (the prefix) printed shows the program ran.
+			if !strings.Contains(string(out), "1.2.") {
+				t.Errorf("%s: exit %d, %q: want the program to run", name, code, out)
+			}
+		}
 	}
 }

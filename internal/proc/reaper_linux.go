@@ -28,9 +28,15 @@ import (
 // and, if edgepipe is killed, by a watchdog: this same binary, started once,
 // which waits for edgepipe's end on a pipe and then kills every process
 // tagged with its prefix.
+//
+// The watchdog is told so by its arguments, not its environment (which a
+// CI job or a user sets for edgepipe too: a variable that turned any
+// edgepipe into a watchdog made `run` do nothing and exit 0), and only
+// believes them when its parent is the process the prefix names and its
+// stdin is a pipe.
 const (
 	tagEnv      = "EDGEPIPE_PROC_TAG"
-	watchdogEnv = "EDGEPIPE_PROC_WATCHDOG"
+	watchdogArg = "__edgepipe-proc-watchdog"
 )
 
 var (
@@ -44,9 +50,24 @@ var (
 )
 
 func init() {
-	if prefix, ok := os.LookupEnv(watchdogEnv); ok {
-		os.Exit(watchdog(prefix))
+	if len(os.Args) == 3 && os.Args[1] == watchdogArg && isWatchdog(os.Args[2]) {
+		os.Exit(watchdog(os.Args[2]))
 	}
+}
+
+// isWatchdog reports whether this process is the watchdog startWatchdog
+// started: the prefix is a tag prefix whose pid is our parent's, and
+// stdin is a pipe (its write end held by that parent).
+func isWatchdog(prefix string) bool {
+	if !tagPrefixRE.MatchString(prefix) {
+		return false
+	}
+	pid, _, _ := strings.Cut(prefix, ".")
+	if pid != strconv.Itoa(os.Getppid()) {
+		return false
+	}
+	st, err := os.Stdin.Stat()
+	return err == nil && st.Mode()&os.ModeNamedPipe != 0
 }
 
 // tagEnviron returns env (nil: ours) with a fresh tag for one Run added,
@@ -60,15 +81,13 @@ func tagEnviron(env []string) ([]string, string) {
 	out := make([]string, 0, len(env)+1)
 	tags := tag
 	for _, kv := range env {
-		switch {
-		case strings.HasPrefix(kv, tagEnv+"="):
-			if outer := strings.TrimPrefix(kv, tagEnv+"="); outer != "" {
+		if outer, ok := strings.CutPrefix(kv, tagEnv+"="); ok {
+			if outer != "" {
 				tags = outer + " " + tag
 			}
-		case strings.HasPrefix(kv, watchdogEnv+"="):
-		default:
-			out = append(out, kv)
+			continue
 		}
+		out = append(out, kv)
 	}
 	return append(out, tagEnv+"="+tags), tag
 }
@@ -92,8 +111,7 @@ func startWatchdog() {
 		if err != nil {
 			return
 		}
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), watchdogEnv+"="+tagPrefix)
+		cmd := exec.Command(exe, watchdogArg, tagPrefix)
 		cmd.Stdin = r
 		// Its own group: a terminal's Ctrl-C must not take it down first.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -119,9 +137,6 @@ var watchdogPipe *os.File
 
 // watchdog waits for the parent's end, then kills what it left.
 func watchdog(prefix string) int {
-	if !tagPrefixRE.MatchString(prefix) {
-		return 2
-	}
 	io.Copy(io.Discard, os.Stdin)
 	killTagged(prefix, true)
 	return 0

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/edgepipe/edgepipe/internal/safetext"
 )
 
 const (
@@ -19,8 +21,8 @@ const (
 
 // Tail returns the last n lines of the file at path, reading backwards from
 // its end. A missing or unreadable file has no lines. Lines are cleaned for
-// display: "\r" redraws keep only what a terminal would show last, and
-// very long lines are cut.
+// display: "\r" redraws keep only what a terminal would show last, control
+// characters (escape sequences) are dropped, and very long lines are cut.
 func Tail(path string, n int) []string {
 	return tailFrom(path, 0, n)
 }
@@ -91,5 +93,7 @@ func cleanLine(l string) string {
 		}
 		l = l[:cut] + "…"
 	}
-	return strings.ToValidUTF8(l, "\uFFFD")
+	// A failing step's log is shown on a terminal: its escape sequences
+	// must not drive it.
+	return safetext.Printable(l)
 }

@@ -25,6 +25,7 @@ func TestTail(t *testing.T) {
 		{"blank lines kept", "a\n\nb\n", 3, []string{"a", "", "b"}},
 		{"crlf", "a\r\nb\r\n", 2, []string{"a", "b"}},
 		{"progress redraws", "start\n 10%\r 50%\r100%\ndone\n", 2, []string{"100%", "done"}},
+		{"control characters dropped", "\x1b[2J\x1b]0;title\x07ok \u009b31m\x1b]8;;https://x/\x1b\\link\n", 1, []string{"[2J]0;titleok 31m]8;;https://x/\\link"}},
 		{"long line cut on a rune boundary", long + "\n", 1, []string{strings.Repeat("é", tailLineMax/2) + "…"}},
 	}
 	for _, tt := range tests {

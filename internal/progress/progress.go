@@ -18,6 +18,8 @@ import (
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/internal/termstatus"
+
+	"github.com/edgepipe/edgepipe/internal/safetext"
 )
 
 // reporter prints run events: JSON lines with --json; on a terminal, the
@@ -116,6 +118,11 @@ func (r *Reporter) Event(ev event.Event) {
 	}
 	if ev.Type == event.Overhead || (r.Quiet && ev.Type != event.Failed && ev.Type != event.PushFailed) {
 		return
+	}
+	// A failed step's message carries its tool's words (and the log's
+	// tail): neutralised before they reach the terminal.
+	for _, f := range []*string{&ev.Step, &ev.Target, &ev.Path, &ev.Message} {
+		*f = safetext.Printable(*f)
 	}
 	if r.board == nil {
 		fmt.Fprintln(r.env.Stderr, r.line(ev))

@@ -30,6 +30,7 @@ func TestProgressPlainLines(t *testing.T) {
 // On a terminal, a running step is a live line (not a permanent "start"
 // line) and verdict words are coloured; NO_COLOR keeps the live lines and
 // drops the colour; off a terminal the lines are plain, with no escapes.
+// A failed step's message never brings its own.
 func TestReporterTerminal(t *testing.T) {
 	run := func(isTerm bool, env map[string]string) string {
 		var errb bytes.Buffer
@@ -39,7 +40,8 @@ func TestReporterTerminal(t *testing.T) {
 		now := time.Now()
 		r.Event(event.Event{Type: event.Started, Step: "gguf-convert:f16", Time: now})
 		r.Event(event.Event{Type: event.Finished, Step: "gguf-convert:f16", Time: now, Seconds: 1})
-		r.Event(event.Event{Type: event.Failed, Step: "gguf-quantize:q2_k", Time: now, Message: "boom"})
+		// A tool's words with a window title and a screen clear in them.
+		r.Event(event.Event{Type: event.Failed, Step: "gguf-quantize:q2_k", Time: now, Message: "boom\x1b]0;title\x07\x1b[2J"})
 		r.Done()
 		if s := r.Summary(0); s != "2 steps: 1 ran, 0 cached, 1 failed, 0 published in 0.0 s" && !isTerm {
 			t.Errorf("summary %q", s)
@@ -49,6 +51,9 @@ func TestReporterTerminal(t *testing.T) {
 	tty := run(true, nil)
 	if !strings.Contains(tty, "gguf-convert:f16\n  [0/2] 1 running") || !strings.Contains(tty, "\x1b[31mFAILED\x1b[0m") {
 		t.Errorf("terminal output:\n%q", tty)
+	}
+	if strings.Contains(tty, "\x1b]") || strings.Contains(tty, "\x07") || strings.Contains(tty, "\x1b[2J") || !strings.Contains(tty, "boom]0;title[2J") {
+		t.Errorf("the tool's escapes reached the terminal:\n%q", tty)
 	}
 	if strings.Contains(tty, " start ") {
 		t.Errorf("a permanent start line on a terminal:\n%q", tty)

@@ -196,7 +196,7 @@ func (p *parser) document(data []byte) *yaml.Node {
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		p.report(root, "start with edgepipe: 1, then name:, model: and targets:",
-			"a recipe is a mapping of keys (edgepipe:, name:, model:, targets:, ...), but this file holds %s", describe(root))
+			"a recipe is a mapping of keys (edgepipe:, name:, model:, targets:, ...), but this file holds %s", describeRoot(root))
 		return nil
 	}
 	return root
@@ -249,6 +249,18 @@ func describe(n *yaml.Node) string {
 		}
 	}
 	return "an unreadable value"
+}
+
+// describeRoot names what a file that is not a recipe holds without
+// quoting it: a file that parses as one bare value is often not YAML at
+// all (a token, a key, a .env file), and its bytes must not reach a
+// terminal or a CI log.
+func describeRoot(n *yaml.Node) string {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode {
+		return "a single value, not keys (its text is not shown: check that this is the recipe you meant)"
+	}
+	return describe(n)
 }
 
 func isNull(n *yaml.Node) bool {

@@ -225,7 +225,7 @@ func TestParseMessages(t *testing.T) {
 		{"targets empty", head + "targets:\n",
 			[]string{"4:1: targets is empty: a recipe needs at least one target"}},
 		{"scalar root", "just text\n",
-			[]string{"1:1: a recipe is a mapping of keys (edgepipe:, name:, model:, targets:, ...), but this file holds string \"just text\""}},
+			[]string{"1:1: a recipe is a mapping of keys (edgepipe:, name:, model:, targets:, ...), but this file holds a single value, not keys (its text is not shown"}},
 		{"complex key", head + target + "? [a, b]\n: c\n",
 			[]string{"8:3: a key at the top level of the recipe must be a name, got a list"}},
 		{"windows line endings", strings.ReplaceAll(head+target, "\n", "\r\n"), nil},
@@ -246,6 +246,31 @@ func TestParseMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A file that is not a recipe (a token, a key, a .env file) parses as one
+// bare value: the error says so without quoting it, so a secret given by
+// mistake (or named by a hostile bundle's plan) never reaches a log.
+func TestNotARecipeIsNotQuoted(t *testing.T) {
+	for _, body := range []string{
+		"ghp_SECRETtoken0123456789\n",
+		"SECRET-AKIAIOSFODNN7 wJalrXUtnFEMI/K7MDENG\nsecond line\n",
+		"key=SECRET\nother=2\n",
+		"&anchor SECRET\n",
+		"'SECRET'\n",
+		"123456789SECRET\n",
+	} {
+		_, err := Parse("r.yaml", []byte(body))
+		if err == nil {
+			t.Fatalf("%q parsed as a recipe", body)
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("the error quotes the file:\n%v", err)
+		}
+		if !strings.Contains(err.Error(), "a recipe is a mapping of keys") {
+			t.Errorf("the error does not say the file is not a recipe:\n%v", err)
+		}
 	}
 }
 

@@ -3,7 +3,8 @@ package report
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/edgepipe/edgepipe/internal/safetext"
 )
 
 // Markdown renders the report for a GitHub job summary
@@ -275,15 +276,6 @@ func MDCode(s string) string {
 }
 
 // printable drops control characters (from tool logs) that no reader of
-// a report wants and XML-based viewers reject.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			return r
-		case r < 0x20 || r == 0x7f || r == 0xFFFE || r == 0xFFFF || r == utf8.RuneError:
-			return -1
-		}
-		return r
-	}, s)
-}
+// a report wants and XML-based viewers reject: the same neutralising as
+// the terminal gets.
+func printable(s string) string { return safetext.Printable(s) }
