@@ -53,6 +53,8 @@ func TestExplain(t *testing.T) {
 		{"a control character", "a: 1\nb: x\x01y\n", []problem{{2, 1, control}}},
 		{"not UTF-8", "a: \xff\n", []problem{{1, 1, notUTF8}}},
 		{"an unterminated quote", "a: 1\nb: \"open\nc: 2\n", []problem{{2, 1, unclosed}}},
+		// On the first line the library names the end of the file instead.
+		{"an unterminated quote on the first line", "a: 'open\nb: 1\nc: 2\nd: 3\n", []problem{{1, 1, unclosed}}},
 		{"multi-byte characters before the colon", "name: café: b\n", []problem{{1, 11, colon}}},
 		{"no final line break", "a: 1\nb: [x", []problem{{2, 4, listOpen}}},
 	} {
