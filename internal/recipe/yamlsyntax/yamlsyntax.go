@@ -38,7 +38,14 @@ func Explain(err error, data []byte) []Problem {
 		msg = m[2]
 	}
 	lines := splitLines(data)
-	line := firstFailingLine(lines, yamlLine, msg)
+	from := yamlLine
+	if msg == "found unexpected end of stream" {
+		// The library takes a quote opened on the first line (its line 0)
+		// for no line at all and names the end of the file instead; the
+		// first prefix that ends inside the quote is where it opened.
+		from = 1
+	}
+	line := firstFailingLine(lines, from, msg)
 	if line == 0 {
 		line = yamlLine
 	}
