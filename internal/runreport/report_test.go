@@ -68,7 +68,7 @@ func TestReport(t *testing.T) {
 	}
 	// The step's first line only; the log's tail beside it.
 	if step.Subject != "gguf-quantize:q4_0" || !step.Step || step.Message != "step gguf-quantize:q4_0 failed: llama-quantize exited with code 1" ||
-		step.LogName != s.log || !reflect.DeepEqual(step.LogTail, []string{"loading model", "error: tensor\x07 blk.3 has no data"}) {
+		step.LogName != s.log || !reflect.DeepEqual(step.LogTail, []string{"loading model", "error: tensor blk.3 has no data"}) {
 		t.Errorf("step failure %+v", step)
 	}
 }
