@@ -16,8 +16,7 @@ import (
 	"github.com/edgepipe/edgepipe/steps"
 )
 
-// edgepipe's own MLC converter (`backend: native`): steps/python/
-// mlc_native.py, in the llama toolchain's torch, writes what mlc_llm
+// edgepipe's own MLC converter (`backend: native`): python/mlc_native.py, in the llama toolchain's torch, writes what mlc_llm
 // convert_weight and gen_config write, following mlc_llm's code (the
 // script names the files and commits). It is not mlc_llm, and the
 // manifest says which backend made the weights.

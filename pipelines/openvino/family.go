@@ -21,7 +21,7 @@ import (
 )
 
 // Toolchain is the Python environment of the OpenVINO family
-// (steps/toolchains/openvino.lock).
+// (openvino.lock).
 const Toolchain = "openvino"
 
 // Tools of the openvino toolchain (tool names are global across toolchains).

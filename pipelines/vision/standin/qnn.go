@@ -34,7 +34,7 @@ type qnnBinaryHeader struct {
 	Salt     string `json:"salt"`
 }
 
-// visionQNN: vision_qnn.py quantize|compile|eval ... (see steps/python/vision_qnn.py).
+// visionQNN: vision_qnn.py quantize|compile|eval ... (see pipelines/vision/python/vision_qnn.py).
 // Nothing is quantized, compiled by QNN or run on its simulator: each
 // subcommand checks what it reads was made by the step before it (the
 // fp32 export, the QDQ model, a binary for the same SoC) and derives its
