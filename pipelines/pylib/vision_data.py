@@ -138,11 +138,3 @@ def load_model(model_dir):
     model.load_state_dict(state, strict=True)
     model.eval()
     return model, cfg
-
-
-def threads():
-    return int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
-
-
-def emit(obj):
-    print(json.dumps(obj, sort_keys=True), flush=True)

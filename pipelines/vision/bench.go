@@ -20,6 +20,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -39,7 +40,7 @@ const ToolBench = "vision_bench.py"
 //
 // builds one input of B images at the shape config.json (in DIR) and the
 // model say, runs W+R single inferences of it, each timed alone, and
-// prints one JSON line:
+// prints one JSON line, report.Bench (vision_benchlib.py writes it):
 //
 //	{"latency_ns": [W+R numbers, warm-up first], "batch": B, "threads": T,
 //	 "input_shape": [...], "input_dtype": "float32",
@@ -188,19 +189,6 @@ func (visionBench) Resources(any) steps.Resources {
 	return steps.Resources{Cores: runtime.NumCPU(), MemoryMB: 1024, ModelFactor: 4, OwnWaitPolicy: true}
 }
 
-// benchReport is what a bench runtime's script prints (BenchRuntime).
-type benchReport struct {
-	LatencyNS      []float64 `json:"latency_ns"`
-	Batch          int       `json:"batch"`
-	Threads        int       `json:"threads"`
-	InputShape     []int     `json:"input_shape"`
-	InputDtype     string    `json:"input_dtype"`
-	RuntimeVersion string    `json:"runtime_version"`
-	PeakRSS        int64     `json:"peak_rss_bytes"`
-	RSSBeforeLoad  int64     `json:"rss_before_load_bytes"`
-	RSSAfterRuns   int64     `json:"rss_after_runs_bytes"`
-}
-
 func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 	p := steps.ParamsOf[BenchParams](sc.Params)
 	rt, ok := benchRuntime(p.Runtime)
@@ -228,9 +216,9 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 		"--threads", strconv.Itoa(threads)); err != nil {
 		return err
 	}
-	var res benchReport
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", rt.Tool, err)
+	var res report.Bench
+	if err := steps.ReadReport(rt.Tool, sc.LogPath, &res); err != nil {
+		return err
 	}
 	vb, err := summarizeBench(res, p, threads)
 	if err != nil {
@@ -256,7 +244,7 @@ func (visionBench) Run(ctx context.Context, sc *steps.Context) error {
 
 // summarizeBench checks a script's report against what it was asked for
 // and turns its timings into the manifest's figures.
-func summarizeBench(res benchReport, p *BenchParams, threads int) (*manifest.VisionBench, error) {
+func summarizeBench(res report.Bench, p *BenchParams, threads int) (*manifest.VisionBench, error) {
 	if want := p.Warmup + p.Runs; len(res.LatencyNS) != want {
 		return nil, fmt.Errorf("reported %d timings, %d warm-up and %d timed runs were asked for", len(res.LatencyNS), p.Warmup, p.Runs)
 	}

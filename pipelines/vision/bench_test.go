@@ -3,10 +3,12 @@ package vision
 import (
 	"strings"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
-func report(lat ...float64) benchReport {
-	return benchReport{LatencyNS: lat, Batch: 1, Threads: 2, InputShape: []int{1, 3, 32, 32}, InputDtype: "float32",
+func benchSample(lat ...float64) report.Bench {
+	return report.Bench{LatencyNS: lat, Batch: 1, Threads: 2, InputShape: []int{1, 3, 32, 32}, InputDtype: "float32",
 		RuntimeVersion: "onnxruntime 1.31.1 CPUExecutionProvider", PeakRSS: 80 << 20, RSSBeforeLoad: 50 << 20, RSSAfterRuns: 70 << 20}
 }
 
@@ -15,7 +17,7 @@ func report(lat ...float64) benchReport {
 func TestSummarizeBench(t *testing.T) {
 	p := &BenchParams{Warmup: 2, Runs: 4, Batch: 1}
 	// Warm-up runs are slow (100 ms): none of them may reach the figures.
-	vb, err := summarizeBench(report(100e6, 100e6, 1e6, 2e6, 3e6, 4e6), p, 2)
+	vb, err := summarizeBench(benchSample(100e6, 100e6, 1e6, 2e6, 3e6, 4e6), p, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func TestSummarizeBench(t *testing.T) {
 		t.Errorf("images/s %v, growth %d, peak %d", vb.ImagesPerS, vb.RSSGrowthBytes, vb.PeakRSSBytes)
 	}
 	// A batch of 4 at the same latency is four times the images.
-	r := report(1e6, 1e6)
+	r := benchSample(1e6, 1e6)
 	r.Batch, r.InputShape = 4, []int{4, 3, 32, 32}
 	if vb, err := summarizeBench(r, &BenchParams{Runs: 2, Batch: 4}, 2); err != nil || vb.ImagesPerS != 4000 {
 		t.Errorf("batch 4: %+v, %v", vb, err)
@@ -40,18 +42,18 @@ func TestSummarizeBench(t *testing.T) {
 func TestSummarizeBenchRefuses(t *testing.T) {
 	p := &BenchParams{Warmup: 1, Runs: 2, Batch: 1}
 	for name, c := range map[string]struct {
-		mod  func(*benchReport)
+		mod  func(*report.Bench)
 		want string
 	}{
-		"runs":     {func(r *benchReport) { r.LatencyNS = r.LatencyNS[:2] }, "reported 2 timings"},
-		"threads":  {func(r *benchReport) { r.Threads = 1 }, "on 1 threads"},
-		"batch":    {func(r *benchReport) { r.InputShape = []int{8, 3, 32, 32} }, "input shape [8 3 32 32]"},
-		"memory":   {func(r *benchReport) { r.PeakRSS = 0 }, "no memory figures"},
-		"version":  {func(r *benchReport) { r.RuntimeVersion = "" }, "no memory figures or runtime version"},
-		"zero":     {func(r *benchReport) { r.LatencyNS[2] = 0 }, "positive"},
-		"negative": {func(r *benchReport) { r.LatencyNS[1] = -5 }, "positive"},
+		"runs":     {func(r *report.Bench) { r.LatencyNS = r.LatencyNS[:2] }, "reported 2 timings"},
+		"threads":  {func(r *report.Bench) { r.Threads = 1 }, "on 1 threads"},
+		"batch":    {func(r *report.Bench) { r.InputShape = []int{8, 3, 32, 32} }, "input shape [8 3 32 32]"},
+		"memory":   {func(r *report.Bench) { r.PeakRSS = 0 }, "no memory figures"},
+		"version":  {func(r *report.Bench) { r.RuntimeVersion = "" }, "no memory figures or runtime version"},
+		"zero":     {func(r *report.Bench) { r.LatencyNS[2] = 0 }, "positive"},
+		"negative": {func(r *report.Bench) { r.LatencyNS[1] = -5 }, "positive"},
 	} {
-		r := report(1e6, 2e6, 3e6)
+		r := benchSample(1e6, 2e6, 3e6)
 		c.mod(&r)
 		if _, err := summarizeBench(r, p, 2); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)

@@ -12,6 +12,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -148,24 +149,9 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolCoreMLConvert, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Bytes       int64             `json:"bytes"`
-		ConvertS    float64           `json:"convert_s"`
-		QuantizeS   float64           `json:"quantize_s"`
-		Ops         map[string]int    `json:"ops"`
-		Quantize    int               `json:"quantize_ops"`
-		Dequantize  int               `json:"dequantize_ops"`
-		Int8        int               `json:"int8_weights"`
-		Float       int               `json:"float_weights"`
-		Convs       int               `json:"convs"`
-		Int8Convs   int               `json:"int8_convs"`
-		Calibration int               `json:"calibration_images"`
-		KeptFloat   []string          `json:"kept_float"`
-		Precision   string            `json:"compute_precision"`
-		Versions    map[string]string `json:"versions"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolCoreMLConvert, err)
+	var res report.CoreMLConvert
+	if err := steps.ReadReport(ToolCoreMLConvert, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if res.Convs == 0 {
 		return fmt.Errorf("%s: %s reported no convolution: not an image classifier's program (see %s)", KindCoreMLConvert, ToolCoreMLConvert, sc.LogPath)
@@ -175,9 +161,9 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		if p.KeepStem {
 			kept = 1
 		}
-		if len(res.KeptFloat) != kept || res.Int8Convs+kept != res.Convs || res.Quantize == 0 || res.Dequantize == 0 || res.Calibration == 0 {
+		if len(res.KeptFloat) != kept || res.Int8Convs+kept != res.Convs || res.QuantizeOps == 0 || res.DequantizeOps == 0 || res.CalibrationImages == 0 {
 			return fmt.Errorf("%s: %d of %d convolutions have int8 weights, %d quantize and %d dequantize ops, %d calibration images: not a W8A8 package (see %s)",
-				KindCoreMLConvert, res.Int8Convs, res.Convs, res.Quantize, res.Dequantize, res.Calibration, sc.LogPath)
+				KindCoreMLConvert, res.Int8Convs, res.Convs, res.QuantizeOps, res.DequantizeOps, res.CalibrationImages, sc.LogPath)
 		}
 		// The app needs the classes beside the model, as every vision format ships them.
 		cfg, err := os.ReadFile(filepath.Join(src.Dir, "config.json"))
@@ -197,20 +183,20 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		sc.Result.SetFact("format", fmt.Sprintf("Core ML ML program (iOS 17+), W8A8: int8 weights (symmetric, %s), int8 activations (%s; quantize/dequantize, calibrated), FP16 compute; image input, RGB 0-255, normalization in the program%s",
 			map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel], acts, stem))
 		sc.Result.SetFact("census", fmt.Sprintf("%d of %d convolutions with int8 weights, %d int8 weight constants, %d quantize and %d dequantize ops, %d calibration images",
-			res.Int8Convs, res.Convs, res.Int8, res.Quantize, res.Dequantize, res.Calibration))
-		sc.Result.SetMetric("quantize_ops", float64(res.Quantize))
-		sc.Result.SetMetric("dequantize_ops", float64(res.Dequantize))
-		sc.Result.SetMetric("int8_weights", float64(res.Int8))
-		sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+			res.Int8Convs, res.Convs, res.Int8Weights, res.QuantizeOps, res.DequantizeOps, res.CalibrationImages))
+		sc.Result.SetMetric("quantize_ops", float64(res.QuantizeOps))
+		sc.Result.SetMetric("dequantize_ops", float64(res.DequantizeOps))
+		sc.Result.SetMetric("int8_weights", float64(res.Int8Weights))
+		sc.Result.SetMetric("calibration_images", float64(res.CalibrationImages))
 		sc.Result.SetMetric("quantize_s", res.QuantizeS)
 	}
 	sc.Result.SetFile("model", CoreMLPackage)
-	sc.Result.SetFact("compute_precision", res.Precision)
+	sc.Result.SetFact("compute_precision", res.ComputePrecision)
 	sc.Result.SetFact("ran_coreml", "no: Core ML runs only on Apple's systems; the package was built with coremltools and checked by interpreting its MIL program")
 	sc.Result.SetMetric("package_bytes", float64(res.Bytes))
 	sc.Result.SetMetric("convert_s", res.ConvertS)
 	sc.Result.SetMetric("convs", float64(res.Convs))
-	sc.Result.SetMetric("float_weights", float64(res.Float))
+	sc.Result.SetMetric("float_weights", float64(res.FloatWeights))
 	ops := 0
 	for _, n := range res.Ops {
 		ops += n

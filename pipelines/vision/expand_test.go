@@ -2,6 +2,8 @@ package vision_test
 
 import (
 	"github.com/edgepipe/edgepipe/internal/publish"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -277,5 +279,130 @@ func keys(m map[string]string) []string {
 	for k := range m {
 		out = append(out, k)
 	}
+	return out
+}
+
+// stepsByID indexes a plan's steps.
+func stepsByID(p *plan.Plan) map[string]*plan.Step {
+	out := map[string]*plan.Step{}
+	for _, s := range p.Steps {
+		out[s.ID] = s
+	}
+	return out
+}
+
+// The other formats: tflite-int8 and coreml-int8 convert the PyTorch
+// model itself (no export), openvino-int8 and tensorrt-int8 quantize the
+// shared export; each check needs its model first, then the reference,
+// and carries the runtime that scores it. The defaults reach the params.
+func TestExpandOtherFormats(t *testing.T) {
+	p, err := load(t, `edgepipe: 1
+name: digits
+task: image-classification
+model: {source: builtin:mobilenetv3-small-digits}
+targets:
+  android: {device: snapdragon-8-gen-3, format: tflite-int8}
+  iphone: {device: apple-a18, format: coreml-int8}
+  iphone-sym:
+    device: apple-a18
+    format: coreml-int8
+    with: {activations: symmetric, keep_stem_float: false}
+  intel: {device: intel-lunar-lake, format: openvino-int8}
+  jetson:
+    device: jetson-orin-nano-super
+    format: tensorrt-int8
+    with: {calibration_method: percentile, opt_batch: 4}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := stepsByID(p)
+	ref := vision.ReferenceStepID
+	for id, want := range map[string]string{
+		"litert-convert:tflite-int8": "source",
+		"vision-eval:tflite-int8":    "litert-convert:tflite-int8," + ref + ",source",
+		vision.CoreMLProofStepID:     "source",
+		"coreml-vision-convert:int8": "source",
+		"vision-eval:coreml-int8":    "coreml-vision-convert:int8," + ref + "," + vision.CoreMLProofStepID + ",source",
+		"coreml-vision-convert:int8+activations=symmetric+keep_stem_float=false":                        "source",
+		"nncf-quantize:openvino-int8":                                                                   "vision-export:fp32",
+		"vision-eval:openvino-int8":                                                                     "nncf-quantize:openvino-int8," + ref,
+		"vision-quantize:int8+symmetric+calibration_method=percentile":                                  "vision-export:fp32",
+		"vision-eval:int8+symmetric+calibration_method=percentile+simulated":                            "vision-quantize:int8+symmetric+calibration_method=percentile," + ref,
+		"trtexec-build:int8+symmetric+calibration_method=percentile+opt_batch=4/jetson-orin-nano-super": "vision-quantize:int8+symmetric+calibration_method=percentile",
+	} {
+		s := byID[id]
+		if s == nil {
+			t.Errorf("no step %s in %v", id, keysOf(byID))
+			continue
+		}
+		if got := strings.Join(s.Needs, ","); got != want {
+			t.Errorf("%s needs %q, want %q", id, got, want)
+		}
+	}
+	if n := strings.Count(strings.Join(keysOf(byID), " "), "vision-export:"); n != 1 {
+		t.Errorf("%d export steps, want one shared by openvino-int8 and tensorrt-int8", n)
+	}
+	for id, want := range map[string]any{
+		"litert-convert:tflite-int8":  vision.LiteRTParams{PerChannel: true},
+		vision.CoreMLProofStepID:      vision.CoreMLParams{Mode: "fp32"},
+		"coreml-vision-convert:int8":  vision.CoreMLParams{Mode: "int8", PerChannel: true, KeepStem: true, Activations: "affine"},
+		"nncf-quantize:openvino-int8": vision.NNCFParams{Preset: "mixed", OverflowFix: "enable", KeepStem: true},
+		"vision-eval:tflite-int8":     vision.EvalParams{Runtime: vision.RuntimeLiteRT},
+		"vision-eval:coreml-int8":     vision.EvalParams{Runtime: vision.RuntimeCoreMLMIL},
+		"vision-eval:openvino-int8":   vision.EvalParams{Runtime: vision.RuntimeOpenVINO},
+		"vision-eval:int8+symmetric+calibration_method=percentile+simulated": vision.EvalParams{Runtime: vision.RuntimeONNX, SimulateQDQ: true},
+		"coreml-vision-convert:int8+activations=symmetric+keep_stem_float=false": vision.CoreMLParams{Mode: "int8", PerChannel: true,
+			Activations: "symmetric"},
+		"vision-quantize:int8+symmetric+calibration_method=percentile": vision.QuantizeParams{Method: "percentile", PerChannel: true,
+			KeepStem: true, SymmetricActivations: true},
+		"trtexec-build:int8+symmetric+calibration_method=percentile+opt_batch=4/jetson-orin-nano-super": vision.TrtexecParams{OptBatch: 4,
+			MaxBatch: vision.DefaultMaxBatch, Device: "jetson-orin-nano-super"},
+	} {
+		s := byID[id]
+		if s == nil {
+			continue // reported above
+		}
+		if got := reflect.ValueOf(s.Params).Elem().Interface(); got != want {
+			t.Errorf("%s params %+v, want %+v", id, got, want)
+		}
+	}
+	// Converters calibrate, checks score: each on its own data role.
+	for _, id := range []string{"litert-convert:tflite-int8", "coreml-vision-convert:int8", "nncf-quantize:openvino-int8"} {
+		if s := byID[id]; s != nil && s.Data["calibration"] != recipe.DefaultVisionCalibration {
+			t.Errorf("%s data %v: want the calibration set", id, s.Data)
+		}
+	}
+	if s := byID[vision.CoreMLProofStepID]; s != nil && len(s.Data) != 0 {
+		t.Errorf("the FP32 proof package reads data %v: it calibrates nothing", s.Data)
+	}
+	if pub := byID["publish:jetson"]; pub == nil || pub.Needs[0] != "trtexec-build:int8+symmetric+calibration_method=percentile+opt_batch=4/jetson-orin-nano-super" {
+		t.Errorf("publish:jetson %+v: the engine is the artifact", pub)
+	}
+}
+
+// Options each format refuses, at the recipe's line.
+func TestExpandRefusesOptions(t *testing.T) {
+	for name, tc := range map[string]struct{ target, want string }{
+		"opt over max": {"{device: jetson-orin-nano-super, format: tensorrt-int8, with: {opt_batch: 64}}",
+			"opt_batch is larger than max_batch"},
+		"coreml activations": {"{device: apple-a18, format: coreml-int8, with: {activations: asymmetric}}", "activations"},
+		"openvino preset":    {"{device: intel-lunar-lake, format: openvino-int8, with: {preset: fast}}", "preset"},
+		"old opset":          {"{device: x86-laptop, format: onnx-fp32, with: {opset: 11}}", "opset"},
+		"unknown option":     {"{device: snapdragon-8-gen-3, format: tflite-int8, with: {keep_stem_float: true}}", "keep_stem_float"},
+	} {
+		_, err := load(t, "edgepipe: 1\nname: digits\ntask: image-classification\nmodel: {source: builtin:mobilenetv3-small-digits}\ntargets:\n  x: "+tc.target+"\n")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "r.yaml:6:") {
+			t.Errorf("%s: %v, want an error at r.yaml:6 naming %q", name, err, tc.want)
+		}
+	}
+}
+
+func keysOf(m map[string]*plan.Step) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/pipelines/litert"
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -62,35 +63,24 @@ func (visionExport) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolExport, "--model", src.Dir, "--set", set, "--out", sc.Out, "--opset", strconv.Itoa(p.Opset)); err != nil {
 		return err
 	}
-	var res struct {
-		Model        string   `json:"model"`
-		Opset        int      `json:"opset"`
-		Inputs       []string `json:"inputs"`
-		Outputs      []string `json:"outputs"`
-		Dynamic      bool     `json:"dynamic_batch"`
-		MaxAbs       *float64 `json:"max_abs_logit_diff"`
-		Checked      int      `json:"checked_images"`
-		BatchSizes   []int    `json:"batch_sizes"`
-		ORTVersion   string   `json:"onnxruntime"`
-		OutputsBytes int64    `json:"bytes"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolExport, err)
+	var res report.Export
+	if err := steps.ReadReport(ToolExport, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
 		return err
 	}
-	if !res.Dynamic {
+	if !res.DynamicBatch {
 		return fmt.Errorf("vision-export: the exported graph's batch axis is fixed, but edgepipe exports a dynamic one (see %s)", sc.LogPath)
 	}
-	if res.MaxAbs == nil || res.Checked == 0 {
+	if res.CheckedImages == 0 {
 		return fmt.Errorf("%s checked no images against PyTorch (see %s)", ToolExport, sc.LogPath)
 	}
-	diff := *res.MaxAbs
+	diff := res.MaxAbsLogitDiff
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "onnx-vs-pytorch",
 		Passed: !math.IsNaN(diff) && diff <= MaxExportLogitDiff,
 		Detail: fmt.Sprintf("max |logit difference| of ONNX Runtime against PyTorch over %d images, in batches of %v, is %.3g (limit %.3g)",
-			res.Checked, res.BatchSizes, diff, MaxExportLogitDiff)})
+			res.CheckedImages, res.BatchSizes, diff, MaxExportLogitDiff)})
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetMetric("opset", float64(res.Opset))
 	sc.Result.SetMetric("max_abs_logit_diff", diff)
@@ -164,25 +154,17 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Model       string `json:"model"`
-		Quantize    int    `json:"quantize_linear"`
-		Dequantize  int    `json:"dequantize_linear"`
-		Int8        int    `json:"int8_initializers"`
-		FloatOps    int    `json:"float_conv_gemm"`
-		KeptFloat   int    `json:"kept_float"`
-		Calibration int    `json:"calibration_images"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolQuantize, err)
+	var res report.Quantize
+	if err := steps.ReadReport(ToolQuantize, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
 		return err
 	}
-	if res.Quantize == 0 || res.Dequantize == 0 || res.Int8 == 0 {
+	if res.QuantizeLinear == 0 || res.DequantizeLinear == 0 || res.Int8Initializers == 0 {
 		return fmt.Errorf("vision-quantize: the model has no QuantizeLinear/DequantizeLinear pairs or int8 weights: nothing was quantized (see %s)", sc.LogPath)
 	}
-	if res.Calibration == 0 {
+	if res.CalibrationImages == 0 {
 		return fmt.Errorf("vision-quantize: no calibration images were read from %s", cal)
 	}
 	sc.Result.SetFile("model", res.Model)
@@ -196,12 +178,12 @@ func (visionQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		weights += ", 7-bit range: reduce_range"
 	}
 	sc.Result.SetFact("format", "QDQ: "+weights+"), "+acts)
-	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
-	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
-	sc.Result.SetMetric("int8_initializers", float64(res.Int8))
-	sc.Result.SetMetric("float_conv_gemm", float64(res.FloatOps))
+	sc.Result.SetMetric("quantize_linear", float64(res.QuantizeLinear))
+	sc.Result.SetMetric("dequantize_linear", float64(res.DequantizeLinear))
+	sc.Result.SetMetric("int8_initializers", float64(res.Int8Initializers))
+	sc.Result.SetMetric("float_conv_gemm", float64(res.FloatConvGemm))
 	sc.Result.SetMetric("kept_float", float64(res.KeptFloat))
-	sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+	sc.Result.SetMetric("calibration_images", float64(res.CalibrationImages))
 	return nil
 }
 
@@ -263,57 +245,11 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, tool, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Top1      *float64 `json:"top1"`
-		Labelled  *bool    `json:"labelled"`
-		Correct   int      `json:"correct"`
-		Images    int      `json:"images"`
-		Runtime   string   `json:"runtime"`
-		Agreement *float64 `json:"agreement"`
-		// litert_validate.py's names for the same.
-		Samples   int    `json:"samples"`
-		LiteRT    string `json:"ai_edge_litert"`
-		Reference *struct {
-			Agreement *float64 `json:"agreement"`
-		} `json:"reference"`
-		MSPerImage float64 `json:"ms_per_image"`
-		// coreml_vision_eval.py's proof of its interpreter.
-		Proof *struct {
-			Images int     `json:"images"`
-			Diff   float64 `json:"max_abs_logit_diff"`
-			Limit  float64 `json:"limit"`
-			Passed bool    `json:"passed"`
-		} `json:"interpreter_proof"`
-		// vision_qnn.py's: the images of the set (Images may be fewer)
-		// and the reference's top-1 on the images scored.
-		SetImages    int      `json:"set_images"`
-		ReferenceTop *float64 `json:"reference_top1"`
+	res, err := readEval(sc, p, tool)
+	if err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
-	}
-	if p.Runtime == RuntimeOpenVINO {
-		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
-	}
-	if p.Runtime == RuntimeLiteRT {
-		res.Images, res.Runtime = res.Samples, "LiteRT interpreter (ai-edge-litert "+res.LiteRT+", XNNPACK on the CPU)"
-		if res.Reference != nil {
-			res.Agreement = res.Reference.Agreement
-		}
-		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
-	}
-	if p.Runtime == RuntimeCoreMLMIL {
-		if res.Proof == nil || res.Proof.Images == 0 {
-			return fmt.Errorf("%s did not prove its MIL interpreter on the FP32 package (see %s)", tool, sc.LogPath)
-		}
-		interpreterProof(sc, res.Proof.Images, res.Proof.Diff, res.Proof.Limit, res.Proof.Passed)
-		sc.Result.SetMetric("ms_per_image", res.MSPerImage)
-		sc.Result.SetFact("ran_coreml", "no: Core ML runs only on Apple's systems; its MIL program was interpreted in PyTorch")
-	}
-	if p.Runtime == RuntimeQNNHTP {
-		recordQNNEval(sc, p, res.Images, res.SetImages, res.MSPerImage)
-	}
-	unlabelled := res.Labelled != nil && !*res.Labelled
+	unlabelled := !res.Labelled
 	if (res.Top1 == nil && !unlabelled) || res.Images == 0 {
 		return fmt.Errorf("%s scored no images (see %s)", tool, sc.LogPath)
 	}
@@ -327,12 +263,12 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		if p.Runtime == RuntimeQNNHTP && res.Images < ra.Images {
 			// eval_images: the reference's top-1 over the same first
 			// images, from its predictions.
-			if res.SetImages != ra.Images || (res.ReferenceTop == nil && !unlabelled) {
+			if res.SetImages != ra.Images || (res.ReferenceTop1 == nil && !unlabelled) {
 				return fmt.Errorf("step %s scored %d of %d images, the reference %d, and reported no reference top-1 on them (see %s)",
 					sc.StepID, res.Images, res.SetImages, ra.Images, sc.LogPath)
 			}
-			if res.ReferenceTop != nil {
-				top = *res.ReferenceTop
+			if res.ReferenceTop1 != nil {
+				top = *res.ReferenceTop1
 			}
 		} else if ra.Images != res.Images {
 			return fmt.Errorf("step %s scored %d images, the reference %d: they must score the same set", sc.StepID, res.Images, ra.Images)
@@ -347,6 +283,87 @@ func (visionEval) Run(ctx context.Context, sc *steps.Context) error {
 		sc.Result.SetMetric("agreement", *acc.Agreement)
 	}
 	return nil
+}
+
+// evalReport is what the scorers of every runtime report, in their
+// common terms.
+type evalReport struct {
+	report.Eval
+	// SetImages and ReferenceTop1 are vision_qnn.py's: the images of the
+	// set (Images may be fewer) and the reference's top-1 on the images
+	// scored.
+	SetImages     int
+	ReferenceTop1 *float64
+}
+
+// readEval decodes the report of the runtime's scorer and records what
+// is particular to it (its time per image, the MIL interpreter's proof,
+// the HTP simulator's images).
+func readEval(sc *steps.Context, p *EvalParams, tool string) (evalReport, error) {
+	switch p.Runtime {
+	case RuntimeOpenVINO:
+		var r report.OpenVINOEval
+		if err := steps.ReadReport(tool, sc.LogPath, &r); err != nil {
+			return evalReport{}, err
+		}
+		sc.Result.SetMetric("ms_per_image", r.MSPerImage)
+		return evalReport{Eval: r.Eval}, nil
+	case RuntimeLiteRT:
+		return readLiteRTEval(sc, tool)
+	case RuntimeCoreMLMIL:
+		var r report.CoreMLEval
+		if err := steps.ReadReport(tool, sc.LogPath, &r); err != nil {
+			return evalReport{}, err
+		}
+		if r.InterpreterProof.Images == 0 {
+			return evalReport{}, fmt.Errorf("%s did not prove its MIL interpreter on the FP32 package (see %s)", tool, sc.LogPath)
+		}
+		proof := r.InterpreterProof
+		interpreterProof(sc, proof.Images, proof.MaxAbsLogitDiff, proof.Limit, proof.Passed)
+		sc.Result.SetMetric("ms_per_image", r.MSPerImage)
+		sc.Result.SetFact("ran_coreml", "no: Core ML runs only on Apple's systems; its MIL program was interpreted in PyTorch")
+		return evalReport{Eval: r.Eval}, nil
+	case RuntimeQNNHTP:
+		var r report.QNN
+		if err := steps.ReadReport(tool, sc.LogPath, &r); err != nil {
+			return evalReport{}, err
+		}
+		if r.Eval == nil {
+			return evalReport{}, fmt.Errorf("%s eval reported no eval result (see %s)", tool, sc.LogPath)
+		}
+		recordQNNEval(sc, p, r.Eval.Images, r.Eval.SetImages, r.Eval.MSPerImage)
+		return evalReport{Eval: r.Eval.Eval, SetImages: r.Eval.SetImages, ReferenceTop1: r.Eval.ReferenceTop1}, nil
+	}
+	var r report.Eval
+	err := steps.ReadReport(tool, sc.LogPath, &r)
+	return evalReport{Eval: r}, err
+}
+
+// readLiteRTEval reads litert_validate.py's report, which has names of its
+// own for the same figures. Its report type is the litert family's, which
+// is not converted to a strict type here: this decoding stays lenient.
+func readLiteRTEval(sc *steps.Context, tool string) (evalReport, error) {
+	var res struct {
+		Top1      *float64 `json:"top1"`
+		Labelled  *bool    `json:"labelled"`
+		Correct   int      `json:"correct"`
+		Samples   int      `json:"samples"`
+		LiteRT    string   `json:"ai_edge_litert"`
+		Reference *struct {
+			Agreement *float64 `json:"agreement"`
+		} `json:"reference"`
+		MSPerImage float64 `json:"ms_per_image"`
+	}
+	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
+		return evalReport{}, fmt.Errorf("%s: %w", tool, err)
+	}
+	sc.Result.SetMetric("ms_per_image", res.MSPerImage)
+	e := report.Eval{Top1: res.Top1, Correct: res.Correct, Images: res.Samples, Labelled: res.Labelled == nil || *res.Labelled,
+		Runtime: "LiteRT interpreter (ai-edge-litert " + res.LiteRT + ", XNNPACK on the CPU)"}
+	if res.Reference != nil {
+		e.Agreement = res.Reference.Agreement
+	}
+	return evalReport{Eval: e}, nil
 }
 
 // evalCommand is the tool and arguments that score the step's model on the

@@ -3,7 +3,6 @@ package vision
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/pipelines/openvino"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -82,25 +82,6 @@ func expandOpenVINO(r *recipe.Recipe, t *recipe.Target, export, ref *plan.Step, 
 	return model, []string{check.ID}
 }
 
-// ovReport is what openvino_vision_quantize.py prints.
-type ovReport struct {
-	Model             string         `json:"model"`
-	FakeQuantize      int            `json:"fake_quantize"`
-	Int8Constants     int            `json:"int8_weight_constants"`
-	Convolutions      int            `json:"convolutions"`
-	Int8Convolutions  int            `json:"int8_convolutions"`
-	FloatConvolutions []string       `json:"float_convolutions"`
-	KeptFloat         []string       `json:"kept_float"`
-	Executed          map[string]int `json:"executed"`
-	Calibration       int            `json:"calibration_images"`
-	Bytes             int64          `json:"bytes"`
-	Weights           map[string]struct {
-		Constants int   `json:"constants"`
-		Elements  int64 `json:"elements"`
-	} `json:"weights"`
-	Versions map[string]string `json:"versions"`
-}
-
 func (nncfQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	fp32, err := sc.Input(visionExport{})
 	if err != nil {
@@ -133,9 +114,9 @@ func (nncfQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolOVQuantize, args...); err != nil {
 		return err
 	}
-	var res ovReport
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolOVQuantize, err)
+	var res report.OpenVINOQuantize
+	if err := steps.ReadReport(ToolOVQuantize, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if res.Model != IRFile {
 		return fmt.Errorf("%s reported the model %q, not %s (see %s)", ToolOVQuantize, res.Model, IRFile, sc.LogPath)
@@ -157,13 +138,13 @@ func (nncfQuantize) Run(ctx context.Context, sc *steps.Context) error {
 // return a model it left (partly) float, for instance when it matched no
 // pattern it knows, and the gate would then pass a float model as INT8.
 // Only the layers the step asked to keep float (the stem) may be float.
-func checkInt8(res ovReport, log string) error {
-	if res.Calibration == 0 {
+func checkInt8(res report.OpenVINOQuantize, log string) error {
+	if res.CalibrationImages == 0 {
 		return fmt.Errorf("nncf-quantize: no calibration images were read (see %s)", log)
 	}
-	if res.FakeQuantize == 0 || res.Int8Constants == 0 || res.Int8Convolutions == 0 {
+	if res.FakeQuantize == 0 || res.Int8WeightConstants == 0 || res.Int8Convolutions == 0 {
 		return fmt.Errorf("nncf-quantize: the IR has %d FakeQuantize nodes, %d int8 weight constants and %d of %d convolutions with int8 weights: "+
-			"nothing was quantized (see %s)", res.FakeQuantize, res.Int8Constants, res.Int8Convolutions, res.Convolutions, log)
+			"nothing was quantized (see %s)", res.FakeQuantize, res.Int8WeightConstants, res.Int8Convolutions, res.Convolutions, log)
 	}
 	kept := map[string]bool{}
 	for _, k := range res.KeptFloat {
@@ -183,14 +164,14 @@ func checkInt8(res ovReport, log string) error {
 	return nil
 }
 
-func recordOV(sc *steps.Context, p *NNCFParams, res ovReport) {
+func recordOV(sc *steps.Context, p *NNCFParams, res report.OpenVINOQuantize) {
 	sc.Result.SetFile("model", IRFile)
 	sc.Result.SetFact("format", fmt.Sprintf("OpenVINO IR, NNCF static INT8: FakeQuantize on activations (%s preset) and int8 weights "+
 		"(symmetric, per channel), overflow fix %s, %s bias correction", p.Preset, p.OverflowFix,
 		map[bool]string{true: "fast", false: "full"}[p.FastBiasCorrection]))
 	// The census of the IR as written, in the manifest (the note of the step).
 	sc.Result.SetFact("int8_census", fmt.Sprintf("%d FakeQuantize, %d int8 weight constants, %d of %d convolutions with int8 weights",
-		res.FakeQuantize, res.Int8Constants, res.Int8Convolutions, res.Convolutions))
+		res.FakeQuantize, res.Int8WeightConstants, res.Int8Convolutions, res.Convolutions))
 	if len(res.KeptFloat) > 0 {
 		sc.Result.SetFact("kept_float", strings.Join(res.KeptFloat, ","))
 	}
@@ -203,11 +184,11 @@ func recordOV(sc *steps.Context, p *NNCFParams, res ovReport) {
 	// each convolution runs in here (u8/i8 for int8 kernels).
 	sc.Result.SetFact("cpu_plugin_layers", strings.Join(exec, ", "))
 	sc.Result.SetMetric("fake_quantize", float64(res.FakeQuantize))
-	sc.Result.SetMetric("int8_weight_constants", float64(res.Int8Constants))
+	sc.Result.SetMetric("int8_weight_constants", float64(res.Int8WeightConstants))
 	sc.Result.SetMetric("convolutions", float64(res.Convolutions))
 	sc.Result.SetMetric("int8_convolutions", float64(res.Int8Convolutions))
 	sc.Result.SetMetric("kept_float", float64(len(res.KeptFloat)))
-	sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+	sc.Result.SetMetric("calibration_images", float64(res.CalibrationImages))
 	sc.Result.SetMetric("ir_bytes", float64(res.Bytes))
 	for name, v := range res.Versions {
 		sc.Result.SetVersion(name, v)

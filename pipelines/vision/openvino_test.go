@@ -3,23 +3,25 @@ package vision
 import (
 	"strings"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 // The int8 check refuses what NNCF left float unless it was asked to.
 func TestCheckInt8(t *testing.T) {
-	ok := ovReport{FakeQuantize: 78, Int8Constants: 53, Convolutions: 54, Int8Convolutions: 53, Calibration: 36,
+	ok := report.OpenVINOQuantize{FakeQuantize: 78, Int8WeightConstants: 53, Convolutions: 54, Int8Convolutions: 53, CalibrationImages: 36,
 		FloatConvolutions: []string{"/stem/Conv"}, KeptFloat: []string{"/stem/Conv"}}
 	if err := checkInt8(ok, "log"); err != nil {
 		t.Fatalf("the stem kept float on request: %v", err)
 	}
 	for name, tc := range map[string]struct {
-		edit func(*ovReport)
+		edit func(*report.OpenVINOQuantize)
 		want string
 	}{
-		"a float conv nobody asked for": {func(r *ovReport) { r.FloatConvolutions = append(r.FloatConvolutions, "/blocks/3/Conv") }, "/blocks/3/Conv"},
-		"no FakeQuantize":               {func(r *ovReport) { r.FakeQuantize = 0 }, "nothing was quantized"},
-		"no int8 weights":               {func(r *ovReport) { r.Int8Constants, r.Int8Convolutions = 0, 0 }, "nothing was quantized"},
-		"no calibration":                {func(r *ovReport) { r.Calibration = 0 }, "no calibration images"},
+		"a float conv nobody asked for": {func(r *report.OpenVINOQuantize) { r.FloatConvolutions = append(r.FloatConvolutions, "/blocks/3/Conv") }, "/blocks/3/Conv"},
+		"no FakeQuantize":               {func(r *report.OpenVINOQuantize) { r.FakeQuantize = 0 }, "nothing was quantized"},
+		"no int8 weights":               {func(r *report.OpenVINOQuantize) { r.Int8WeightConstants, r.Int8Convolutions = 0, 0 }, "nothing was quantized"},
+		"no calibration":                {func(r *report.OpenVINOQuantize) { r.CalibrationImages = 0 }, "no calibration images"},
 	} {
 		r := ok
 		r.FloatConvolutions = append([]string(nil), ok.FloatConvolutions...)

@@ -3,7 +3,6 @@ package vision
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/pipelines/qnn"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -83,29 +83,24 @@ func (qnnQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolQNN, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Model       string `json:"model"`
-		Shape       []int  `json:"shape"`
-		Quantize    int    `json:"quantize_linear"`
-		Dequantize  int    `json:"dequantize_linear"`
-		Int8        int    `json:"int8_initializers"`
-		FloatOps    int    `json:"float_conv_gemm"`
-		PerChannel  int    `json:"per_channel_weights"`
-		Calibration int    `json:"calibration_images"`
+	var r report.QNN
+	if err := steps.ReadReport(ToolQNN, sc.LogPath, &r); err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolQNN, err)
+	res := r.Quantize
+	if res == nil {
+		return fmt.Errorf("%s quantize reported no quantize result (see %s)", ToolQNN, sc.LogPath)
 	}
-	if res.Dequantize == 0 || res.Int8 == 0 || res.Calibration == 0 {
+	if res.DequantizeLinear == 0 || res.Int8Initializers == 0 || res.CalibrationImages == 0 {
 		return fmt.Errorf("vision-qnn-quantize: %d DequantizeLinear nodes, %d 8-bit weights, %d calibration images: nothing was quantized (see %s)",
-			res.Dequantize, res.Int8, res.Calibration, sc.LogPath)
+			res.DequantizeLinear, res.Int8Initializers, res.CalibrationImages, sc.LogPath)
 	}
 	// The HTP runs quantized ops; a float Conv or Gemm would run in fp16
 	// there or be refused, and is not the INT8 model this format names.
-	if res.FloatOps > 0 {
-		return fmt.Errorf("vision-qnn-quantize: %d Conv/Gemm/MatMul nodes kept float weights (see %s)", res.FloatOps, sc.LogPath)
+	if res.FloatConvGemm > 0 {
+		return fmt.Errorf("vision-qnn-quantize: %d Conv/Gemm/MatMul nodes kept float weights (see %s)", res.FloatConvGemm, sc.LogPath)
 	}
-	if p.PerChannel && res.PerChannel == 0 {
+	if p.PerChannel && res.PerChannelWeights == 0 {
 		return fmt.Errorf("vision-qnn-quantize: per-channel weights were asked for, but no weight has a scale per channel (see %s)", sc.LogPath)
 	}
 	if len(res.Shape) == 0 || res.Shape[0] != 1 {
@@ -115,11 +110,11 @@ func (qnnQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("format", fmt.Sprintf("QDQ for QNN (ONNX Runtime's get_qnn_qdq_config, MinMax): uint8 activations, int8 symmetric weights (%s), static input %v",
 		map[bool]string{true: "Conv and Gemm per output channel", false: "per tensor"}[p.PerChannel], res.Shape))
 	sc.Result.SetFact("batch", "1 (static: HTP graphs have static shapes; the export's dynamic batch axis is fixed to 1)")
-	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
-	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
-	sc.Result.SetMetric("int8_initializers", float64(res.Int8))
-	sc.Result.SetMetric("per_channel_weights", float64(res.PerChannel))
-	sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+	sc.Result.SetMetric("quantize_linear", float64(res.QuantizeLinear))
+	sc.Result.SetMetric("dequantize_linear", float64(res.DequantizeLinear))
+	sc.Result.SetMetric("int8_initializers", float64(res.Int8Initializers))
+	sc.Result.SetMetric("per_channel_weights", float64(res.PerChannelWeights))
+	sc.Result.SetMetric("calibration_images", float64(res.CalibrationImages))
 	return nil
 }
 
@@ -160,37 +155,32 @@ func (qnnCompile) Run(ctx context.Context, sc *steps.Context) error {
 		}
 		return err
 	}
-	var res struct {
-		Model         string  `json:"model"`
-		ContextBinary string  `json:"context_binary"`
-		Bytes         int64   `json:"context_binary_bytes"`
-		EPContext     int     `json:"epcontext_nodes"`
-		CompileS      float64 `json:"compile_s"`
-		QNNVersion    string  `json:"qnn_version"`
-		ORTQNN        string  `json:"onnxruntime_qnn"`
-		ORT           string  `json:"onnxruntime"`
+	var r report.QNN
+	if err := steps.ReadReport(ToolQNN, sc.LogPath, &r); err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolQNN, err)
+	res := r.Compile
+	if res == nil {
+		return fmt.Errorf("%s compile reported no compile result (see %s)", ToolQNN, sc.LogPath)
 	}
 	for _, f := range []string{res.Model, res.ContextBinary, "config.json"} {
 		if st, err := os.Stat(filepath.Join(sc.Out, f)); f == "" || err != nil || st.Size() == 0 {
 			return fmt.Errorf("vision-qnn-compile: %s exited 0 but wrote no EPContext model, context binary and config.json (missing %q)", ToolQNN, f)
 		}
 	}
-	if res.EPContext == 0 || res.QNNVersion == "" {
-		return fmt.Errorf("vision-qnn-compile: %s reported %d EPContext nodes and QNN version %q (see %s)", ToolQNN, res.EPContext, res.QNNVersion, sc.LogPath)
+	if res.EPContextNodes == 0 || res.QNNVersion == "" {
+		return fmt.Errorf("vision-qnn-compile: %s reported %d EPContext nodes and QNN version %q (see %s)", ToolQNN, res.EPContextNodes, res.QNNVersion, sc.LogPath)
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetFile("context_binary", res.ContextBinary)
 	sc.Result.SetVersion("qnn", res.QNNVersion)
-	sc.Result.SetVersion("onnxruntime-qnn", res.ORTQNN)
+	sc.Result.SetVersion("onnxruntime-qnn", res.ONNXRuntimeQNN)
 	sc.Result.SetFact("backend", fmt.Sprintf("QNN %s HTP backend (Qualcomm's compiler, from onnxruntime-qnn %s): EPContext model + context binary for %s (soc_model %d, htp_arch v%d), CPU fallback disabled",
-		res.QNNVersion, res.ORTQNN, p.Device, p.SoCModel, p.HTPArch))
+		res.QNNVersion, res.ONNXRuntimeQNN, p.Device, p.SoCModel, p.HTPArch))
 	sc.Result.SetFact("soc", fmt.Sprintf("%s: soc_model %d, htp_arch v%d", p.Device, p.SoCModel, p.HTPArch))
-	sc.Result.SetFact("compiled", fmt.Sprintf("%s: %d bytes, compiled in %.1f s on this host", res.ContextBinary, res.Bytes, res.CompileS))
+	sc.Result.SetFact("compiled", fmt.Sprintf("%s: %d bytes, compiled in %.1f s on this host", res.ContextBinary, res.ContextBinaryBytes, res.CompileS))
 	sc.Result.SetMetric("compile_seconds", res.CompileS)
-	sc.Result.SetMetric("context_binary_bytes", float64(res.Bytes))
+	sc.Result.SetMetric("context_binary_bytes", float64(res.ContextBinaryBytes))
 	return nil
 }
 

@@ -44,16 +44,19 @@ normalize_package: item UUIDs derived from their paths, no conversion date, dete
 serialization; the script re-executes itself with PYTHONHASHSEED=0, which coremltools' op names
 depend on).
 
-Prints one JSON line: {"model", "mode", "bytes", "convert_s", "quantize_s", "ops",
-"quantize_ops", "dequantize_ops", "int8_weights", "float_weights", "convs", "int8_convs",
-"calibration_images", "per_channel", "input", "output", "versions"}.
+Prints one JSON line, report() below (reports/coreml_vision_convert.json): {"model", "mode",
+"bytes", "convert_s", "quantize_s", "ops", "quantize_ops", "dequantize_ops", "int8_weights",
+"float_weights", "convs", "int8_convs", "calibration_images", "per_channel", "kept_float",
+"activations", "compute_precision", "input", "output", "versions"}.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
+
+import edgepipe_env
+import edgepipe_report
 
 
 def fail(msg):
@@ -221,7 +224,7 @@ def main() -> int:
     import vision_data
     from coreml_convert import normalize_package
 
-    torch.set_num_threads(vision_data.threads())
+    torch.set_num_threads(edgepipe_env.threads())
     model, cfg = vision_data.load_model(args.model)
 
     import coremltools as ct
@@ -266,17 +269,26 @@ def main() -> int:
     mlmodel.save(args.out)
     normalize_package(args.out)
     spec = mlmodel.get_spec()
-    print(json.dumps({
+    edgepipe_report.emit(report(args, convert_s, quantize_s, info, n_cal, kept, spec,
+                                (ct.__version__, torch.__version__, np.__version__)))
+    return 0
+
+
+def report(args, convert_s, quantize_s, info, n_cal, kept, spec, versions):
+    coremltools_version, torch_version, numpy_version = versions
+    return {
         "model": args.out, "mode": args.mode, "bytes": package_bytes(args.out),
-        "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2), **info,
+        "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2),
+        "ops": info["ops"], "quantize_ops": info["quantize_ops"], "dequantize_ops": info["dequantize_ops"],
+        "int8_weights": info["int8_weights"], "float_weights": info["float_weights"], "convs": info["convs"],
+        "int8_convs": info["int8_convs"],
         "calibration_images": n_cal, "per_channel": args.mode == "int8" and not args.per_tensor,
         "kept_float": kept, "activations": args.activations if args.mode == "int8" else "",
         "compute_precision": "fp32" if args.mode == "fp32" else "fp16",
         "input": {"name": spec.description.input[0].name, "kind": spec.description.input[0].type.WhichOneof("Type")},
         "output": spec.description.output[0].name,
-        "versions": {"coremltools": ct.__version__, "torch": torch.__version__.split("+")[0], "numpy": np.__version__},
-    }, sort_keys=True))
-    return 0
+        "versions": {"coremltools": coremltools_version, "torch": torch_version.split("+")[0], "numpy": numpy_version},
+    }
 
 
 if __name__ == "__main__":

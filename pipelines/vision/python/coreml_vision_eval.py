@@ -15,9 +15,9 @@ within --proof-limit (max |logit difference|, default 1e-3). Then it scores --pa
 image: top-1 accuracy (labelled sets), predictions (--predictions, int64 .npy, as
 vision_eval.py), and top-1 agreement with --reference (the PyTorch reference's predictions).
 
-Prints one JSON line: {"top1", "correct", "images", "labelled", "agreement"?, "runtime",
-"ran_coreml": false, "interpreter_proof": {"images", "max_abs_logit_diff", "limit", "passed"},
-"ops", "ms_per_image"}. An op the interpreter does not implement stops it (exit 2), naming the op.
+Prints one JSON line, report() below (reports/coreml_vision_eval.json): {"top1", "correct",
+"images", "labelled", "agreement" (null without --reference), "runtime", "ran_coreml": false,
+"interpreter_proof": {"images", "max_abs_logit_diff", "limit", "passed"}, "ops", "ms_per_image"}. An op the interpreter does not implement stops it (exit 2), naming the op.
 """
 
 import argparse
@@ -26,6 +26,8 @@ import time
 
 import numpy as np
 
+import edgepipe_env
+import edgepipe_report
 import vision_data
 
 
@@ -51,7 +53,7 @@ def main():
     import coreml_mil
     from coreml_vision_convert import pixels
 
-    torch.set_num_threads(vision_data.threads())
+    torch.set_num_threads(edgepipe_env.threads())
     model, cfg = vision_data.load_model(args.torch)
     images, labels = vision_data.load_set(args.set)
     px = pixels(images, cfg)
@@ -70,8 +72,7 @@ def main():
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
     diff = max(float(np.abs(logits(fp32, i) - ref[i]).max()) for i in range(n))
-    proof = {"images": n, "max_abs_logit_diff": diff, "limit": args.proof_limit,
-             "passed": bool(np.isfinite(diff) and diff <= args.proof_limit)}
+    passed = bool(np.isfinite(diff) and diff <= args.proof_limit)
     print(f"interpreter proof: FP32 package vs PyTorch over {n} images, max |logit diff| {diff:.3g} "
           f"(limit {args.proof_limit:g})", file=sys.stderr, flush=True)
 
@@ -83,19 +84,25 @@ def main():
     if labelled and (labels.min() < 0 or labels.max() >= cfg["num_classes"]):
         fail(f"{args.set}: labels run {labels.min()}..{labels.max()}, but the model has {cfg['num_classes']} classes")
     correct = int((pred == labels).sum()) if labelled else 0
-    res = {"top1": correct / len(labels) if labelled else None, "correct": correct, "images": int(len(labels)),
-           "labelled": labelled, "ran_coreml": False,
-           "runtime": f"MIL interpreter (coreml_mil.py on PyTorch {torch.__version__.split('+')[0]}, CPU); "
-                      f"Core ML did not run",
-           "interpreter_proof": proof, "ops": dict(sorted(prog.op_types.items())),
-           "ms_per_image": round(1000 * seconds / max(len(px), 1), 3)}
+    agreement = None
     if args.reference:
         r = np.load(args.reference, allow_pickle=False)
         if r.shape != pred.shape:
             fail(f"{args.reference}: {r.shape[0]} reference predictions for {pred.shape[0]} images")
-        res["agreement"] = float((r == pred).mean())
-    vision_data.emit(res)
+        agreement = float((r == pred).mean())
+    edgepipe_report.emit(report(correct, len(labels), labelled, torch.__version__, (n, diff, args.proof_limit, passed),
+                                prog.op_types, round(1000 * seconds / max(len(px), 1), 3), agreement))
     return 0
+
+
+def report(correct, images, labelled, torch_version, proof, op_types, ms_per_image, agreement):
+    n, diff, limit, passed = proof
+    return {"top1": correct / images if labelled else None, "correct": correct, "images": int(images),
+            "labelled": labelled, "ran_coreml": False,
+            "runtime": f"MIL interpreter (coreml_mil.py on PyTorch {torch_version.split('+')[0]}, CPU); "
+                       f"Core ML did not run",
+            "interpreter_proof": {"images": n, "max_abs_logit_diff": diff, "limit": limit, "passed": passed},
+            "ops": dict(sorted(op_types.items())), "ms_per_image": ms_per_image, "agreement": agreement}
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ CPUs with AMX (openvinotoolkit/openvino#37577): here a digits IR crashed at a la
 
 On an unlabelled set (every label -1) "top1" is null, "labelled" false, and agreement is the measure.
 
-Prints one JSON line: {"top1", "correct", "images", "runtime", "labelled", "agreement"?, "ms_per_image"}.
+Prints one JSON line, report() below (reports/openvino_vision_eval.json): {"top1", "correct",
+"images", "runtime", "labelled", "agreement" (null without --reference), "ms_per_image"}.
 """
 
 import argparse
@@ -26,6 +27,7 @@ import time
 
 import numpy as np
 
+import edgepipe_report
 import vision_data
 
 
@@ -78,16 +80,20 @@ def main():
     pred = logits.argmax(1).astype(np.int64)
     np.save(args.predictions, pred)
     correct = int((pred == labels).sum()) if labelled else 0
-    res = {"top1": correct / len(labels) if labelled else None, "correct": correct, "images": int(len(labels)),
-           "runtime": "openvino " + ov.get_version().split("-")[0] + " CPU plugin (f32 inference precision, int8 where quantized)",
-           "labelled": labelled, "ms_per_image": 1000 * seconds / len(x)}
+    agreement = None
     if args.reference:
         ref = np.load(args.reference, allow_pickle=False)
         if ref.shape != pred.shape:
             raise SystemExit(f"{args.reference}: {ref.shape[0]} reference predictions for {pred.shape[0]} images")
-        res["agreement"] = float((ref == pred).mean())
-    vision_data.emit(res)
+        agreement = float((ref == pred).mean())
+    edgepipe_report.emit(report(correct, len(labels), ov.get_version(), labelled, 1000 * seconds / len(x), agreement))
     return 0
+
+
+def report(correct, images, ov_version, labelled, ms_per_image, agreement):
+    return {"top1": correct / images if labelled else None, "correct": correct, "images": int(images),
+            "runtime": "openvino " + ov_version.split("-")[0] + " CPU plugin (f32 inference precision, int8 where quantized)",
+            "labelled": labelled, "ms_per_image": ms_per_image, "agreement": agreement}
 
 
 if __name__ == "__main__":

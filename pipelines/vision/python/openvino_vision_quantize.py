@@ -24,9 +24,10 @@ it. Then it is read back and counted: FakeQuantize nodes, int8 weight constants,
 Convolution / GroupConvolution / MatMul whether its weight comes from an int8 constant; and compiled on
 the CPU plugin, whose execution graph says the precision each convolution runs in here.
 
-Prints one JSON line: {"model", "files", "fake_quantize", "int8_weight_constants", "weights",
-"convolutions", "int8_convolutions", "float_convolutions", "kept_float", "executed", "calibration_images",
-"preset", "fast_bias_correction", "overflow_fix", "bytes", "versions"}.
+Prints one JSON line, report() below (reports/openvino_vision_quantize.json): {"model", "files",
+"fake_quantize", "int8_weight_constants", "weights", "convolutions", "int8_convolutions",
+"float_convolutions", "kept_float", "executed", "calibration_images", "preset", "fast_bias_correction",
+"overflow_fix", "bytes", "versions"}.
 """
 
 import argparse
@@ -35,6 +36,7 @@ import shutil
 
 import numpy as np
 
+import edgepipe_report
 import openvino_census
 import vision_data
 
@@ -161,19 +163,26 @@ def main():
 
     core = ov.Core()
     back = core.read_model(xml)
-    res = census(back)
     props = {"INFERENCE_PRECISION_HINT": "f32"}
     if args.threads > 0:
         props["INFERENCE_NUM_THREADS"] = args.threads
-    res["executed"] = executed(core.compile_model(back, "CPU", props))
-    res.update({"model": "model.xml", "files": sorted(os.listdir(args.out)),
-                "weights": openvino_census.weight_census(back), "kept_float": keep,
-                "calibration_images": int(len(x)), "preset": args.preset,
-                "fast_bias_correction": args.fast_bias_correction, "overflow_fix": args.overflow_fix,
-                "bytes": os.path.getsize(xml) + os.path.getsize(xml[:-4] + ".bin"),
-                "versions": {k: v for k, v in openvino_census.versions().items() if k in ("openvino", "nncf", "torch")}})
-    vision_data.emit(res)
+    edgepipe_report.emit(report(args, census(back), executed(core.compile_model(back, "CPU", props)),
+                                openvino_census.weight_census(back), keep, len(x),
+                                os.path.getsize(xml) + os.path.getsize(xml[:-4] + ".bin")))
     return 0
+
+
+def report(args, c, layers, weights, keep, calibration_images, size):
+    """c: census() of the IR read back; layers: executed(), what the CPU plugin compiled of it."""
+    return {"model": "model.xml", "files": sorted(os.listdir(args.out)),
+            "fake_quantize": c["fake_quantize"], "int8_weight_constants": c["int8_weight_constants"],
+            "convolutions": c["convolutions"], "int8_convolutions": c["int8_convolutions"],
+            "float_convolutions": c["float_convolutions"], "executed": layers,
+            "weights": weights, "kept_float": keep,
+            "calibration_images": int(calibration_images), "preset": args.preset,
+            "fast_bias_correction": args.fast_bias_correction, "overflow_fix": args.overflow_fix,
+            "bytes": size,
+            "versions": {k: v for k, v in openvino_census.versions().items() if k in ("openvino", "nncf", "torch")}}
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ The protocol (pipelines/vision/bench.go, BenchRuntime):
     TOOL --model FILE --config DIR --warmup W --runs R --batch B --threads T
 
 builds one input of B images at the shape config.json (in DIR) and the model say, runs W+R
-single inferences of it, each timed alone, and prints one JSON line: {"latency_ns" (W+R,
-warm-up first), "batch", "threads", "input_shape", "input_dtype", "runtime_version",
-"peak_rss_bytes", "rss_before_load_bytes", "rss_after_runs_bytes"}.
+single inferences of it, each timed alone, and prints one JSON line, report() below
+(reports/vision_benchlib.json): {"latency_ns" (W+R, warm-up first), "batch", "threads",
+"input_shape", "input_dtype", "runtime_version", "peak_rss_bytes", "rss_before_load_bytes",
+"rss_after_runs_bytes"}.
 
 Memory, named for what it is:
   peak_rss_bytes         the process's peak resident set over its whole life (Python, numpy, the
@@ -28,6 +29,8 @@ import os
 import resource
 import sys
 import time
+
+import edgepipe_report
 
 
 def fail(tool, msg):
@@ -121,8 +124,12 @@ def time_runs(run, n):
 
 
 def emit(args, latency_ns, shape, dtype, version, before):
+    """Print the protocol's report line, with the memory figures read now."""
     after = rss_bytes()
-    print(json.dumps({"latency_ns": latency_ns, "batch": args.batch, "threads": args.threads,
-                      "input_shape": [int(v) for v in shape], "input_dtype": str(dtype), "runtime_version": version,
-                      "peak_rss_bytes": max(peak_rss_bytes(), after, before), "rss_before_load_bytes": before,
-                      "rss_after_runs_bytes": after}))
+    edgepipe_report.emit(report(args, latency_ns, shape, dtype, version, max(peak_rss_bytes(), after, before), before, after))
+
+
+def report(args, latency_ns, shape, dtype, version, peak, before, after):
+    return {"latency_ns": latency_ns, "batch": args.batch, "threads": args.threads,
+            "input_shape": [int(v) for v in shape], "input_dtype": str(dtype), "runtime_version": version,
+            "peak_rss_bytes": peak, "rss_before_load_bytes": before, "rss_after_runs_bytes": after}

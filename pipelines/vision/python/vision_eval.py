@@ -16,7 +16,8 @@ accumulation, without the u8 x s8 saturation of this CPU's AVX2 kernels.
 On an unlabelled set (every label -1, vision_data.UNLABELLED) there is no accuracy:
 "top1" is null, "labelled" false, and agreement with --reference is the only measure.
 
-Prints one JSON line: {"top1", "correct", "images", "runtime", "labelled", "agreement"?}.
+Prints one JSON line, report() below (reports/vision_eval.json): {"top1", "correct", "images",
+"runtime", "labelled", "agreement"} ("agreement" null without --reference).
 """
 
 import argparse
@@ -24,6 +25,8 @@ import os
 
 import numpy as np
 
+import edgepipe_env
+import edgepipe_report
 import vision_data
 
 
@@ -43,7 +46,7 @@ def main():
     if args.torch:
         import torch
 
-        torch.set_num_threads(vision_data.threads())
+        torch.set_num_threads(edgepipe_env.threads())
         model, cfg = vision_data.load_model(args.torch)
 
         def run(b):
@@ -56,7 +59,7 @@ def main():
 
         cfg = vision_data.read_config(os.path.dirname(args.onnx))
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = vision_data.threads()
+        opts.intra_op_num_threads = edgepipe_env.threads()
         if args.simulate_qdq:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         sess = ort.InferenceSession(args.onnx, opts, providers=["CPUExecutionProvider"])
@@ -76,15 +79,19 @@ def main():
     pred = np.concatenate([run(x[i:i + 64]).argmax(1) for i in range(0, len(x), 64)]).astype(np.int64)
     np.save(args.predictions, pred)
     correct = int((pred == labels).sum()) if labelled else 0
-    res = {"top1": correct / len(labels) if labelled else None, "correct": correct, "images": int(len(labels)),
-           "runtime": runtime, "labelled": labelled}
+    agreement = None
     if args.reference:
         ref = np.load(args.reference, allow_pickle=False)
         if ref.shape != pred.shape:
             raise SystemExit(f"{args.reference}: {ref.shape[0]} reference predictions for {pred.shape[0]} images")
-        res["agreement"] = float((ref == pred).mean())
-    vision_data.emit(res)
+        agreement = float((ref == pred).mean())
+    edgepipe_report.emit(report(correct, len(labels), runtime, labelled, agreement))
     return 0
+
+
+def report(correct, images, runtime, labelled, agreement):
+    return {"top1": correct / images if labelled else None, "correct": correct, "images": int(images),
+            "runtime": runtime, "labelled": labelled, "agreement": agreement}
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ activations, inserting QuantizeLinear/DequantizeLinear on those scalars, so the 
 graph pads by the wrong amounts (measured: blocks 2.0, 3.0 and 5.0's depthwise convs got
 pads [0, 2], [1, 1], [0, 2] per spatial axis where [1, 2], [0, 1], [1, 2] are right).
 
-Prints one JSON line: {"model", "opset", "inputs", "outputs", "dynamic_batch",
-"max_abs_logit_diff", "checked_images", "batch_sizes", "bytes", "static_same_pads",
-"onnxruntime"}.
+Prints one JSON line, report() below (reports/vision_export.json): {"model", "opset", "inputs",
+"outputs", "dynamic_batch", "max_abs_logit_diff", "checked_images", "batch_sizes", "bytes",
+"static_same_pads", "onnxruntime"}.
 """
 
 import argparse
@@ -28,6 +28,8 @@ import shutil
 
 import numpy as np
 
+import edgepipe_env
+import edgepipe_report
 import vision_data
 
 
@@ -98,7 +100,7 @@ def main():
     import onnxruntime as ort
     import torch
 
-    torch.set_num_threads(vision_data.threads())
+    torch.set_num_threads(edgepipe_env.threads())
     model, cfg = vision_data.load_model(args.model)
     images, _ = vision_data.load_set(args.set)
     x = vision_data.preprocess(images[: args.images], cfg)
@@ -117,7 +119,7 @@ def main():
     onnx.checker.check_model(m)
     dim0 = m.graph.input[0].type.tensor_type.shape.dim[0]
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = vision_data.threads()
+    opts.intra_op_num_threads = edgepipe_env.threads()
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     dynamic_pads = sum(1 for n in m.graph.node if n.op_type == "Pad" and len(n.input) > 1
                        and reads_input(m.graph, n.input[1]))
@@ -130,20 +132,24 @@ def main():
         for i in range(0, len(x), bs):
             got = sess.run(["logits"], {"pixel_values": x[i:i + bs]})[0]
             diff = max(diff, float(np.abs(got - ref[i:i + bs]).max()))
-    vision_data.emit({
+    edgepipe_report.emit(report(m, dim0, diff, len(x), batches, os.path.getsize(path), static_pads, ort.__version__))
+    return 0
+
+
+def report(m, dim0, diff, checked, batches, size, static_pads, ort_version):
+    return {
         "model": "model.onnx",
         "opset": max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
         "inputs": [i.name for i in m.graph.input],
         "outputs": [o.name for o in m.graph.output],
         "dynamic_batch": bool(dim0.dim_param) and not dim0.HasField("dim_value"),
         "max_abs_logit_diff": diff,
-        "checked_images": int(len(x)),
+        "checked_images": int(checked),
         "batch_sizes": batches,
-        "bytes": os.path.getsize(path),
+        "bytes": size,
         "static_same_pads": static_pads,
-        "onnxruntime": ort.__version__,
-    })
-    return 0
+        "onnxruntime": ort_version,
+    }
 
 
 if __name__ == "__main__":

@@ -137,9 +137,10 @@ def main():
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
-    vision_data.emit({"model": "model.safetensors", "params": sum(p.numel() for p in model.parameters()),
+    # For the build log: edgepipe reads the model folder, not this line (no report type).
+    print(json.dumps({"model": "model.safetensors", "params": sum(p.numel() for p in model.parameters()),
                       "tensors": len(state), "source_sha256": got, "sha256": sha256_file(out),
-                      "torch": torch.__version__, "timm": timm.__version__})
+                      "torch": torch.__version__, "timm": timm.__version__}, sort_keys=True), flush=True)
     return 0
 
 

@@ -26,7 +26,8 @@ scored, correct, images, runtime, labelled, agreement with --reference on the sa
 "reference_top1" (the reference predictions' top-1 on those images), "ms_per_image" (the simulator
 on this host, not a phone) and the QNN versions.
 
-Each subcommand prints one JSON line.
+Each subcommand prints one JSON line, report() below (reports/vision_qnn.json): its result under
+its own name ("quantize", "compile" or "eval"), the other two null.
 """
 
 import argparse
@@ -38,6 +39,7 @@ import time
 
 import numpy as np
 
+import edgepipe_report
 import qnn_htp
 import vision_data
 
@@ -111,11 +113,11 @@ def quantize(args):
         elif p.input[1] in inits and len(inits[p.input[1]].dims) == 1 and inits[p.input[1]].dims[0] > 1:
             per_channel += 1
     int8 = sum(1 for t in q.graph.initializer if t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8))
-    vision_data.emit({"model": "model.onnx", "input": input_name, "shape": shape, "fixed_dims": sorted(set(fixed_dims)),
-                      "quantize_linear": ops.count("QuantizeLinear"), "dequantize_linear": ops.count("DequantizeLinear"),
-                      "int8_initializers": int8, "float_conv_gemm": float_ops, "per_channel_weights": per_channel,
-                      "calibration_images": int(len(x)), "weight_type": "int8",
-                      "activation_type": "uint8", "per_channel": not args.per_tensor, "bytes": os.path.getsize(out_model)})
+    edgepipe_report.emit(report("quantize", input_name=input_name, shape=shape, fixed_dims=sorted(set(fixed_dims)),
+                                quantize_linear=ops.count("QuantizeLinear"), dequantize_linear=ops.count("DequantizeLinear"),
+                                int8_initializers=int8, float_conv_gemm=float_ops, per_channel_weights=per_channel,
+                                calibration_images=int(len(x)), per_channel=not args.per_tensor,
+                                size=os.path.getsize(out_model)))
     return 0
 
 
@@ -179,11 +181,9 @@ def compile_ctx(args):
         return 3
     shutil.copyfile(os.path.join(os.path.dirname(args.qdq), "config.json"), os.path.join(args.out, "config.json"))
     print(f"compiled on the QNN HTP backend in {compile_s:.1f} s: model_ctx.onnx + {bins[0]}", file=sys.stderr, flush=True)
-    out = {"model": "model_ctx.onnx", "context_binary": bins[0], "compile_s": round(compile_s, 2),
-           "context_binary_bytes": os.path.getsize(os.path.join(args.out, bins[0])),
-           "epcontext_nodes": n_ctx}
-    out.update(versions(ort, qnn, args))
-    vision_data.emit(out)
+    edgepipe_report.emit(report("compile", context_binary=bins[0], compile_s=round(compile_s, 2),
+                                context_binary_bytes=os.path.getsize(os.path.join(args.out, bins[0])),
+                                epcontext_nodes=n_ctx, versions=versions(ort, qnn, args)))
     return 0
 
 
@@ -231,19 +231,47 @@ def evaluate(args):
     seconds = time.monotonic() - t0
     np.save(args.predictions, pred)
     correct = int((pred == labels).sum()) if labelled else 0
-    res = {"top1": correct / len(x) if labelled else None, "correct": correct, "images": int(len(x)),
-           "labelled": labelled, "set_images": set_images,
-           "runtime": f"QNN {qnn.build_and_package_info.qnn_version} HTP backend on the HTP simulator (x86-64), "
-                      f"onnxruntime-qnn {qnn.__version__}, onnxruntime {ort.__version__}, CPU fallback disabled",
-           "providers": providers, "load_s": round(load_s, 2), "seconds": round(seconds, 2),
-           "ms_per_image": round(1000 * seconds / len(x), 2)}
-    res.update(versions(ort, qnn, args))
-    if ref is not None:
-        res["agreement"] = float((ref == pred).mean())
-        if labelled:
-            res["reference_top1"] = float((ref == labels).mean())
-    vision_data.emit(res)
+    v = versions(ort, qnn, args)
+    edgepipe_report.emit(report(
+        "eval", top1=correct / len(x) if labelled else None, correct=correct, images=int(len(x)), labelled=labelled,
+        set_images=set_images,
+        runtime=f"QNN {v['qnn_version']} HTP backend on the HTP simulator (x86-64), "
+                f"onnxruntime-qnn {v['onnxruntime_qnn']}, onnxruntime {v['onnxruntime']}, CPU fallback disabled",
+        providers=providers, load_s=round(load_s, 2), seconds=round(seconds, 2), ms_per_image=round(1000 * seconds / len(x), 2),
+        agreement=None if ref is None else float((ref == pred).mean()),
+        reference_top1=float((ref == labels).mean()) if ref is not None and labelled else None, versions=v))
     return 0
+
+
+def report(cmd, *, input_name=None, shape=None, fixed_dims=None, quantize_linear=None, dequantize_linear=None,
+           int8_initializers=None, float_conv_gemm=None, per_channel_weights=None, calibration_images=None,
+           per_channel=None, size=None,
+           context_binary=None, compile_s=None, context_binary_bytes=None, epcontext_nodes=None,
+           top1=None, correct=None, images=None, labelled=None, set_images=None, runtime=None, providers=None,
+           load_s=None, seconds=None, ms_per_image=None, agreement=None, reference_top1=None,
+           versions=None):
+    """The subcommand cmd's result under its name, the other two null; versions is versions()."""
+    if cmd == "quantize":
+        return {"quantize": {"model": "model.onnx", "input": input_name, "shape": shape, "fixed_dims": fixed_dims,
+                             "quantize_linear": quantize_linear, "dequantize_linear": dequantize_linear,
+                             "int8_initializers": int8_initializers, "float_conv_gemm": float_conv_gemm,
+                             "per_channel_weights": per_channel_weights, "calibration_images": calibration_images,
+                             "weight_type": "int8", "activation_type": "uint8", "per_channel": per_channel, "bytes": size},
+                "compile": None, "eval": None}
+    v = versions
+    if cmd == "compile":
+        return {"quantize": None,
+                "compile": {"model": "model_ctx.onnx", "context_binary": context_binary, "compile_s": compile_s,
+                            "context_binary_bytes": context_binary_bytes, "epcontext_nodes": epcontext_nodes,
+                            "qnn_version": v["qnn_version"], "onnxruntime_qnn": v["onnxruntime_qnn"],
+                            "onnxruntime": v["onnxruntime"], "soc_model": v["soc_model"], "htp_arch": v["htp_arch"]},
+                "eval": None}
+    return {"quantize": None, "compile": None,
+            "eval": {"top1": top1, "correct": correct, "images": images, "labelled": labelled, "set_images": set_images,
+                     "runtime": runtime, "providers": providers, "load_s": load_s, "seconds": seconds,
+                     "ms_per_image": ms_per_image, "agreement": agreement, "reference_top1": reference_top1,
+                     "qnn_version": v["qnn_version"], "onnxruntime_qnn": v["onnxruntime_qnn"],
+                     "onnxruntime": v["onnxruntime"], "soc_model": v["soc_model"], "htp_arch": v["htp_arch"]}}
 
 
 def main():

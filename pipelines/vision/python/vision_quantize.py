@@ -17,17 +17,17 @@ reduce_range): ONNX Runtime's uint8 x int8 convolutions on x86 CPUs without VNNI
 products in int16 and saturate with 8-bit weights, so the score measured on such a CPU would
 not be the device's.
 
-Writes OUT/model.onnx and OUT/config.json; prints one JSON line: {"model",
-"quantize_linear", "dequantize_linear", "int8_initializers", "float_conv_gemm",
-"calibration_images", "method", "per_channel", "kept_float", "bytes"}.
+Writes OUT/model.onnx and OUT/config.json; prints one JSON line, report() below
+(reports/vision_quantize.json): {"model", "quantize_linear", "dequantize_linear",
+"int8_initializers", "float_conv_gemm", "calibration_images", "method", "per_channel",
+"kept_float", "bytes", "symmetric_activations", "reduce_range"}.
 """
 
 import argparse
 import os
 import shutil
 
-import numpy as np
-
+import edgepipe_report
 import vision_data
 
 
@@ -119,12 +119,16 @@ def main():
             p = producers.get(n.input[1])
             if p is None or p.op_type != "DequantizeLinear":
                 float_ops += 1
-    vision_data.emit({"model": "model.onnx", "quantize_linear": ops.count("QuantizeLinear"),
-                      "dequantize_linear": ops.count("DequantizeLinear"), "int8_initializers": int8,
-                      "float_conv_gemm": float_ops, "calibration_images": int(len(x)), "method": args.method,
-                      "per_channel": not args.per_tensor, "kept_float": len(keep), "bytes": os.path.getsize(path),
-                      "symmetric_activations": args.symmetric_activations, "reduce_range": args.reduce_range})
+    edgepipe_report.emit(report(args, ops, int8, float_ops, len(x), len(keep), os.path.getsize(path)))
     return 0
+
+
+def report(args, ops, int8, float_ops, calibration_images, kept_float, size):
+    return {"model": "model.onnx", "quantize_linear": ops.count("QuantizeLinear"),
+            "dequantize_linear": ops.count("DequantizeLinear"), "int8_initializers": int8,
+            "float_conv_gemm": float_ops, "calibration_images": int(calibration_images), "method": args.method,
+            "per_channel": not args.per_tensor, "kept_float": kept_float, "bytes": size,
+            "symmetric_activations": args.symmetric_activations, "reduce_range": args.reduce_range}
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 func init() {
@@ -98,20 +99,20 @@ func bench(name string, args []string, stdout, stderr io.Writer, load func(strin
 	for i := range input {
 		input[i] = float32(weights[i%len(weights)]) / 255
 	}
-	latency := make([]int64, 0, *warmup+*runs)
+	latency := make([]float64, 0, *warmup+*runs)
 	var sink float32
 	for range *warmup + *runs {
 		start := time.Now()
 		for i, x := range input {
 			sink += x * float32(weights[(i*7)%len(weights)])
 		}
-		latency = append(latency, max(time.Since(start).Nanoseconds(), 1))
+		latency = append(latency, float64(max(time.Since(start).Nanoseconds(), 1)))
 	}
 	after := residentBytes()
 	fmt.Fprintf(stderr, "%s (stand-in): %d runs over %d input values and %d model bytes (checksum %g)\n", name, len(latency), len(input), len(weights), sink)
-	return json.NewEncoder(stdout).Encode(map[string]any{"latency_ns": latency, "batch": *batch, "threads": *threads,
-		"input_shape": shape, "input_dtype": "float32", "runtime_version": name + " stand-in (" + runtime.Version() + "), not a runtime",
-		"peak_rss_bytes": max(peakResidentBytes(), after, before), "rss_before_load_bytes": before, "rss_after_runs_bytes": after})
+	return standin.PrintJSON(stdout, report.Bench{LatencyNS: latency, Batch: *batch, Threads: *threads,
+		InputShape: shape, InputDtype: "float32", RuntimeVersion: name + " stand-in (" + runtime.Version() + "), not a runtime",
+		PeakRSS: max(peakResidentBytes(), after, before), RSSBeforeLoad: before, RSSAfterRuns: after})
 }
 
 // residentBytes is this process's resident set now (Linux), else its

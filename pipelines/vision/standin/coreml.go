@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 func init() {
@@ -104,16 +105,17 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "stand-in Core ML %s conversion of %s (%s, %d classes), %d calibration images\n", *mode, *model, cfg.Architecture, cfg.NumClasses, n)
-	res := map[string]any{"model": *out, "mode": *mode, "bytes": len(body) + len(manifest), "convert_s": 0, "quantize_s": 0,
-		"ops": map[string]int{"conv": 52, "linear": 2}, "quantize_ops": 0, "dequantize_ops": 0, "int8_weights": 0,
-		"float_weights": 54, "convs": 52, "int8_convs": 0, "calibration_images": n, "per_channel": *mode == "int8" && !*perTensor,
-		"compute_precision": "fp32", "versions": map[string]string{"coremltools": "stand-in"}}
+	res := report.CoreMLConvert{Model: *out, Mode: *mode, Bytes: int64(len(body) + len(manifest)),
+		Ops: map[string]int{"conv": 52, "linear": 2}, FloatWeights: 54, Convs: 52, CalibrationImages: n,
+		PerChannel: *mode == "int8" && !*perTensor, KeptFloat: []string{}, ComputePrecision: "fp32",
+		Input: report.CoreMLInput{Name: "image", Kind: "imageType"}, Output: "logits",
+		Versions: map[string]string{"coremltools": "stand-in"}}
 	if *mode == "int8" {
-		res["quantize_ops"], res["dequantize_ops"], res["int8_weights"], res["float_weights"], res["int8_convs"] = 89, 95, 54, 0, 52
-		res["compute_precision"], res["activations"], res["kept_float"] = "fp16", *acts, []string{}
+		res.QuantizeOps, res.DequantizeOps, res.Int8Weights, res.FloatWeights, res.Int8Convs = 89, 95, 54, 0, 52
+		res.ComputePrecision, res.Activations = "fp16", *acts
 		if *keepStem {
-			res["quantize_ops"], res["dequantize_ops"], res["int8_weights"], res["float_weights"], res["int8_convs"] = 88, 94, 53, 1, 51
-			res["kept_float"] = []string{"input_1"}
+			res.QuantizeOps, res.DequantizeOps, res.Int8Weights, res.FloatWeights, res.Int8Convs = 88, 94, 53, 1, 51
+			res.KeptFloat = []string{"input_1"}
 		}
 	}
 	return standin.PrintJSON(stdout, res)
@@ -189,17 +191,11 @@ func coremlEval(args []string, stdout, stderr io.Writer) error {
 	if err := writeInt64NPY(*preds, pred); err != nil {
 		return err
 	}
-	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred), "labelled": true,
-		"ran_coreml": false, "runtime": "MIL interpreter (stand-in); Core ML did not run", "ms_per_image": 0,
-		"interpreter_proof": map[string]any{"images": n, "max_abs_logit_diff": diff, "limit": *limit, "passed": diff <= *limit},
-		"ops":               map[string]int{"conv": 52, "quantize": 89, "dequantize": 95}}
-	if s.Unlabelled {
-		res["top1"], res["correct"], res["labelled"] = nil, 0, false
+	e, err := evalReport(s, pred, correct, "MIL interpreter (stand-in); Core ML did not run", *ref)
+	if err != nil {
+		return err
 	}
-	if *ref != "" {
-		if res["agreement"], err = agreement(*ref, pred); err != nil {
-			return err
-		}
-	}
-	return json.NewEncoder(stdout).Encode(res)
+	return standin.PrintJSON(stdout, report.CoreMLEval{Eval: e,
+		InterpreterProof: report.InterpreterProof{Images: n, MaxAbsLogitDiff: diff, Limit: *limit, Passed: diff <= *limit},
+		Ops:              map[string]int{"conv": 52, "quantize": 89, "dequantize": 95}})
 }

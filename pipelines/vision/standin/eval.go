@@ -3,7 +3,6 @@ package standin
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 // eval: vision_eval.py --set NPZ --predictions OUT.npy (--torch DIR | --onnx F) [--reference REF.npy]
@@ -63,16 +63,31 @@ func eval(args []string, stdout, stderr io.Writer) error {
 	if err := writeInt64NPY(*preds, pred); err != nil {
 		return err
 	}
-	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred), "runtime": runtime}
+	res, err := evalReport(s, pred, correct, runtime, *ref)
+	if err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, res)
+}
+
+// evalReport is what every scorer reports of pred: top-1 (none on an
+// unlabelled set) and, given the reference's predictions, agreement.
+func evalReport(s *imageSet, pred []int64, correct int, runtime, ref string) (report.Eval, error) {
+	res := report.Eval{Correct: correct, Images: len(pred), Runtime: runtime, Labelled: !s.Unlabelled}
 	if s.Unlabelled {
-		res["top1"], res["correct"], res["labelled"] = nil, 0, false
+		res.Correct = 0
+	} else {
+		top1 := float64(correct) / float64(len(pred))
+		res.Top1 = &top1
 	}
-	if *ref != "" {
-		if res["agreement"], err = agreement(*ref, pred); err != nil {
-			return err
+	if ref != "" {
+		a, err := agreement(ref, pred)
+		if err != nil {
+			return res, err
 		}
+		res.Agreement = &a
 	}
-	return json.NewEncoder(stdout).Encode(res)
+	return res, nil
 }
 
 // classify predicts every image of s (read from path) with the stand-in

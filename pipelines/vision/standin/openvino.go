@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 // OpenVINO (openvino-int8) and TensorRT (tensorrt-int8) stand-ins: they read
@@ -81,17 +82,16 @@ func ovQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(filepath.Dir(*in), *out); err != nil {
 		return err
 	}
-	var kept []string
-	floatConvs := []string{}
+	kept := []string{}
 	if *keepStem {
 		kept = []string{"/stem/Conv/WithoutBiases"}
-		floatConvs = kept
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.xml", "files": []string{"config.json", "model.bin", "model.xml"},
-		"fake_quantize": 60, "int8_weight_constants": 50, "convolutions": 52, "int8_convolutions": 52 - len(kept),
-		"float_convolutions": floatConvs, "kept_float": kept, "executed": map[string]int{"Convolution:u8": 52 - len(kept)},
-		"calibration_images": n, "preset": *preset, "fast_bias_correction": *fast, "overflow_fix": *overflow,
-		"bytes": len(xml) + len(bin), "versions": map[string]string{"openvino": "stand-in", "nncf": "stand-in"}})
+	return standin.PrintJSON(stdout, report.OpenVINOQuantize{Model: "model.xml", Files: []string{"config.json", "model.bin", "model.xml"},
+		FakeQuantize: 60, Int8WeightConstants: 50, Convolutions: 52, Int8Convolutions: 52 - len(kept),
+		FloatConvolutions: kept, KeptFloat: kept, Executed: map[string]int{"Convolution:u8": 52 - len(kept)},
+		CalibrationImages: n, Preset: *preset, FastBiasCorrection: *fast, OverflowFix: *overflow,
+		Bytes: int64(len(xml) + len(bin)), Weights: map[string]report.WeightCensus{"i8": {Constants: 50, Elements: int64(len(bin)), Bytes: int64(len(bin))}},
+		Versions: map[string]string{"openvino": "stand-in", "nncf": "stand-in"}})
 }
 
 // calibrationDigest reads the first n images of a calibration set (all
@@ -164,17 +164,11 @@ func ovEval(args []string, stdout, stderr io.Writer) error {
 	if err := writeInt64NPY(*preds, pred); err != nil {
 		return err
 	}
-	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred),
-		"runtime": "openvino (stand-in) CPU plugin", "labelled": true, "ms_per_image": 0}
-	if s.Unlabelled {
-		res["top1"], res["correct"], res["labelled"] = nil, 0, false
+	e, err := evalReport(s, pred, correct, "openvino (stand-in) CPU plugin", *ref)
+	if err != nil {
+		return err
 	}
-	if *ref != "" {
-		if res["agreement"], err = agreement(*ref, pred); err != nil {
-			return err
-		}
-	}
-	return json.NewEncoder(stdout).Encode(res)
+	return standin.PrintJSON(stdout, report.OpenVINOEval{Eval: e})
 }
 
 // trtexec --onnx=F --stronglyTyped --saveEngine=E --minShapes=S --optShapes=S --maxShapes=S

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 func init() {
@@ -104,10 +105,10 @@ func qnnQuantize(args []string, stdout io.Writer) error {
 	if *perTensor {
 		perChannel = 0
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "input": "pixel_values",
-		"shape": []int{1, 3, cfg.InputSize, cfg.InputSize}, "fixed_dims": []string{"batch"}, "quantize_linear": 128,
-		"dequantize_linear": 236, "int8_initializers": 235, "float_conv_gemm": 0, "per_channel_weights": perChannel,
-		"calibration_images": n, "weight_type": "int8", "activation_type": "uint8", "per_channel": !*perTensor, "bytes": len(payload) / 4})
+	return standin.PrintJSON(stdout, report.QNN{Quantize: &report.QNNQuantize{Model: "model.onnx", Input: "pixel_values",
+		Shape: []int{1, 3, cfg.InputSize, cfg.InputSize}, FixedDims: []string{"batch"}, QuantizeLinear: 128,
+		DequantizeLinear: 236, Int8Initializers: 235, FloatConvGemm: 0, PerChannelWeights: perChannel,
+		CalibrationImages: n, WeightType: "int8", ActivationType: "uint8", PerChannel: !*perTensor, Bytes: int64(len(payload) / 4)}})
 }
 
 // qnnCompile: compile --qdq F --out DIR --soc-model M --htp-arch A
@@ -144,9 +145,13 @@ func qnnCompile(args []string, stdout io.Writer) error {
 	if err := standin.CopyCheckpointFiles(filepath.Dir(*qdq), *out); err != nil {
 		return err
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model_ctx.onnx", "context_binary": "model_ctx_qnn.bin",
-		"compile_s": 0.1, "context_binary_bytes": len(bin), "epcontext_nodes": 1, "qnn_version": "2.51.0",
-		"onnxruntime_qnn": "2.7.0", "onnxruntime": "1.31.1", "soc_model": *soc, "htp_arch": *arch})
+	return standin.PrintJSON(stdout, report.QNN{Compile: &report.QNNCompile{Model: "model_ctx.onnx", ContextBinary: "model_ctx_qnn.bin",
+		CompileS: 0.1, ContextBinaryBytes: int64(len(bin)), EPContextNodes: 1, QNNVersions: qnnVersions(*soc, *arch)}})
+}
+
+// qnnVersions are the versions the stand-in reports: the qnn lock's.
+func qnnVersions(soc, arch int) report.QNNVersions {
+	return report.QNNVersions{QNNVersion: "2.51.0", ONNXRuntimeQNN: "2.7.0", ONNXRuntime: "1.31.1", SoCModel: soc, HTPArch: arch}
 }
 
 // readQNNBinary reads a stand-in context binary's header.
@@ -220,12 +225,12 @@ func qnnEval(args []string, stdout io.Writer) error {
 	if err := writeInt64NPY(*preds, pred); err != nil {
 		return err
 	}
-	res := map[string]any{"top1": float64(correct) / float64(len(pred)), "correct": correct, "images": len(pred),
-		"set_images": total, "labelled": !s.Unlabelled, "runtime": "QNN 2.51.0 HTP backend (stand-in)", "ms_per_image": 0,
-		"qnn_version": "2.51.0", "soc_model": *soc, "htp_arch": *arch}
-	if s.Unlabelled {
-		res["top1"], res["correct"] = nil, 0
+	e, err := evalReport(s, pred, correct, "QNN 2.51.0 HTP backend (stand-in)", "")
+	if err != nil {
+		return err
 	}
+	res := report.QNNEval{Eval: e, SetImages: total, Providers: []string{"QNNExecutionProvider", "CPUExecutionProvider"},
+		QNNVersions: qnnVersions(*soc, *arch)}
 	if *ref != "" {
 		r, err := readInt64NPY(*ref)
 		if err != nil {
@@ -243,10 +248,12 @@ func qnnEval(args []string, stdout io.Writer) error {
 				refCorrect++
 			}
 		}
-		res["agreement"] = float64(same) / float64(len(pred))
+		a := float64(same) / float64(len(pred))
+		res.Agreement = &a
 		if !s.Unlabelled {
-			res["reference_top1"] = float64(refCorrect) / float64(len(pred))
+			top1 := float64(refCorrect) / float64(len(pred))
+			res.ReferenceTop1 = &top1
 		}
 	}
-	return json.NewEncoder(stdout).Encode(res)
+	return standin.PrintJSON(stdout, report.QNN{Eval: &res})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/standin"
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 )
 
 func init() {
@@ -93,9 +94,10 @@ func export(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "stand-in export of %s (%s, %d classes)\n", *model, cfg.Architecture, cfg.NumClasses)
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "opset": *opset, "inputs": []string{"pixel_values"},
-		"outputs": []string{"logits"}, "dynamic_batch": true, "max_abs_logit_diff": 1e-5,
-		"checked_images": min(64, len(s.Labels)), "batch_sizes": []int{min(64, len(s.Labels)), 1, 7}, "bytes": len(weights)})
+	return standin.PrintJSON(stdout, report.Export{Model: "model.onnx", Opset: *opset, Inputs: []string{"pixel_values"},
+		Outputs: []string{"logits"}, DynamicBatch: true, MaxAbsLogitDiff: 1e-5,
+		CheckedImages: min(64, len(s.Labels)), BatchSizes: []int{min(64, len(s.Labels)), 1, 7}, Bytes: int64(len(weights)),
+		ONNXRuntime: "stand-in"})
 }
 
 // quantize: vision_quantize.py --in F --calibration NPZ --out DIR [--method M]
@@ -157,10 +159,10 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 	if *keepStem {
 		kept++
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "quantize_linear": 100, "dequantize_linear": 200,
-		"int8_initializers": 150, "float_conv_gemm": kept, "kept_float": kept, "calibration_images": n, "method": *method,
-		"per_channel": !*perTensor, "bytes": len(payload) / 4, "symmetric_activations": *symmetric,
-		"reduce_range": *reduceRange})
+	return standin.PrintJSON(stdout, report.Quantize{Model: "model.onnx", QuantizeLinear: 100, DequantizeLinear: 200,
+		Int8Initializers: 150, FloatConvGemm: kept, KeptFloat: kept, CalibrationImages: n, Method: *method,
+		PerChannel: !*perTensor, Bytes: int64(len(payload) / 4), SymmetricActivations: *symmetric,
+		ReduceRange: *reduceRange})
 }
 
 // flipRate is how often (out of 256) the stand-in int8 model gets an

@@ -44,7 +44,11 @@ def run(*args, code=0):
     # edgepipe reads it.
     lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, f"want one report line on stdout: {p.stdout[-2000:]}"
-    return json.loads(lines[0])
+    report = json.loads(lines[0])
+    # The subcommand's result is under its name, the others are null (report() in vision_qnn.py).
+    assert sorted(report) == ["compile", "eval", "quantize"], report
+    assert all(report[k] is None for k in report if k != args[0]), report
+    return report[args[0]]
 
 
 @unittest.skipUnless(HAVE, "needs the qnn toolchain (onnxruntime-qnn, torch, onnx)")
