@@ -3,11 +3,12 @@ package coreml
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/coreml/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -121,31 +122,21 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolCoreMLConvert, args...); err != nil {
 		return err
 	}
-	var res struct {
-		KVCache   string   `json:"kv_cache"`
-		KVReason  string   `json:"kv_cache_reason"`
-		Inputs    []string `json:"inputs"`
-		Sliding   int      `json:"sliding_window"`
-		ConvertS  float64  `json:"convert_s"`
-		QuantizeS float64  `json:"quantize_s"`
-		EightBit  int      `json:"eight_bit"`
-		CoreMLV   string   `json:"coremltools"`
-		TorchV    string   `json:"torch"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolCoreMLConvert, err)
+	var res report.Convert
+	if err := steps.ReadReport(ToolCoreMLConvert, sc.LogPath, &res); err != nil {
+		return err
 	}
 	sc.Result.SetFile("model", CoreMLPackage)
-	sc.Result.SetFact("kv_cache", res.KVCache+" ("+res.KVReason+")")
+	sc.Result.SetFact("kv_cache", res.KVCache+" ("+res.KVCacheReason+")")
 	sc.Result.SetFact("compute_precision", "float16")
 	sc.Result.SetFact("inputs", strings.Join(res.Inputs, ", "))
-	if res.Sliding > 0 {
-		sc.Result.SetFact("sliding_window", fmt.Sprintf("%d tokens: the sliding-attention layers read the sliding_mask input, which masks keys %d or more positions behind the query", res.Sliding, res.Sliding))
+	if w := res.SlidingWindow; w != nil && *w > 0 {
+		sc.Result.SetFact("sliding_window", fmt.Sprintf("%d tokens: the sliding-attention layers read the sliding_mask input, which masks keys %d or more positions behind the query", *w, *w))
 	}
 	sc.Result.SetFact("minimum_deployment_target", "iOS18")
 	sc.Result.SetFact("weights", p.Weights.describe())
-	if res.CoreMLV != "" {
-		sc.Result.SetFact("coremltools", res.CoreMLV+" (torch "+res.TorchV+")")
+	if res.CoreMLTools != "" {
+		sc.Result.SetFact("coremltools", res.CoreMLTools+" (torch "+res.Torch+")")
 	}
 	sc.Result.SetMetric("context", float64(n))
 	sc.Result.SetMetric("convert_s", res.ConvertS)
@@ -181,28 +172,6 @@ func (coremlValidate) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 442, ModelFactor: 2.92, Host: steps.HostNeeds{PrefersMacOS: true}}
 }
 
-// coremlReport is coreml_validate.py's result line.
-type coremlReport struct {
-	Checks []struct {
-		Name   string `json:"name"`
-		Passed bool   `json:"passed"`
-		Detail string `json:"detail"`
-	} `json:"checks"`
-	PPL          float64 `json:"ppl"`
-	BaselinePPL  float64 `json:"baseline_ppl"`
-	CoreMLPPL    float64 `json:"coreml_ppl"`
-	Chunks       int     `json:"chunks"`
-	Ctx          int     `json:"ctx"`
-	Scored       int     `json:"scored"`
-	Compute      string  `json:"compute"`
-	Simulated    string  `json:"simulated"`
-	Quantized    int     `json:"quantized_weights"`
-	BlockSize    int     `json:"block_size"`
-	PackageBytes int64   `json:"package_bytes"`
-	RanCoreML    bool    `json:"ran_coreml"`
-	CoreMLReason string  `json:"coreml_reason"`
-}
-
 func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	pkg, err := sc.Input(coremlConvert{})
 	if err != nil {
@@ -230,9 +199,9 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolCoreMLValidate, args...); err != nil {
 		return err
 	}
-	var res coremlReport
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolCoreMLValidate, err)
+	var res report.Validate
+	if err := steps.ReadReport(ToolCoreMLValidate, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if len(res.Checks) == 0 {
 		return fmt.Errorf("%s reported no checks (see %s)", ToolCoreMLValidate, sc.LogPath)
@@ -248,14 +217,14 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	// the gate judges. Elsewhere it is the simulated quantization.
 	ppl := res.PPL
 	backend := "transformers, " + res.Simulated + ", " + res.Compute
-	if res.RanCoreML && res.CoreMLPPL > 0 {
-		ppl = res.CoreMLPPL
+	if res.RanCoreML && res.CoreMLPPL != nil && *res.CoreMLPPL > 0 {
+		ppl = *res.CoreMLPPL
 		sc.Result.SetMetric("simulated_ppl", res.PPL)
 		backend = "Core ML (" + res.Compute + ")"
 	}
 	sc.Result.Perplexity = &steps.Perplexity{PPL: ppl, Baseline: res.BaselinePPL, EvalTokens: res.Scored,
 		Chunks: res.Chunks, Context: res.Ctx, Backend: backend}
-	sc.Result.SetMetric("quantized_weights", float64(res.Quantized))
+	sc.Result.SetMetric("quantized_weights", float64(res.QuantizedWeights))
 	sc.Result.SetMetric("package_bytes", float64(res.PackageBytes))
 	ran := "no: " + res.CoreMLReason
 	if res.RanCoreML {

@@ -6,13 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/mlc/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -73,24 +74,13 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolNative, args...); err != nil {
 		return err
 	}
-	var res struct {
-		CalibTokens int     `json:"calibration_tokens"`
-		Shards      int     `json:"shards"`
-		Params      int     `json:"params"`
-		BitsPerPar  float64 `json:"bits_per_param"`
-		TotalParams int64   `json:"total_params"`
-		Torch       string  `json:"torch"`
-		EmbRounding string  `json:"embedding_rounding"`
-		LinRounding string  `json:"linear_rounding"`
-		SinkShare   float64 `json:"sink_share"`
-		AWQ         map[string]struct {
-			MeanAlpha      float64 `json:"mean_alpha"`
-			OutputError    float64 `json:"output_error"`
-			OutputErrorRaw float64 `json:"output_error_unscaled"`
-		} `json:"awq"`
+	var rep report.Native
+	if err := steps.ReadReport(ToolNative, sc.LogPath, &rep); err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolNative, err)
+	res := rep.ConvertWeight
+	if res == nil {
+		return fmt.Errorf("%s convert-weight reported no convert_weight result (see %s)", ToolNative, sc.LogPath)
 	}
 	if _, err := readMLCCache(sc.Out); err != nil {
 		return fmt.Errorf("%s convert-weight: %w", ToolNative, err)
@@ -100,35 +90,35 @@ func (mlcNativeConvert) Run(ctx context.Context, sc *steps.Context) error {
 	sc.Result.SetFact("scales", scalesFact(p.Scales))
 	switch p.Rounding {
 	case RoundingGPTQ:
-		if res.LinRounding == "gptq" {
-			sc.Result.SetFact("rounding", fmt.Sprintf("gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), the columns in act order with every group's scale searched up front; q/k/v's Hessian gives each calibration window's first token (the attention sink) %.0f%% of its weight; the embedding rounded %s", 100*res.SinkShare, res.EmbRounding))
+		if res.LinearRounding == "gptq" {
+			sc.Result.SetFact("rounding", fmt.Sprintf("gptq: each weight's rounding error spread over the columns not yet rounded through the inverse Hessian of the calibration activations (GPTQ), the columns in act order with every group's scale searched up front; q/k/v's Hessian gives each calibration window's first token (the attention sink) %.0f%% of its weight; the embedding rounded %s", 100*res.SinkShare, res.EmbeddingRounding))
 			sc.Result.SetMetric("sink_share", res.SinkShare)
 		} else {
-			sc.Result.SetFact("rounding", "gptq asked, every weight to its nearest code: the linear layers were rounded "+res.LinRounding)
+			sc.Result.SetFact("rounding", "gptq asked, every weight to its nearest code: the linear layers were rounded "+res.LinearRounding)
 		}
 	case RoundingGPTQEmbedding:
-		if res.EmbRounding == "gptq" {
+		if res.EmbeddingRounding == "gptq" {
 			sc.Result.SetFact("rounding", "gptq-embedding: the tied embedding rounded by GPTQ through the output projection's calibration Hessian, the linear layers to their nearest code")
 		} else {
-			sc.Result.SetFact("rounding", "gptq-embedding asked, every weight to its nearest code: the embedding was rounded "+res.EmbRounding)
+			sc.Result.SetFact("rounding", "gptq-embedding asked, every weight to its nearest code: the embedding was rounded "+res.EmbeddingRounding)
 		}
 	}
 	if p.Scales == ScalesImatrix {
-		sc.Result.SetMetric("calibration_tokens", float64(res.CalibTokens))
+		sc.Result.SetMetric("calibration_tokens", float64(res.CalibrationTokens))
 	}
 	if p.AWQ {
 		sc.Result.SetFact("awq", "each linear layer's input columns rescaled by their calibration activations (AWQ), folded into the norms and the v/up rows that produce them; the exponent searched per layer for the least output error")
 		for kind, a := range res.AWQ {
 			sc.Result.SetMetric("awq_alpha_"+kind, a.MeanAlpha)
-			if a.OutputErrorRaw > 0 {
-				sc.Result.SetMetric("awq_error_ratio_"+kind, a.OutputError/a.OutputErrorRaw)
+			if a.OutputErrorUnscaled > 0 {
+				sc.Result.SetMetric("awq_error_ratio_"+kind, a.OutputError/a.OutputErrorUnscaled)
 			}
 		}
 	}
 	sc.Result.SetFact("backend", "native: edgepipe's mlc_native.py (not mlc_llm), following mlc_llm's group quantization at mlc-ai/mlc-llm@79d603f0 and tvmjs.dump_tensor_cache at apache/tvm@09067173 (torch "+res.Torch+")")
 	sc.Result.SetMetric("shards", float64(res.Shards))
 	sc.Result.SetMetric("tensors", float64(res.Params))
-	sc.Result.SetMetric("bits_per_param", res.BitsPerPar)
+	sc.Result.SetMetric("bits_per_param", res.BitsPerParam)
 	return nil
 }
 
@@ -325,17 +315,9 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolGate, args...); err != nil {
 		return err
 	}
-	var res struct {
-		PPL     float64 `json:"ppl"`
-		Chunks  int     `json:"chunks"`
-		Ctx     int     `json:"ctx"`
-		Scored  int     `json:"scored"`
-		Tensors int     `json:"tensors"`
-		Decoded string  `json:"decoded_sha256"`
-		Compute string  `json:"compute"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolGate, err)
+	var res report.Gate
+	if err := steps.ReadReport(ToolGate, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if !(res.PPL > 0) {
 		return fmt.Errorf("%s reported perplexity %v: the dequantized model produces no usable probabilities (see %s)", ToolGate, res.PPL, sc.LogPath)
@@ -351,7 +333,7 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 		Detail: fmt.Sprintf("MLC: %d tokens scored in %d chunks of %d; baseline %s: %d in %d chunks of %d",
 			res.Scored, res.Chunks, res.Ctx, base.StepID, bp.EvalTokens, bp.Chunks, bp.Context)})
 	sc.Result.SetFile("digests", DecodedDigests)
-	sc.Result.SetFact("decoded_sha256", res.Decoded)
+	sc.Result.SetFact("decoded_sha256", res.DecodedSHA256)
 	sc.Result.SetMetric("decoded_tensors", float64(res.Tensors))
 	return nil
 }

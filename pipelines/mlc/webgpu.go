@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/pipelines/mlc/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -273,10 +274,8 @@ func readDigests(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d struct {
-		Tensors map[string]string `json:"tensors"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
+	var d report.Digests
+	if err := steps.DecodeReport(ToolGate+" --digests", b, &d); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(d.Tensors) == 0 {

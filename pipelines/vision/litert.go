@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	litertreport "github.com/edgepipe/edgepipe/pipelines/litert/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -59,25 +60,13 @@ func (litertConvert) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, litert.ToolConvert, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Bytes       int64          `json:"bytes"`
-		ConvertS    float64        `json:"convert_s"`
-		Weights     map[string]int `json:"weights"`
-		Ops         map[string]int `json:"ops"`
-		Calibration int            `json:"calibration_samples"`
-		Input       struct {
-			Dtype string  `json:"dtype"`
-			Scale float64 `json:"scale"`
-			Zero  int     `json:"zero_point"`
-		} `json:"input"`
-		Versions map[string]string `json:"versions"`
+	var res litertreport.Convert
+	if err := steps.ReadReport(litert.ToolConvert, sc.LogPath, &res); err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", litert.ToolConvert, err)
-	}
-	if res.Weights["int8"] == 0 || res.Calibration == 0 {
+	if res.Weights["int8"] == 0 || res.CalibrationSamples == 0 {
 		return fmt.Errorf("litert-convert: %s reported %v weight operands and %d calibration images: no full-integer model (see %s)",
-			litert.ToolConvert, res.Weights, res.Calibration, sc.LogPath)
+			litert.ToolConvert, res.Weights, res.CalibrationSamples, sc.LogPath)
 	}
 	// The app needs the classes and the preprocessing beside the model:
 	// the classifier's config.json, as onnx-int8 ships it.
@@ -90,10 +79,10 @@ func (litertConvert) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", TFLiteFile)
 	sc.Result.SetFact("format", fmt.Sprintf("TFLite/LiteRT full-integer INT8: int8 weights (symmetric, %s), int8 activations, %s input (scale %g, zero point %d)",
-		map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel], res.Input.Dtype, res.Input.Scale, res.Input.Zero))
+		map[bool]string{true: "per channel", false: "per tensor"}[p.PerChannel], res.Input.Dtype, res.Input.Scale, res.Input.ZeroPoint))
 	sc.Result.SetMetric("tflite_bytes", float64(res.Bytes))
 	sc.Result.SetMetric("convert_s", res.ConvertS)
-	sc.Result.SetMetric("calibration_images", float64(res.Calibration))
+	sc.Result.SetMetric("calibration_images", float64(res.CalibrationSamples))
 	sc.Result.SetMetric("int8_weight_operands", float64(res.Weights["int8"]))
 	ops := 0
 	for _, n := range res.Ops {

@@ -43,9 +43,8 @@ Steps (coremltools 9.0):
     PYTHONHASHSEED (it re-executes itself with PYTHONHASHSEED=0), so the same checkpoint
     gives the same bytes. The weights are not touched.
 
-Prints one JSON line: {"kv_cache", "kv_cache_reason", "context", "inputs", "outputs",
-"convert_s", "quantize_s", "mode", "kept_fp16", "eight_bit" (how many weights got 8 bits),
-"sliding_window", "coremltools", "torch"}.
+Its report is report() below (reports/coreml_convert.json): which KV cache the package has and
+why, its inputs and outputs, the weights kept fp16, how many got 8 bits, the versions.
 """
 
 import argparse
@@ -55,6 +54,9 @@ import re
 import sys
 import time
 import traceback
+
+import edgepipe_env
+import edgepipe_report
 
 
 def normalize_package(path):
@@ -339,12 +341,11 @@ def main() -> int:
         # conversions of one checkpoint write the same graph.
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable] + sys.argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
     import torch
     import coremltools as ct
 
-    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     model = load_model(args.model)
 
     start = time.monotonic()
@@ -380,15 +381,18 @@ def main() -> int:
     normalize_package(args.out)
 
     spec = mlmodel.get_spec()
-    print(json.dumps({
-        "kv_cache": kv, "kv_cache_reason": reason, "context": args.context,
-        "inputs": [i.name for i in spec.description.input],
-        "outputs": [o.name for o in spec.description.output],
-        "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2),
-        "mode": args.mode, "kept_fp16": kept, "eight_bit": len(eight), "sliding_window": sliding_window(model, args.context),
-        "coremltools": ct.__version__, "torch": torch.__version__.split("+")[0],
-    }))
+    edgepipe_report.emit(report(kv, reason, args.context, [i.name for i in spec.description.input],
+                                [o.name for o in spec.description.output], convert_s, quantize_s, args.mode, kept,
+                                len(eight), window, ct.__version__, torch.__version__.split("+")[0]))
     return 0
+
+
+def report(kv, reason, context, inputs, outputs, convert_s, quantize_s, mode, kept, eight_bit, window, coremltools,
+           torch):
+    """window: the sliding-attention window the package masks for, None without one."""
+    return {"kv_cache": kv, "kv_cache_reason": reason, "context": context, "inputs": inputs, "outputs": outputs,
+            "convert_s": round(convert_s, 2), "quantize_s": round(quantize_s, 2), "mode": mode, "kept_fp16": kept,
+            "eight_bit": eight_bit, "sliding_window": window, "coremltools": coremltools, "torch": torch}
 
 
 if __name__ == "__main__":

@@ -24,17 +24,19 @@ Checks (each one reported with its outcome):
     Core ML computes in float16, which this does not reproduce.
   * on macOS only: the Core ML model itself is scored on the same chunks.
 
-Prints one JSON line (see the "report" dict at the end).
+Its report is report() below (reports/coreml_validate.json): the checks, the perplexities, the
+package's weights and whether Core ML itself ran.
 """
 
 import argparse
-import json
 import math
 import os
 import platform
 import re
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import ppl_scoring
 
 
@@ -124,14 +126,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
     import numpy as np
     import torch
     from coremltools.converters.mil.mil import types
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     checks = []
 
     def check(name, passed, detail):
@@ -265,16 +266,23 @@ def main() -> int:
     else:
         reason = f"Core ML prediction needs macOS; this host is {platform.system()}"
 
-    print(json.dumps({
+    edgepipe_report.emit(report(checks, ppl, baseline, coreml_ppl, n_chunk, n_ctx, scored, affine, len(quantized), eight,
+                                args.block_size, args.mode, kept, package_bytes(args.package), ran, reason))
+    return 0
+
+
+def report(checks, ppl, baseline, coreml_ppl, chunks, ctx, scored, affine, quantized, eight, block_size, mode, kept,
+           nbytes, ran, reason):
+    """coreml_ppl is None unless Core ML itself ran (macOS); reason says why it did not."""
+    return {
         "checks": checks, "ppl": ppl, "baseline_ppl": baseline, "coreml_ppl": coreml_ppl,
-        "chunks": n_chunk, "ctx": n_ctx, "scored": scored,
+        "chunks": chunks, "ctx": ctx, "scored": scored,
         "compute": "float32 on the CPU (Core ML computes in float16)",
         "simulated": "the package's INT4 codes, fp16 scales and offsets loaded into PyTorch" if affine else "the package's INT4 codes and fp16 scales loaded into PyTorch",
-        "quantized_weights": len(quantized), "eight_bit_weights": eight, "block_size": args.block_size, "mode": args.mode,
+        "quantized_weights": quantized, "eight_bit_weights": eight, "block_size": block_size, "mode": mode,
         "kept_fp16": kept,
-        "package_bytes": package_bytes(args.package), "ran_coreml": ran, "coreml_reason": reason,
-    }))
-    return 0
+        "package_bytes": nbytes, "ran_coreml": ran, "coreml_reason": reason,
+    }
 
 
 if __name__ == "__main__":

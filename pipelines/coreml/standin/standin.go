@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/coreml/report"
 )
 
 func init() {
@@ -109,11 +110,13 @@ func coremlConvert(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(filepath.Join(data, "weights", "weight.bin"), standin.Resample(payload, weightBits(*block, *mode, *embed, *vdown)/32), 0o644); err != nil {
 		return err
 	}
-	res, _ := json.Marshal(map[string]any{"kv_cache": *kv, "kv_cache_reason": "stand-in: nothing was traced",
-		"context": *ctxLen, "inputs": []string{"input_ids", "causal_mask"}, "outputs": []string{"logits"},
-		"convert_s": 0, "quantize_s": 0, "coremltools": "stand-in", "torch": "none"})
-	fmt.Fprintln(stdout, string(res))
-	return nil
+	kept := []string{"m_model_embed_tokens_weight_to_fp16"}
+	if *embed {
+		kept = []string{}
+	}
+	return standin.PrintJSON(stdout, report.Convert{KVCache: *kv, KVCacheReason: "stand-in: nothing was traced",
+		Context: *ctxLen, Inputs: []string{"input_ids", "causal_mask"}, Outputs: []string{"logits"},
+		Mode: *mode, KeptFP16: kept, CoreMLTools: "stand-in", Torch: "none"})
 }
 
 // weightBits is the stand-in's bits per weight: int4 plus an fp16 scale per
@@ -168,18 +171,15 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	blockOK := m.StandIn.WeightDtype == "int4" && m.StandIn.BlockSize == *block && m.StandIn.Mode == *mode &&
 		m.StandIn.Embeddings == *embed && m.StandIn.VDownBits == *vdown
-	checks := []map[string]any{
-		{"name": "reloads without compiling", "passed": true, "detail": "stand-in: Manifest.json parsed"},
-		{"name": "weights are int4, " + *mode + ", per block", "passed": blockOK,
-			"detail": fmt.Sprintf("stand-in package says %s %s, block %d, embeddings quantized %t, v/down %d bits; expected int4 %s, block %d, %t, %d bits",
+	checks := []report.Check{
+		{Name: "reloads without compiling", Passed: true, Detail: "stand-in: Manifest.json parsed"},
+		{Name: "weights are int4, " + *mode + ", per block", Passed: blockOK,
+			Detail: fmt.Sprintf("stand-in package says %s %s, block %d, embeddings quantized %t, v/down %d bits; expected int4 %s, block %d, %t, %d bits",
 				m.StandIn.WeightDtype, m.StandIn.Mode, m.StandIn.BlockSize, m.StandIn.Embeddings, m.StandIn.VDownBits, *mode, *block, *embed, *vdown)},
 	}
 	bits := weightBits(m.StandIn.BlockSize, m.StandIn.Mode, m.StandIn.Embeddings, m.StandIn.VDownBits)
-	res, _ := json.Marshal(map[string]any{"checks": checks, "ppl": base + standin.Drift(bits), "baseline_ppl": base,
-		"coreml_ppl": nil, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2),
-		"compute": "stand-in, nothing computed", "simulated": "stand-in numbers derived from the text",
-		"quantized_weights": 0, "block_size": *block, "package_bytes": 0,
-		"ran_coreml": false, "coreml_reason": "stand-in"})
-	fmt.Fprintln(stdout, string(res))
-	return nil
+	return standin.PrintJSON(stdout, report.Validate{Checks: checks, PPL: base + standin.Drift(bits), BaselinePPL: base,
+		Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2),
+		Compute: "stand-in, nothing computed", Simulated: "stand-in numbers derived from the text",
+		BlockSize: *block, Mode: *mode, KeptFP16: []string{}, CoreMLReason: "stand-in"})
 }

@@ -34,16 +34,17 @@ tensors by dtype and its operators (without the XNNPACK delegate, so the census 
 own ops). `weights` counts the weight operands of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED
 by dtype; in int8 mode a float weight operand fails the conversion.
 
-Prints one JSON line: {"model", "mode", "bytes", "convert_s", "input", "output", "tensors",
-"ops", "weights", "calibration_samples", "per_channel", "versions"}.
+Its report is report() below (reports/litert_convert.json): the .tflite's size, its input and
+output tensors, the census above, the calibration images and the versions.
 """
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
+
+import edgepipe_report
 
 WEIGHT_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -150,14 +151,9 @@ def quantize_int8(model, example, calib, per_channel):
     return converted, QuantConfig(pt2e_quantizer=quantizer)
 
 
-def io_detail(d):
-    scale, zero = d["quantization"]
-    return {"name": d["name"], "dtype": d["dtype"].__name__, "shape": [int(s) for s in d["shape"]],
-            "scale": float(scale), "zero_point": int(zero)}
-
-
 def census(path):
-    """Tensor dtypes, operators and weight operand dtypes of a .tflite, as the LiteRT interpreter sees them."""
+    """Tensor dtypes, operators and weight operand dtypes of a .tflite, as the LiteRT interpreter sees them,
+    and its input and output tensors' details."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_path=path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -173,7 +169,7 @@ def census(path):
         if name in WEIGHT_OPS and len(op["inputs"]) > 1 and op["inputs"][1] in details:
             k = details[op["inputs"][1]]["dtype"].__name__
             weights[k] = weights.get(k, 0) + 1
-    return {"input": io_detail(it.get_input_details()[0]), "output": io_detail(it.get_output_details()[0]),
+    return {"input": it.get_input_details()[0], "output": it.get_output_details()[0],
             "tensors": dict(sorted(tensors.items())), "ops": dict(sorted(ops.items())),
             "weights": dict(sorted(weights.items()))}
 
@@ -242,13 +238,26 @@ def main() -> int:
     import ai_edge_litert
     import torchvision
 
-    report = {"model": args.out, "mode": args.mode, "bytes": os.path.getsize(args.out), "convert_s": round(seconds, 2),
-              **info, "calibration_samples": 0 if calib is None else int(len(calib)),
-              "per_channel": args.mode == "int8" and not args.per_tensor,
-              "versions": {"litert-torch": litert_torch.__version__, "ai-edge-litert": ai_edge_litert.__version__,
-                           "torch": torch.__version__, "torchvision": torchvision.__version__}}
-    print(json.dumps(report))
+    edgepipe_report.emit(report(args.out, args.mode, os.path.getsize(args.out), seconds, info,
+                                0 if calib is None else int(len(calib)), args.mode == "int8" and not args.per_tensor,
+                                litert_torch.__version__, ai_edge_litert.__version__, torch.__version__,
+                                torchvision.__version__))
     return 0
+
+
+def report(model, mode, nbytes, seconds, info, calibration_samples, per_channel, litert_torch, ai_edge_litert, torch,
+           torchvision):
+    """info is census(): the input and output tensors' interpreter details, and the counts."""
+    inp, out = info["input"], info["output"]
+    return {"model": model, "mode": mode, "bytes": nbytes, "convert_s": round(seconds, 2),
+            "input": {"name": inp["name"], "dtype": inp["dtype"].__name__, "shape": [int(s) for s in inp["shape"]],
+                      "scale": float(inp["quantization"][0]), "zero_point": int(inp["quantization"][1])},
+            "output": {"name": out["name"], "dtype": out["dtype"].__name__, "shape": [int(s) for s in out["shape"]],
+                       "scale": float(out["quantization"][0]), "zero_point": int(out["quantization"][1])},
+            "tensors": info["tensors"], "ops": info["ops"], "weights": info["weights"],
+            "calibration_samples": calibration_samples, "per_channel": per_channel,
+            "versions": {"litert-torch": litert_torch, "ai-edge-litert": ai_edge_litert, "torch": torch,
+                         "torchvision": torchvision}}
 
 
 if __name__ == "__main__":

@@ -23,14 +23,17 @@ absolute top-1). With float logits the largest absolute logit difference is repo
 This tool measures; it does not gate: it exits 0 whatever the accuracy, and non-zero (2) only when
 it cannot score (bad inputs, a model the interpreter refuses).
 
-Prints one JSON line: {"model", "samples", "input", "output", "top1", "reference": {"top1",
-"drop", "agreement", "max_abs_logit_diff"}, "seconds", "ms_per_image", "ai_edge_litert"}.
+Its report is report() below (reports/litert_validate.json): the images scored, the input and
+output tensors, top-1 (null without labels), the comparison with --reference (null without one;
+its top1 and drop null without labels, max_abs_logit_diff null for a reference of classes), the
+time and the interpreter's version.
 """
 
 import argparse
-import json
 import sys
 import time
+
+import edgepipe_report
 
 
 def fail(msg):
@@ -125,28 +128,42 @@ def main() -> int:
     if args.predictions:
         np.save(args.predictions, pred.astype(np.int64))
 
-    def io(d):
-        s, z = d["quantization"]
-        return {"dtype": d["dtype"].__name__, "shape": [int(v) for v in d["shape"]], "scale": float(s), "zero_point": int(z)}
-
-    report = {"model": args.model, "samples": int(len(x)), "input": io(inp), "output": io(out),
-              "top1": None if labels is None else float((pred == labels).mean()),
-              "correct": None if labels is None else int((pred == labels).sum()), "labelled": labels is not None}
+    top1 = None if labels is None else float((pred == labels).mean())
+    reference = None
     if ref is not None:
         ref_pred = ref.argmax(axis=1) if ref.ndim == 2 else ref
-        r = {"agreement": float((pred == ref_pred).mean())}
-        if labels is not None:
-            r["top1"] = float((ref_pred == labels).mean())
-            r["drop"] = r["top1"] - report["top1"]
+        ref_top1 = None if labels is None else float((ref_pred == labels).mean())
+        max_diff = None
         if ref.ndim == 2:
             if ref.shape[1] != logits.shape[1]:
                 fail(f"--reference has {ref.shape[1]} classes, the model {logits.shape[1]}")
-            r["max_abs_logit_diff"] = float(np.abs(ref.astype(np.float32) - logits).max())
-        report["reference"] = r
-    report.update({"seconds": round(seconds, 3), "ms_per_image": round(1000 * seconds / max(len(x), 1), 3),
-                   "ai_edge_litert": ai_edge_litert.__version__})
-    print(json.dumps(report))
+            max_diff = float(np.abs(ref.astype(np.float32) - logits).max())
+        reference = reference_report(float((pred == ref_pred).mean()), ref_top1,
+                                     None if labels is None else ref_top1 - top1, max_diff)
+    edgepipe_report.emit(report(args.model, int(len(x)), inp, out, top1,
+                                None if labels is None else int((pred == labels).sum()), labels is not None, reference,
+                                seconds, ai_edge_litert.__version__))
     return 0
+
+
+def report(model, samples, inp, out, top1, correct, labelled, reference, seconds, ai_edge_litert):
+    """inp and out are the interpreter's tensor details; reference is reference_report()'s, None
+    without --reference."""
+    return {"model": model, "samples": samples,
+            "input": {"dtype": inp["dtype"].__name__, "shape": [int(v) for v in inp["shape"]],
+                      "scale": float(inp["quantization"][0]), "zero_point": int(inp["quantization"][1])},
+            "output": {"dtype": out["dtype"].__name__, "shape": [int(v) for v in out["shape"]],
+                       "scale": float(out["quantization"][0]), "zero_point": int(out["quantization"][1])},
+            "top1": top1, "correct": correct, "labelled": labelled, "reference": reference,
+            "seconds": round(seconds, 3), "ms_per_image": round(1000 * seconds / max(samples, 1), 3),
+            "ai_edge_litert": ai_edge_litert}
+
+
+def reference_report(agreement, top1, drop, max_abs_logit_diff):
+    """The comparison with the reference: top1 and drop are None without labels, max_abs_logit_diff
+    for a reference of classes. (A function of its own since the report has it only with a reference:
+    the golden's reference object checks these keys.)"""
+    return {"agreement": agreement, "top1": top1, "drop": drop, "max_abs_logit_diff": max_abs_logit_diff}
 
 
 if __name__ == "__main__":

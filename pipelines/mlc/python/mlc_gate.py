@@ -13,7 +13,8 @@ Hugging Face model (qkv_proj and gate_up_proj split back) and scores it with ppl
 the scheme of every edgepipe perplexity. The arithmetic is float32: (q - 7) * scale is exact
 there. WebLLM's q4f16_1 kernels compute in float16, which this gate does not reproduce.
 
-Prints one JSON line: {"ppl", "chunks", "ctx", "scored", "tensors", "decoded_sha256", ...}.
+Its report is report() below (reports/mlc_gate.json): the perplexity, the tokens and chunks it
+scored, how many tensors it decoded and the sha256 of all their digests.
 """
 
 import argparse
@@ -22,6 +23,8 @@ import json
 import os
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import ppl_scoring
 
 
@@ -84,14 +87,13 @@ def main():
                          "from the checkpoint instead of the shards (repeatable), to measure what its "
                          "quantization costs")
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import numpy as np
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     cache, recs = read_records(args.mlc)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
@@ -175,11 +177,17 @@ def main():
         fail(str(e))
     ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk,
                                    add_bos, bos, label="mlc ")
-    print(json.dumps({"ppl": ppl, "chunks": n_chunk, "ctx": args.ctx, "scored": count,
-                      "tensors": len(digests), "decoded_sha256": all_sha,
-                      "param_bytes": cache["metadata"].get("ParamBytes"),
-                      "compute": "float32", "float_from_checkpoint": args.float, "torch": torch.__version__}))
+    edgepipe_report.emit(report(ppl, n_chunk, args.ctx, count, len(digests), all_sha, cache["metadata"].get("ParamBytes"),
+                                args.float, torch.__version__))
     return 0
+
+
+def report(ppl, chunks, ctx, scored, tensors, decoded_sha256, param_bytes, float_from_checkpoint, torch_version):
+    """param_bytes is tensor-cache.json's ParamBytes (None when it has none); float_from_checkpoint
+    the --float parameters kept from the checkpoint (a diagnostic: the step passes none)."""
+    return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tensors": tensors,
+            "decoded_sha256": decoded_sha256, "param_bytes": param_bytes, "compute": "float32",
+            "float_from_checkpoint": float_from_checkpoint, "torch": torch_version}
 
 
 if __name__ == "__main__":

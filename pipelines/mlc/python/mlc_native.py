@@ -42,15 +42,20 @@ assumed to round every float16 operation (as LLVM's half legalization does, and 
 here); a group whose weights are all zero has scale 0 and q = NaN in TVM (stored here as 7,
 which dequantizes to 0 like any code would); mlc-chat-config.json's field order and the
 parts of it that come from mlc_llm's registries (the conversation template, tokenizer_info).
+
+Its report is report() below (reports/mlc_native.json): convert-weight's under "convert_weight",
+gen-config's under "gen_config", the other null.
 """
 
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
+
+import edgepipe_env
+import edgepipe_report
 
 QUANTIZATIONS = {
     # name: model dtype (the dtype of the scales, the norms and the arithmetic)
@@ -341,7 +346,7 @@ def collect_importance(args, torch, hessians=False, sink_share=0.0):
     import ppl_scoring
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    edgepipe_env.offline()
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -540,9 +545,10 @@ def convert_weight(args):
         with open(os.path.join(args.out, "tensor-cache-b16.json"), "w") as f:
             json.dump({"metadata": meta, "records": shards.records}, f, indent=4)
     print(f"Parameter size after quantization: {total_bytes / (1 << 30):.3f} GB", file=sys.stderr)
-    print(json.dumps({"quantization": args.quantization, "scales": args.scales, "rounding": args.rounding, "calibration_tokens": calib_tokens, "embedding_rounding": embedding_rounding, "linear_rounding": "gptq" if args.rounding == "gptq" else "rtn", "sink_share": SINK_SHARE if args.rounding == "gptq" else 0.0, "awq": awq_report, "shards": shards.counter, "params": count,
-                      "param_bytes": total_bytes, "total_params": total_params,
-                      "bits_per_param": meta["BitsPerParam"], "torch": torch.__version__}))
+    edgepipe_report.emit(report(args, calibration_tokens=calib_tokens, embedding_rounding=embedding_rounding,
+                                awq=awq_report, shards=shards.counter, params=count, param_bytes=total_bytes,
+                                total_params=total_params, bits_per_param=meta["BitsPerParam"],
+                                torch_version=torch.__version__))
 
 
 CHATML = {
@@ -655,8 +661,26 @@ def gen_config(args):
         chat["active_vocab_size"] = active_vocab_size(args.model)
     with open(os.path.join(args.out, "mlc-chat-config.json"), "w", encoding="utf-8") as f:
         json.dump(chat, f, indent=2)
-    print(json.dumps({"context_window_size": ctx, "tokenizer_files": chat["tokenizer_files"],
-                      "conv_template": args.conv_template}))
+    edgepipe_report.emit(report(args, context_window_size=ctx, tokenizer_files=chat["tokenizer_files"]))
+
+
+def report(args, calibration_tokens=None, embedding_rounding=None, awq=None, shards=None, params=None,
+           param_bytes=None, total_params=None, bits_per_param=None, torch_version=None, context_window_size=None,
+           tokenizer_files=None):
+    """What the subcommand in args.cmd did; awq is mlc_awq's summary per layer kind (None without --awq on)."""
+    if args.cmd == "convert-weight":
+        return {"convert_weight": {
+            "quantization": args.quantization, "scales": args.scales, "rounding": args.rounding,
+            "calibration_tokens": calibration_tokens, "embedding_rounding": embedding_rounding,
+            "linear_rounding": "gptq" if args.rounding == "gptq" else "rtn",
+            "sink_share": SINK_SHARE if args.rounding == "gptq" else 0.0, "awq": awq, "shards": shards,
+            "params": params, "param_bytes": param_bytes, "total_params": total_params,
+            "bits_per_param": bits_per_param, "torch": torch_version,
+        }, "gen_config": None}
+    return {"convert_weight": None, "gen_config": {
+        "context_window_size": context_window_size, "tokenizer_files": tokenizer_files,
+        "conv_template": args.conv_template,
+    }}
 
 
 def main():
@@ -687,8 +711,7 @@ def main():
     gc.add_argument("--context-window-size", type=int, required=True)
     gc.add_argument("--out", required=True)
     args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
     {"convert-weight": convert_weight, "gen-config": gen_config}[args.cmd](args)
     return 0
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/mlc/report"
 )
 
 // Stand-ins for the native backend's helpers and for Chromium. They do
@@ -99,8 +100,15 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return err
 		}
-		return standin.PrintJSON(stdout, map[string]any{"quantization": q, "scales": flags["--scales"], "rounding": flags["--rounding"], "embedding_rounding": "rtn (stand-in: no forward pass, so no Hessian)", "linear_rounding": "rtn (stand-in: no forward pass, so no Hessian)", "calibration_tokens": calibTokens, "shards": len(c.Records),
-			"params": c.Metadata.ParamSize, "bits_per_param": c.Metadata.BitsPerParam, "torch": "stand-in"})
+		var total int64
+		if c.Metadata.BitsPerParam > 0 {
+			total = int64(math.Round(c.Metadata.ParamBytes * 8 / c.Metadata.BitsPerParam))
+		}
+		return standin.PrintJSON(stdout, report.Native{ConvertWeight: &report.NativeConvert{Quantization: q, Scales: flags["--scales"],
+			Rounding: flags["--rounding"], EmbeddingRounding: "rtn (stand-in: no forward pass, so no Hessian)",
+			LinearRounding: "rtn (stand-in: no forward pass, so no Hessian)", CalibrationTokens: calibTokens, Shards: len(c.Records),
+			Params: c.Metadata.ParamSize, ParamBytes: c.Metadata.ParamBytes, TotalParams: total, BitsPerParam: c.Metadata.BitsPerParam,
+			Torch: "stand-in"}})
 	case "gen-config":
 		f := map[string]string{"--quantization": q, "--conv-template": flags["--conv-template"],
 			"--context-window-size": flags["--context-window-size"], "-o": out}
@@ -109,7 +117,19 @@ func mlcNative(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		stderr.Write(log.Bytes())
-		return standin.PrintJSON(stdout, map[string]any{"context_window_size": flags["--context-window-size"]})
+		b, err := os.ReadFile(filepath.Join(out, "mlc-chat-config.json"))
+		if err != nil {
+			return err
+		}
+		var chat struct {
+			Context   int      `json:"context_window_size"`
+			Tokenizer []string `json:"tokenizer_files"`
+		}
+		if err := json.Unmarshal(b, &chat); err != nil {
+			return err
+		}
+		return standin.PrintJSON(stdout, report.Native{GenConfig: &report.NativeGenConfig{ContextWindowSize: chat.Context,
+			TokenizerFiles: chat.Tokenizer, ConvTemplate: flags["--conv-template"]}})
 	}
 	return fmt.Errorf("mlc_native.py: unknown command %q", args[0])
 }
@@ -211,7 +231,7 @@ func mlcGate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(map[string]any{"format": "stand-in", "tensors": d}, "", " ")
+	b, _ := json.MarshalIndent(report.Digests{Format: "stand-in", Tensors: d}, "", " ")
 	if err := os.WriteFile(*digests, b, 0o644); err != nil {
 		return err
 	}
@@ -220,8 +240,9 @@ func mlcGate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ppl += standin.Drift(cache.Metadata.BitsPerParam)
-	return standin.PrintJSON(stdout, map[string]any{"ppl": ppl, "chunks": n, "ctx": *nctx,
-		"scored": n * (*nctx - 1 - *nctx/2), "tensors": len(d), "decoded_sha256": "stand-in", "compute": "float32 (stand-in)"})
+	return standin.PrintJSON(stdout, report.Gate{PPL: ppl, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2),
+		Tensors: len(d), DecodedSHA256: "stand-in", ParamBytes: &cache.Metadata.ParamBytes, Compute: "float32 (stand-in)",
+		FloatFromCheckpoint: []string{}, Torch: "stand-in"})
 }
 
 // chromium: chromium --version, or chromium FLAGS... URL: the stand-in

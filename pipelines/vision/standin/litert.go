@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	litertreport "github.com/edgepipe/edgepipe/pipelines/litert/report"
 )
 
 func init() {
@@ -82,11 +83,13 @@ func litertConvert(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "stand-in LiteRT int8 conversion of %s (%s, %d classes), %d calibration images\n", *model, cfg.Architecture, cfg.NumClasses, n)
-	io8 := map[string]any{"dtype": "int8", "scale": 0.0186, "zero_point": -14}
-	return standin.PrintJSON(stdout, map[string]any{"model": *out, "mode": "int8", "bytes": len(body), "convert_s": 0,
-		"input": io8, "output": io8, "tensors": map[string]int{"int8": 180, "int32": 60}, "ops": map[string]int{"CONV_2D": 34, "FULLY_CONNECTED": 2},
-		"weights": map[string]int{"int8": 54}, "calibration_samples": n, "per_channel": !*perTensor,
-		"versions": map[string]string{"litert-torch": "stand-in"}})
+	in8 := litertreport.Tensor{Dtype: "int8", Shape: []int{1, 3, cfg.InputSize, cfg.InputSize}, Scale: 0.0186, ZeroPoint: -14}
+	out8 := litertreport.Tensor{Dtype: "int8", Shape: []int{1, cfg.NumClasses}, Scale: 0.0186, ZeroPoint: -14}
+	return standin.PrintJSON(stdout, litertreport.Convert{Model: *out, Mode: "int8", Bytes: int64(len(body)),
+		Input: litertreport.NamedTensor{Name: "serving_default_args_0:0", Tensor: in8}, Output: litertreport.NamedTensor{Name: "StatefulPartitionedCall:0", Tensor: out8},
+		Tensors: map[string]int{"int8": 180, "int32": 60}, Ops: map[string]int{"CONV_2D": 34, "FULLY_CONNECTED": 2},
+		Weights: map[string]int{"int8": 54}, CalibrationSamples: n, PerChannel: !*perTensor,
+		Versions: map[string]string{"litert-torch": "stand-in"}})
 }
 
 func readTFLiteHeader(path string) (tfliteHeader, error) {
@@ -145,17 +148,37 @@ func litertValidate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	res := map[string]any{"model": *model, "samples": len(pred), "top1": float64(correct) / float64(len(pred)),
-		"correct": correct, "ai_edge_litert": "stand-in", "ms_per_image": 0}
+	top1 := float64(correct) / float64(len(pred))
+	in8 := litertreport.Tensor{Dtype: "int8", Shape: []int{1, 3, cfg.InputSize, cfg.InputSize}, Scale: 0.0186, ZeroPoint: -14}
+	out8 := litertreport.Tensor{Dtype: "int8", Shape: []int{1, cfg.NumClasses}, Scale: 0.0186, ZeroPoint: -14}
+	res := litertreport.Validate{Model: *model, Samples: len(pred), Input: in8, Output: out8,
+		Top1: &top1, Correct: &correct, Labelled: !s.Unlabelled, AIEdgeLiteRT: "stand-in"}
 	if s.Unlabelled {
-		res["top1"], res["correct"], res["labelled"] = nil, nil, false
+		res.Top1, res.Correct = nil, nil
 	}
 	if *ref != "" {
 		a, err := agreement(*ref, pred)
 		if err != nil {
 			return err
 		}
-		res["reference"] = map[string]any{"agreement": a}
+		res.Reference = &litertreport.Reference{Agreement: a}
+		if !s.Unlabelled {
+			// The reference's own top-1, from its predictions, as the real
+			// script computes it.
+			r, err := readInt64NPY(*ref)
+			if err != nil {
+				return err
+			}
+			right := 0
+			for i, label := range s.Labels {
+				if r[i] == label {
+					right++
+				}
+			}
+			refTop1 := float64(right) / float64(len(r))
+			drop := refTop1 - top1
+			res.Reference.Top1, res.Reference.Drop = &refTop1, &drop
+		}
 	}
 	return json.NewEncoder(stdout).Encode(res)
 }
