@@ -49,6 +49,8 @@ var pythonModules = map[string]pythonModule{
 	// Each helper's report() against its golden (the standard library
 	// only: the fast tier runs it).
 	"test_reports.py": {timeout: time.Minute},
+	// emit's line: one JSON object, non-finite numbers as null.
+	"test_edgepipe_report.py": {timeout: time.Minute},
 	// litert_convert.py and litert_validate.py on a random classifier.
 	"test_litert.py": {toolchain: "litert", timeout: 20 * time.Minute},
 	// vision_qnn.py through QNN's HTP backend and its simulator.

@@ -6,11 +6,25 @@ every field the Go type has (a value it cannot give is None). tests/test_reports
 each report()'s keys with the helper's golden, python/reports/NAME.json beside it, which the
 Go type decodes strictly too: the writer, the reader and the stand-in cannot drift apart."""
 import json
+import math
 import sys
+
+
+def finite(v):
+    """v with every float that is not finite replaced by None: NaN and infinity are not JSON,
+    and a report line that is not JSON would be lost; null reaches edgepipe, which refuses a
+    perplexity of none with its reason."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite(x) for x in v]
+    return v
 
 
 def emit(report, stream=None):
     """Print the report line, flushed, so it is the last JSON line of the output."""
     out = stream or sys.stdout
-    out.write(json.dumps(report, sort_keys=True, allow_nan=True) + "\n")
+    out.write(json.dumps(finite(report), sort_keys=True, allow_nan=False) + "\n")
     out.flush()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/pipelines/litert"
+	litertreport "github.com/edgepipe/edgepipe/pipelines/litert/report"
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
 	"github.com/edgepipe/edgepipe/pipelines/vision/report"
 	"github.com/edgepipe/edgepipe/steps"
@@ -339,29 +340,23 @@ func readEval(sc *steps.Context, p *EvalParams, tool string) (evalReport, error)
 	return evalReport{Eval: r}, err
 }
 
-// readLiteRTEval reads litert_validate.py's report, which has names of its
-// own for the same figures. Its report type is the litert family's, which
-// is not converted to a strict type here: this decoding stays lenient.
+// readLiteRTEval reads litert_validate.py's report (the litert family's
+// type), which has names of its own for the same figures.
 func readLiteRTEval(sc *steps.Context, tool string) (evalReport, error) {
-	var res struct {
-		Top1      *float64 `json:"top1"`
-		Labelled  *bool    `json:"labelled"`
-		Correct   int      `json:"correct"`
-		Samples   int      `json:"samples"`
-		LiteRT    string   `json:"ai_edge_litert"`
-		Reference *struct {
-			Agreement *float64 `json:"agreement"`
-		} `json:"reference"`
-		MSPerImage float64 `json:"ms_per_image"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return evalReport{}, fmt.Errorf("%s: %w", tool, err)
+	var res litertreport.Validate
+	if err := steps.ReadReport(tool, sc.LogPath, &res); err != nil {
+		return evalReport{}, err
 	}
 	sc.Result.SetMetric("ms_per_image", res.MSPerImage)
-	e := report.Eval{Top1: res.Top1, Correct: res.Correct, Images: res.Samples, Labelled: res.Labelled == nil || *res.Labelled,
-		Runtime: "LiteRT interpreter (ai-edge-litert " + res.LiteRT + ", XNNPACK on the CPU)"}
+	correct := 0
+	if res.Correct != nil {
+		correct = *res.Correct
+	}
+	e := report.Eval{Top1: res.Top1, Correct: correct, Images: res.Samples, Labelled: res.Labelled,
+		Runtime: "LiteRT interpreter (ai-edge-litert " + res.AIEdgeLiteRT + ", XNNPACK on the CPU)"}
 	if res.Reference != nil {
-		e.Agreement = res.Reference.Agreement
+		a := res.Reference.Agreement
+		e.Agreement = &a
 	}
 	return evalReport{Eval: e}, nil
 }

@@ -283,7 +283,9 @@ func TestEvalKind(t *testing.T) {
 			}},
 		{name: "litert", p: &EvalParams{Runtime: RuntimeLiteRT},
 			inputs: []steps.Input{in(KindLiteRTConvert, "litert-convert:tflite-int8", "/steps/tfl", map[string]string{"model": TFLiteFile}), ref, source},
-			report: []byte(`{"model": "/steps/tfl/model.tflite", "samples": 359, "top1": 0.9721, "correct": 349, "ai_edge_litert": "2.3.0", "ms_per_image": 1.5, "reference": {"agreement": 0.9916}}`),
+			report: []byte(`{"model": "/steps/tfl/model.tflite", "samples": 359, "top1": 0.9721, "correct": 349, "labelled": true, "ai_edge_litert": "2.3.0", "ms_per_image": 1.5, "seconds": 0.54, ` +
+				`"input": {"dtype": "int8", "scale": 0.0186, "shape": [1, 3, 32, 32], "zero_point": -14}, "output": {"dtype": "int8", "scale": 0.107, "shape": [1, 10], "zero_point": 12}, ` +
+				`"reference": {"agreement": 0.9916, "drop": 0.0084, "max_abs_logit_diff": null, "top1": 0.9805}}`),
 			argv: func(sc *steps.Context) []string {
 				return []string{"/tools/litert_validate.py", "--set", "/data/eval.npz", "--predictions", preds(sc), "--reference", "/steps/ref/predictions.npy",
 					"--model", "/steps/tfl/model.tflite", "--config", "/models/src", "--threads", "3"}
