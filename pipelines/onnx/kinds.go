@@ -145,6 +145,16 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if method != MethodHQQ && method != MethodRTN {
 		return fmt.Errorf("onnx-quantize: method must be %s or %s, not %q", MethodHQQ, MethodRTN, method)
 	}
+	// The script's flags take 4 or 8 only; 0 is a plan from before the
+	// option, which means 4.
+	for _, b := range []struct {
+		name string
+		bits int
+	}{{"lm_head_bits", p.LMHeadBits}, {"v_down_bits", p.VDownBits}} {
+		if b.bits != 0 && b.bits != 4 && b.bits != 8 {
+			return fmt.Errorf("onnx-quantize: %s must be 4 or 8, not %d", b.name, b.bits)
+		}
+	}
 	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs),
 		"--method", method}
 	if method == MethodRTN && !p.Symmetric {
