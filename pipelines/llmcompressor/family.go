@@ -6,8 +6,11 @@
 package llmcompressor
 
 import (
+	"fmt"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -61,6 +64,16 @@ type AWQOptions struct {
 	Options  `yaml:",inline"`
 	NGrid    *int    `yaml:"n_grid" min:"3" doc:"AWQ's number of candidate scales per layer (default 20, AWQModifier's own; at least 3: with its default duo scaling, llmcompressor 0.14 divides by n_grid - 2)."`
 	Rounding *string `yaml:"rounding" enum:"gptq,rtn" doc:"How the weights AWQ rescaled are rounded to 4 bits: gptq (default: llmcompressor's GPTQModifier after the AWQ transform, error feedback column by column) or rtn (round to nearest, QuantizationModifier)."`
+}
+
+// CheckOptions refuses a v_down_bits other than 4 or 8 when the recipe is
+// loaded: the recipe does not hold integer options to their enum tag, and
+// llmc-quantize would refuse it only once the plan runs.
+func (o *Options) CheckOptions() []recipe.OptionProblem {
+	if o.VDownBits != nil && *o.VDownBits != 4 && *o.VDownBits != 8 {
+		return []recipe.OptionProblem{{Key: "v_down_bits", Msg: fmt.Sprintf("is %d, which is not one of its values", *o.VDownBits), Hint: "use 4 or 8"}}
+	}
+	return nil
 }
 
 func options(format string) any {

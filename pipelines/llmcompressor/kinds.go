@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/pipelines/llmcompressor/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -194,14 +195,9 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolLLMCQuantize, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Samples  int               `json:"samples"`
-		Tokens   int               `json:"calibration_tokens"`
-		Linears  int               `json:"quantized_linears"`
-		Versions map[string]string `json:"versions"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolLLMCQuantize, err)
+	var res report.Quantize
+	if err := steps.ReadReport(ToolLLMCQuantize, sc.LogPath, &res); err != nil {
+		return err
 	}
 	layout, err := CheckCompressedTensors(sc.Out, group)
 	if err != nil {
@@ -235,7 +231,7 @@ func (llmcQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	} else {
 		sc.Result.SetFact("group_size", fmt.Sprintf("%d, from the recipe", group))
 	}
-	sc.Result.SetFact("calibration", fmt.Sprintf("%d samples of %d tokens from a %d-token text", res.Samples, seqLen, res.Tokens))
+	sc.Result.SetFact("calibration", fmt.Sprintf("%d samples of %d tokens from a %d-token text", res.Samples, seqLen, res.CalibrationTokens))
 	if scheme == "awq" {
 		sc.Result.SetFact("awq_grid", fmt.Sprintf("%d candidate scales per layer", grid))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/pipelines/nvidia/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -155,30 +156,24 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolModelOpt, args...); err != nil {
 		return err
 	}
-	var res struct {
-		QuantAlgo   string `json:"quant_algo"`
-		KVCacheAlgo string `json:"kv_cache_quant_algo"`
-		GroupSize   int    `json:"group_size"`
-		Export      string `json:"export"`
-		ModelOptV   string `json:"modelopt"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolModelOpt, err)
+	var res report.ModelOpt
+	if err := steps.ReadReport(ToolModelOpt, sc.LogPath, &res); err != nil {
+		return err
 	}
 	sc.Result.SetFile("checkpoint", ".")
 	sc.Result.SetFile("model", "config.json")
 	sc.Result.SetFact("quant_algo", res.QuantAlgo)
-	sc.Result.SetFact("kv_cache_quant_algo", res.KVCacheAlgo)
+	sc.Result.SetFact("kv_cache_quant_algo", res.KVCacheQuantAlgo)
 	sc.Result.SetFact("export", res.Export)
-	if res.ModelOptV != "" {
-		sc.Result.SetFact("modelopt", res.ModelOptV)
+	if res.ModelOpt != "" {
+		sc.Result.SetFact("modelopt", res.ModelOpt)
 	}
 	// The quantization the checkpoint declares must be the one asked for.
 	wantAlgo := map[string]string{"nvfp4": "NVFP4", "int4_awq": "W4A16_AWQ"}[f.qformat]
 	wantKV := map[string]string{"fp8": "FP8", "int8": "INT8", "none": ""}[kv]
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "checkpoint declares the quantization",
-		Passed: res.QuantAlgo == wantAlgo && res.KVCacheAlgo == wantKV,
-		Detail: fmt.Sprintf("quant_algo %q (want %q), kv_cache_quant_algo %q (want %q)", res.QuantAlgo, wantAlgo, res.KVCacheAlgo, wantKV)})
+		Passed: res.QuantAlgo == wantAlgo && res.KVCacheQuantAlgo == wantKV,
+		Detail: fmt.Sprintf("quant_algo %q (want %q), kv_cache_quant_algo %q (want %q)", res.QuantAlgo, wantAlgo, res.KVCacheQuantAlgo, wantKV)})
 	return nil
 }
 

@@ -3,10 +3,10 @@ package onnx
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"strconv"
 
+	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -24,13 +24,9 @@ func (onnxBench) Measure(ctx context.Context, sc *steps.Context, model string, p
 		"--runs", strconv.Itoa(reps), "--threads", strconv.Itoa(threads)); err != nil {
 		return nil, nil, err
 	}
-	var res struct {
-		PromptNS  []float64 `json:"prompt_ns"`
-		DecodeNS  []float64 `json:"decode_ns"`
-		Providers []string  `json:"providers"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ToolBench, err)
+	var res report.Bench
+	if err := steps.ReadReport(ToolBench, sc.LogPath, &res); err != nil {
+		return nil, nil, err
 	}
 	if len(res.PromptNS) != reps || len(res.DecodeNS) != reps {
 		return nil, nil, fmt.Errorf("%s reported %d prompt and %d decode timings, %d runs were asked for (see %s)",

@@ -7,6 +7,8 @@
 package onnx
 
 import (
+	"fmt"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
@@ -91,8 +93,18 @@ func (o *Int4Options) method() string {
 
 // CheckOptions refuses symmetric: with HQQ, whose zero points are what
 // it optimises, and lm_head_bits beside keep_lm_head, which leaves the
-// output projection in float, rather than silently ignoring either.
+// output projection in float, rather than silently ignoring either; and
+// widths other than 4 and 8, which the recipe's enum tags do not hold
+// integers to and the quantizer's flags refuse only after the export.
 func (o *Int4Options) CheckOptions() []recipe.OptionProblem {
+	for _, b := range []struct {
+		key  string
+		bits *int
+	}{{"v_down_bits", o.VDownBits}, {"lm_head_bits", o.LMHeadBits}} {
+		if b.bits != nil && *b.bits != 4 && *b.bits != 8 {
+			return []recipe.OptionProblem{{Key: b.key, Msg: fmt.Sprintf("is %d, which is not one of its values", *b.bits), Hint: "use 4 or 8"}}
+		}
+	}
 	if o.Symmetric != nil && o.method() == MethodHQQ {
 		return []recipe.OptionProblem{{Key: "symmetric", Msg: "only applies to method: rtn (HQQ always fits a zero point per block)",
 			Hint: "remove symmetric:, or set method: rtn to use round-to-nearest"}}

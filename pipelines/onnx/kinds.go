@@ -3,13 +3,14 @@ package onnx
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -72,16 +73,9 @@ func (onnxExport) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolExport, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Model    string   `json:"model"`
-		Opset    int      `json:"opset"`
-		Inputs   []string `json:"inputs"`
-		Outputs  []string `json:"outputs"`
-		KVLayers int      `json:"kv_layers"`
-		KVCache  bool     `json:"kv_cache"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolExport, err)
+	var res report.Export
+	if err := steps.ReadReport(ToolExport, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
 		return err
@@ -151,6 +145,16 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if method != MethodHQQ && method != MethodRTN {
 		return fmt.Errorf("onnx-quantize: method must be %s or %s, not %q", MethodHQQ, MethodRTN, method)
 	}
+	// The script's flags take 4 or 8 only; 0 is a plan from before the
+	// option, which means 4.
+	for _, b := range []struct {
+		name string
+		bits int
+	}{{"lm_head_bits", p.LMHeadBits}, {"v_down_bits", p.VDownBits}} {
+		if b.bits != 0 && b.bits != 4 && b.bits != 8 {
+			return fmt.Errorf("onnx-quantize: %s must be 4 or 8, not %d", b.name, b.bits)
+		}
+	}
 	args := []string{"--in", filepath.Join(fp32.Dir, fp32.Result.Files["model"]), "--out", sc.Out, "--block-size", strconv.Itoa(bs),
 		"--method", method}
 	if method == MethodRTN && !p.Symmetric {
@@ -167,18 +171,9 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolQuantize, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Model       string   `json:"model"`
-		MatMulNBits int      `json:"matmulnbits"`
-		MatMulFloat int      `json:"matmul_float"`
-		PaddedK     []int    `json:"padded_k"`
-		KeptFP32    []string `json:"kept_fp32"`
-		LMHeadBits  int      `json:"lm_head_bits"`
-		LMHeadTied  bool     `json:"lm_head_tied"`
-		EightBit    int      `json:"eight_bit_layers"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolQuantize, err)
+	var res report.Quantize
+	if err := steps.ReadReport(ToolQuantize, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
 		return err
@@ -199,14 +194,14 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 		// A tied projection reads the embedding's table through a Transpose:
 		// no constant for MatMulNBits to pack, at any width.
 		sc.Result.SetFact("lm_head", "the output projection stays in float: its weight is the tied embedding's table, read through a Transpose, which MatMulNBits cannot pack")
-	case want != 0 && !p.KeepLMHead && res.LMHeadBits != 0 && res.LMHeadBits != want:
-		return fmt.Errorf("onnx-quantize: asked for a %d-bit output projection, %s made it %d bits (see %s)", want, ToolQuantize, res.LMHeadBits, sc.LogPath)
-	case res.LMHeadBits == 8:
+	case want != 0 && !p.KeepLMHead && res.LMHeadBits != nil && *res.LMHeadBits != want:
+		return fmt.Errorf("onnx-quantize: asked for a %d-bit output projection, %s made it %d bits (see %s)", want, ToolQuantize, *res.LMHeadBits, sc.LogPath)
+	case res.LMHeadBits != nil && *res.LMHeadBits == 8:
 		sc.Result.SetFact("lm_head", "the output projection at 8 bits (round to nearest, a zero point per block of "+strconv.Itoa(bs)+")")
 	}
-	sc.Result.SetMetric("eight_bit_layers", float64(res.EightBit))
+	sc.Result.SetMetric("eight_bit_layers", float64(res.EightBitLayers))
 	if p.VDownBits == 8 {
-		sc.Result.SetFact("v_down", fmt.Sprintf("%d v_proj and down_proj MatMuls at 8 bits (round to nearest, a zero point per block of %d), the other layers at 4", res.EightBit, bs))
+		sc.Result.SetFact("v_down", fmt.Sprintf("%d v_proj and down_proj MatMuls at 8 bits (round to nearest, a zero point per block of %d), the other layers at 4", res.EightBitLayers, bs))
 	}
 	if len(res.PaddedK) > 0 {
 		sc.Result.SetFact("padded", fmt.Sprintf("block %d does not divide K in %v: those blocks are zero-padded", bs, res.PaddedK))
@@ -268,25 +263,15 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolValidate, args...); err != nil {
 		return err
 	}
-	var res struct {
-		PPL          float64  `json:"ppl"`
-		Chunks       int      `json:"chunks"`
-		Ctx          int      `json:"ctx"`
-		Scored       int      `json:"scored"`
-		MaxAbs       *float64 `json:"max_abs_logit_diff"`
-		MeanAbs      float64  `json:"mean_abs_logit_diff"`
-		Top1         float64  `json:"top1_agreement"`
-		Positions    int      `json:"logit_positions"`
-		ProviderList []string `json:"providers"`
+	var res report.Validate
+	if err := steps.ReadReport(ToolValidate, sc.LogPath, &res); err != nil {
+		return err
 	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolValidate, err)
-	}
-	if res.MaxAbs == nil {
+	if !res.Ran() {
 		return fmt.Errorf("%s reported no logits comparison (see %s)", ToolValidate, sc.LogPath)
 	}
 	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
-		"onnxruntime "+strings.Join(res.ProviderList, ","))
+		"onnxruntime "+strings.Join(res.Providers, ","))
 	if err != nil {
 		return err
 	}
@@ -295,13 +280,13 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 		Name:   "logits-vs-pytorch",
 		Passed: !math.IsNaN(diff) && diff <= limit,
 		Detail: fmt.Sprintf("max |logit difference| against PyTorch over %d positions is %.4g (limit %.4g; mean %.4g, same top-1 token %.1f%%)",
-			res.Positions, diff, limit, res.MeanAbs, 100*res.Top1),
+			*res.Positions, diff, limit, *res.MeanAbs, 100**res.Top1),
 	})
 	sc.Result.Perplexity = pp
 	sc.Result.SetMetric("max_abs_logit_diff", diff)
 	sc.Result.SetMetric("max_abs_logit_diff_limit", limit)
-	sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)
-	sc.Result.SetMetric("logits_top1_agreement", res.Top1)
+	sc.Result.SetMetric("mean_abs_logit_diff", *res.MeanAbs)
+	sc.Result.SetMetric("logits_top1_agreement", *res.Top1)
 	return nil
 }
 

@@ -3,11 +3,11 @@ package openvino
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"path/filepath"
 	"strconv"
 
+	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -28,14 +28,9 @@ func (ovBench) Measure(ctx context.Context, sc *steps.Context, model string, pro
 		"--runs", strconv.Itoa(reps), "--threads", strconv.Itoa(threads)); err != nil {
 		return nil, nil, err
 	}
-	var res struct {
-		PromptNS  []float64 `json:"prompt_ns"`
-		DecodeNS  []float64 `json:"decode_ns"`
-		Device    string    `json:"device"`
-		Precision string    `json:"inference_precision"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ToolBench, err)
+	var res report.Bench
+	if err := steps.ReadReport(ToolBench, sc.LogPath, &res); err != nil {
+		return nil, nil, err
 	}
 	if res.Device != "CPU" {
 		return nil, nil, fmt.Errorf("%s timed %q, not the CPU plugin it was asked for (see %s)", ToolBench, res.Device, sc.LogPath)
@@ -50,6 +45,6 @@ func (ovBench) Measure(ctx context.Context, sc *steps.Context, model string, pro
 		}
 	}
 	sc.Result.SetFact("bench_device", "host CPU (OpenVINO CPU plugin), not an NPU")
-	sc.Result.SetFact("bench_inference_precision", res.Precision)
+	sc.Result.SetFact("bench_inference_precision", res.InferencePrecision)
 	return res.PromptNS, res.DecodeNS, nil
 }

@@ -3,13 +3,14 @@ package openvino
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -47,54 +48,32 @@ func (ovExport) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 900, ModelFactor: 1.8}
 }
 
-// irReport is what the openvino_export.py and openvino_quantize.py print.
-type irReport struct {
-	Model   string   `json:"model"`
-	Files   []string `json:"files"`
-	Inputs  []string `json:"inputs"`
-	Outputs []string `json:"outputs"`
-	Weights map[string]struct {
-		Constants int   `json:"constants"`
-		Elements  int64 `json:"elements"`
-		Bytes     int64 `json:"bytes"`
-	} `json:"weights"`
-	LowBitFraction     float64           `json:"low_bit_fraction"`
-	Stateful           bool              `json:"stateful"`
-	CalibrationSamples int               `json:"calibration_samples"`
-	Versions           map[string]string `json:"versions"`
-}
-
-// readIRReport reads the tool's JSON line and checks the IR it names is
-// there and is what the family needs: a stateful model from input_ids to
-// logits.
-func readIRReport(sc *steps.Context, tool string) (*irReport, error) {
-	var res irReport
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return nil, fmt.Errorf("%s: %w", tool, err)
-	}
+// checkIR checks the IR a tool reported is there and is what the family
+// needs, a stateful model from input_ids to logits, and records it.
+func checkIR(sc *steps.Context, tool string, res *report.IR) error {
 	if res.Model != ModelFile {
-		return nil, fmt.Errorf("%s reported the model %q, not %s (see %s)", tool, res.Model, ModelFile, sc.LogPath)
+		return fmt.Errorf("%s reported the model %q, not %s (see %s)", tool, res.Model, ModelFile, sc.LogPath)
 	}
 	if err := CheckIR(filepath.Join(sc.Out, ModelFile)); err != nil {
-		return nil, err
+		return err
 	}
 	if !contains(res.Inputs, "input_ids") || !contains(res.Outputs, "logits") {
-		return nil, fmt.Errorf("%s: the IR takes %v and gives %v: it needs input_ids and logits", tool, res.Inputs, res.Outputs)
+		return fmt.Errorf("%s: the IR takes %v and gives %v: it needs input_ids and logits", tool, res.Inputs, res.Outputs)
 	}
 	if !res.Stateful {
-		return nil, fmt.Errorf("%s: the IR is not stateful (no KV cache in its state), which OpenVINO GenAI's NPU pipeline needs", tool)
+		return fmt.Errorf("%s: the IR is not stateful (no KV cache in its state), which OpenVINO GenAI's NPU pipeline needs", tool)
 	}
 	for name, v := range res.Versions {
 		sc.Result.SetVersion(name, v)
 	}
 	sc.Result.SetFile("model", ModelFile)
 	sc.Result.SetFact("inputs", strings.Join(res.Inputs, ","))
-	return &res, nil
+	return nil
 }
 
 // weightFacts records the IR's weight constants by element type, as read
 // back from the file.
-func weightFacts(sc *steps.Context, res *irReport) {
+func weightFacts(sc *steps.Context, res *report.IR) {
 	types := make([]string, 0, len(res.Weights))
 	for t := range res.Weights {
 		types = append(types, t)
@@ -121,11 +100,14 @@ func (ovExport) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolExport, args...); err != nil {
 		return err
 	}
-	res, err := readIRReport(sc, ToolExport)
-	if err != nil {
+	var res report.Export
+	if err := steps.ReadReport(ToolExport, sc.LogPath, &res); err != nil {
 		return err
 	}
-	weightFacts(sc, res)
+	if err := checkIR(sc, ToolExport, &res.IR); err != nil {
+		return err
+	}
+	weightFacts(sc, &res.IR)
 	return nil
 }
 
@@ -223,8 +205,11 @@ func (ovQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolQuantize, p.args(export.Dir, sc.Out, calibration, sc.NumThreads())...); err != nil {
 		return err
 	}
-	res, err := readIRReport(sc, ToolQuantize)
-	if err != nil {
+	var res report.Quantize
+	if err := steps.ReadReport(ToolQuantize, sc.LogPath, &res); err != nil {
+		return err
+	}
+	if err := checkIR(sc, ToolQuantize, &res.IR); err != nil {
 		return err
 	}
 	low := "u4"
@@ -234,7 +219,7 @@ func (ovQuantize) Run(ctx context.Context, sc *steps.Context) error {
 	if res.Weights[low].Elements == 0 && res.Weights[strings.Replace(low, "u", "i", 1)].Elements == 0 {
 		return fmt.Errorf("openvino-quantize: the IR holds no %s weights: NNCF compressed nothing to %s (see %s)", low, p.WeightFormat, sc.LogPath)
 	}
-	weightFacts(sc, res)
+	weightFacts(sc, &res.IR)
 	if p.dataAware() {
 		sc.Result.SetMetric("calibration_samples", float64(res.CalibrationSamples))
 		sc.Result.SetMetric("calibration_seq_len", float64(p.SeqLen))
@@ -294,24 +279,12 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolValidate, args...); err != nil {
 		return err
 	}
-	var res struct {
-		PPL       float64  `json:"ppl"`
-		Chunks    int      `json:"chunks"`
-		Ctx       int      `json:"ctx"`
-		Scored    int      `json:"scored"`
-		MaxAbs    *float64 `json:"max_abs_logit_diff"`
-		MeanAbs   float64  `json:"mean_abs_logit_diff"`
-		Top1      float64  `json:"top1_agreement"`
-		Positions int      `json:"logit_positions"`
-		Device    string   `json:"device"`
-		Precision string   `json:"inference_precision"`
-		OpenVINO  string   `json:"openvino"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolValidate, err)
+	var res report.Validate
+	if err := steps.ReadReport(ToolValidate, sc.LogPath, &res); err != nil {
+		return err
 	}
 	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
-		fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.Precision))
+		fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.InferencePrecision))
 	if err != nil {
 		return err
 	}
@@ -319,15 +292,15 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 		return fmt.Errorf("%s ran on %q, not the CPU plugin it was asked for (see %s)", ToolValidate, res.Device, sc.LogPath)
 	}
 	sc.Result.Perplexity = pp
-	if res.MaxAbs != nil {
+	if res.Ran() {
 		// Recorded, not gated: 4-bit weights move logits by whole units
 		// while perplexity barely moves; perplexity is the gate.
 		sc.Result.SetMetric("max_abs_logit_diff", *res.MaxAbs)
-		sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)
-		sc.Result.SetMetric("logits_top1_agreement", res.Top1)
+		sc.Result.SetMetric("mean_abs_logit_diff", *res.MeanAbs)
+		sc.Result.SetMetric("logits_top1_agreement", *res.Top1)
 	}
 	sc.Result.SetFact("device", "OpenVINO CPU plugin on this host (not an NPU)")
-	sc.Result.SetFact("inference_precision", res.Precision)
+	sc.Result.SetFact("inference_precision", res.InferencePrecision)
 	return nil
 }
 

@@ -3,13 +3,14 @@ package qnn
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/pipelines/qnn/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -57,26 +58,6 @@ func (qnnHTP) Resources(any) steps.Resources {
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1250, ModelFactor: 2.4}
 }
 
-// htpResult is qnn_htp.py's JSON line.
-type htpResult struct {
-	Model         string   `json:"model"`
-	ContextBinary string   `json:"context_binary"`
-	QNNVersion    string   `json:"qnn_version"`
-	ORTQNN        string   `json:"onnxruntime_qnn"`
-	ORT           string   `json:"onnxruntime"`
-	CompileS      float64  `json:"compile_s"`
-	PPL           float64  `json:"ppl"`
-	Chunks        int      `json:"chunks"`
-	Ctx           int      `json:"ctx"`
-	Scored        int      `json:"scored"`
-	MaxAbs        *float64 `json:"max_abs_logit_diff"`
-	MeanAbs       float64  `json:"mean_abs_logit_diff"`
-	Top1          *float64 `json:"top1_agreement"`
-	Positions     int      `json:"logit_positions"`
-	SecPerChunk   float64  `json:"seconds_per_chunk"`
-	RanOn         string   `json:"ran_on"`
-}
-
 func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	qdq, err := sc.Input(qnnQDQ{})
 	if err != nil {
@@ -114,14 +95,15 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 		}
 		return err
 	}
-	var res htpResult
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolHTP, err)
+	var res report.HTP
+	if err := steps.ReadReport(ToolHTP, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := checkHTPOutputs(sc.Out, &res); err != nil {
 		return err
 	}
-	pp, err := shared.AgainstBaseline(base, ToolHTP, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx}, "")
+	g := res.Gate
+	pp, err := shared.AgainstBaseline(base, ToolHTP, sc.LogPath, shared.Scored{PPL: g.PPL, Tokens: g.Scored, Chunks: g.Chunks, Ctx: g.Ctx}, "")
 	if err != nil {
 		return err
 	}
@@ -150,8 +132,8 @@ func RefusedNodes(logPath string) string {
 }
 
 // checkHTPOutputs refuses a run that wrote no EPContext model, no context
-// binary or no logits comparison.
-func checkHTPOutputs(out string, res *htpResult) error {
+// binary, no gate or no logits comparison.
+func checkHTPOutputs(out string, res *report.HTP) error {
 	if res.Model == "" || res.ContextBinary == "" {
 		return fmt.Errorf("%s reported no EPContext model or context binary", ToolHTP)
 	}
@@ -160,7 +142,10 @@ func checkHTPOutputs(out string, res *htpResult) error {
 			return fmt.Errorf("%s exited 0 but wrote no %s", ToolHTP, f)
 		}
 	}
-	if res.MaxAbs == nil || res.Top1 == nil {
+	if res.Gate == nil {
+		return fmt.Errorf("%s reported no gate: it compiled the model only (--compile-only)", ToolHTP)
+	}
+	if !res.Gate.Ran() {
 		return fmt.Errorf("%s reported no logits comparison", ToolHTP)
 	}
 	if res.QNNVersion == "" {
@@ -169,17 +154,18 @@ func checkHTPOutputs(out string, res *htpResult) error {
 	return nil
 }
 
-func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, pp *steps.Perplexity) {
+func recordHTP(sc *steps.Context, p *HTPParams, res *report.HTP, pp *steps.Perplexity) {
 	where := fmt.Sprintf("QNN %s HTP backend, HTP simulator on x86-64 (onnxruntime-qnn %s, onnxruntime %s), CPU fallback disabled",
 		res.QNNVersion, res.ORTQNN, res.ORT)
-	diff, top1 := *res.MaxAbs, *res.Top1
+	g := res.Gate
+	diff, top1, positions := *g.MaxAbs, *g.Top1, *g.Positions
 	sc.Result.Checks = append(sc.Result.Checks,
 		steps.Check{Name: "logits-vs-pytorch", Passed: !math.IsNaN(diff) && diff <= p.MaxAbsLogitDiff,
 			Detail: fmt.Sprintf("on the HTP simulator: max |logit difference| against PyTorch over %d positions is %.4g (limit %.4g; mean %.4g)",
-				res.Positions, diff, p.MaxAbsLogitDiff, res.MeanAbs)},
+				positions, diff, p.MaxAbsLogitDiff, *g.MeanAbs)},
 		steps.Check{Name: "top1-vs-pytorch", Passed: top1 >= p.MinTop1,
 			Detail: fmt.Sprintf("on the HTP simulator: the same top-1 token as PyTorch at %.1f%% of %d positions (at least %.0f%%)",
-				100*top1, res.Positions, 100*p.MinTop1)})
+				100*top1, positions, 100*p.MinTop1)})
 	pp.Backend = where
 	sc.Result.Perplexity = pp
 	sc.Result.SetFile("model", res.Model)
@@ -188,16 +174,16 @@ func recordHTP(sc *steps.Context, p *HTPParams, res *htpResult, pp *steps.Perple
 	sc.Result.SetVersion("onnxruntime-qnn", res.ORTQNN)
 	sc.Result.SetFact("backend", fmt.Sprintf("QNN %s HTP backend (Qualcomm's compiler, from onnxruntime-qnn %s): EPContext model + context binary for %s (soc_model %d, htp_arch v%d)",
 		res.QNNVersion, res.ORTQNN, p.Device, p.SoCModel, p.HTPArch))
-	sc.Result.SetFact("validated", fmt.Sprintf("logits and perplexity (%d chunks of %d tokens) on %s; not run on a phone", res.Chunks, res.Ctx, where))
+	sc.Result.SetFact("validated", fmt.Sprintf("logits and perplexity (%d chunks of %d tokens) on %s; not run on a phone", g.Chunks, g.Ctx, where))
 	sc.Result.SetFact("soc", fmt.Sprintf("%s: soc_model %d, htp_arch v%d", p.Device, p.SoCModel, p.HTPArch))
 	sc.Result.SetFact("simulator", fmt.Sprintf("compile %.1f s; %.1f s per chunk of %d tokens on the HTP simulator, over %d chunks "+
-		"(the simulator's speed on this host, not a device latency)", res.CompileS, res.SecPerChunk, res.Ctx, res.Chunks))
+		"(the simulator's speed on this host, not a device latency)", res.CompileS, g.SecondsPerChunk, g.Ctx, g.Chunks))
 	sc.Result.SetMetric("compile_seconds", res.CompileS)
-	sc.Result.SetMetric("simulator_seconds_per_chunk", res.SecPerChunk)
-	sc.Result.SetMetric("gate_chunks", float64(res.Chunks))
+	sc.Result.SetMetric("simulator_seconds_per_chunk", g.SecondsPerChunk)
+	sc.Result.SetMetric("gate_chunks", float64(g.Chunks))
 	sc.Result.SetMetric("max_abs_logit_diff", diff)
 	sc.Result.SetMetric("max_abs_logit_diff_limit", p.MaxAbsLogitDiff)
-	sc.Result.SetMetric("mean_abs_logit_diff", res.MeanAbs)
+	sc.Result.SetMetric("mean_abs_logit_diff", *g.MeanAbs)
 	sc.Result.SetMetric("logits_top1_agreement", top1)
 	sc.Result.SetMetric("logits_top1_agreement_min", p.MinTop1)
 }

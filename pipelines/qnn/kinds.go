@@ -3,13 +3,14 @@ package qnn
 import (
 	"context"
 	"fmt"
-	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/pipelines/qnn/report"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -116,50 +117,40 @@ func (qnnQDQ) Run(ctx context.Context, sc *steps.Context) error {
 	if err := sc.RunTool(ctx, ToolQDQ, args...); err != nil {
 		return err
 	}
-	var res struct {
-		Model       string   `json:"model"`
-		Quantize    int      `json:"quantize_linear"`
-		Dequantize  int      `json:"dequantize_linear"`
-		Preprocesed bool     `json:"preprocessed"`
-		Masks       int      `json:"mask_constants"`
-		FloatNodes  int      `json:"float_nodes"`
-		Static      []string `json:"static_inputs"`
-		ConvWeights int      `json:"per_channel_convs"`
-		RMSNorms    int      `json:"rms_norms"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolQDQ, err)
+	var res report.QDQ
+	if err := steps.ReadReport(ToolQDQ, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if err := onnx.CheckFile(filepath.Join(sc.Out, res.Model)); err != nil {
 		return err
 	}
-	if res.Dequantize == 0 {
+	if res.DequantizeLinear == 0 {
 		return fmt.Errorf("qnn-qdq: the quantized graph has no DequantizeLinear node: nothing was quantized (see %s)", sc.LogPath)
 	}
 	sc.Result.SetFile("model", res.Model)
 	sc.Result.SetMetric("seq_len", float64(seq))
 	sc.Result.SetMetric("calibration_windows", float64(samples))
-	sc.Result.SetMetric("quantize_linear", float64(res.Quantize))
-	sc.Result.SetMetric("dequantize_linear", float64(res.Dequantize))
+	sc.Result.SetMetric("quantize_linear", float64(res.QuantizeLinear))
+	sc.Result.SetMetric("dequantize_linear", float64(res.DequantizeLinear))
 	sc.Result.SetFact("quantization", fmt.Sprintf("weights %s, activations %s, MinMax calibration, static shape [1, %d]", wt, at, seq))
 	if res.FloatNodes > 0 {
 		sc.Result.SetFact("float_nodes", fmt.Sprintf("%d RMSNorm statistics nodes (Pow, ReduceMean, Add, Sqrt, Div) left unquantized", res.FloatNodes))
 	}
-	if len(res.Static) > 0 {
+	if len(res.StaticInputs) > 0 {
 		sc.Result.SetFact("static_inputs", fmt.Sprintf("%s folded into constants: the graph takes input_ids only, %d tokens from position 0",
-			strings.Join(res.Static, " and "), seq))
+			strings.Join(res.StaticInputs, " and "), seq))
 	}
 	if res.RMSNorms > 0 {
 		sc.Result.SetFact("rms_norms", fmt.Sprintf("%d RMSNorm chains fused into SimplifiedLayerNormalization (QNN's RmsNorm op), quantized like the rest", res.RMSNorms))
 	}
 	if p.PerChannel {
-		if res.ConvWeights == 0 {
+		if res.PerChannelConvs == 0 {
 			return fmt.Errorf("qnn-qdq: per-channel weights were asked for, but %s rewrote no MatMul as a Conv (see %s)", ToolQDQ, sc.LogPath)
 		}
-		sc.Result.SetFact("per_channel", fmt.Sprintf("%d MatMul weights quantized per output channel as 1x1 Convs", res.ConvWeights))
+		sc.Result.SetFact("per_channel", fmt.Sprintf("%d MatMul weights quantized per output channel as 1x1 Convs", res.PerChannelConvs))
 	}
-	if res.Masks > 0 {
-		sc.Result.SetFact("mask_constants", fmt.Sprintf("%d -inf attention-mask constants set to -1000 so 16-bit activations can hold them", res.Masks))
+	if res.MaskConstants > 0 {
+		sc.Result.SetFact("mask_constants", fmt.Sprintf("%d -inf attention-mask constants set to -1000 so 16-bit activations can hold them", res.MaskConstants))
 	}
 	return nil
 }
@@ -259,12 +250,9 @@ func qnnAIHub(ctx context.Context, sc *steps.Context, model string, p *CompilePa
 		"--out", filepath.Join(sc.Out, out), "--timeout", strconv.Itoa(timeout)); err != nil {
 		return err
 	}
-	var res struct {
-		JobID  string `json:"job_id"`
-		Target string `json:"target_runtime"`
-	}
-	if err := shared.ReadJSONLine(sc.LogPath, &res); err != nil {
-		return fmt.Errorf("%s: %w", ToolAIHub, err)
+	var res report.AIHub
+	if err := steps.ReadReport(ToolAIHub, sc.LogPath, &res); err != nil {
+		return err
 	}
 	if st, err := os.Stat(filepath.Join(sc.Out, out)); err != nil || st.Size() == 0 {
 		return fmt.Errorf("%s exited 0 but wrote no context binary %s", ToolAIHub, out)
@@ -273,7 +261,7 @@ func qnnAIHub(ctx context.Context, sc *steps.Context, model string, p *CompilePa
 		return err
 	}
 	sc.Result.SetFile("model", out)
-	sc.Result.SetFact("backend", "Qualcomm AI Hub compile job "+res.JobID+" for "+hubDevice+" ("+res.Target+")")
+	sc.Result.SetFact("backend", "Qualcomm AI Hub compile job "+res.JobID+" for "+hubDevice+" ("+res.TargetRuntime+")")
 	sc.Result.SetFact("validated", "the context binary itself is not run by edgepipe; the QDQ model it was compiled from was scored on ONNX Runtime's CPU provider")
 	return nil
 }

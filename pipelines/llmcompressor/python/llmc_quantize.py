@@ -31,8 +31,7 @@ one that does not before calibrating.
 
 Output: --out holds a compressed-tensors checkpoint (config.json with a
 quantization_config, pack-quantized safetensors, tokenizer files) that vLLM and
-transformers load. Prints one JSON line: scheme, group_size, samples, seq_len,
-quantized_linears, seconds, versions.
+transformers load. Its report is report() below (reports/llmc_quantize.json).
 """
 
 import argparse
@@ -41,6 +40,9 @@ import os
 import re
 import sys
 import time
+
+import edgepipe_env
+import edgepipe_report
 
 # Every layer's value and down projections, by module name; the same pattern as a
 # compressed-tensors target.
@@ -76,9 +78,7 @@ def main() -> int:
         print("llmc_quantize: --group-size and --samples must be positive, --seq-len at least 8", file=sys.stderr)
         return 2
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    edgepipe_env.offline(datasets=True)
 
     import torch
     from datasets import Dataset
@@ -98,7 +98,7 @@ def main() -> int:
         IntermediatesCache.pin_memory = lambda self, batch_index, input_names=None: None
 
     torch.manual_seed(0)
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     start = time.monotonic()
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -166,18 +166,25 @@ def main() -> int:
         print("llmc_quantize: oneshot saved no compressed-tensors quantization_config", file=sys.stderr)
         return 1
 
-    print(json.dumps({
-        "scheme": args.scheme, "group_size": args.group_size, "samples": n, "seq_len": args.seq_len,
+    edgepipe_report.emit(report(args, n, len(ids), len(linears), len(eight), qc.get("format"), round(time.monotonic() - start, 1),
+                                (llmcompressor.__version__, compressed_tensors.__version__, transformers.__version__,
+                                 torch.__version__)))
+    return 0
+
+
+def report(args, samples, calibration_tokens, linears, eight, fmt, seconds, versions):
+    """versions: llmcompressor's, compressed-tensors', transformers' and torch's."""
+    return {
+        "scheme": args.scheme, "group_size": args.group_size, "samples": samples, "seq_len": args.seq_len,
         "symmetric": args.symmetric, "observer": args.observer,
         "actorder": args.actorder if args.scheme == "gptq" or args.rounding == "gptq" else None,
         "rounding": args.rounding if args.scheme == "awq" else None,
         "n_grid": args.n_grid if args.scheme == "awq" else None,
-        "calibration_tokens": len(ids), "quantized_linears": len(linears), "eight_bit_linears": len(eight),
-        "format": qc.get("format"), "seconds": round(time.monotonic() - start, 1),
-        "versions": {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,
-                     "transformers": transformers.__version__, "torch": torch.__version__},
-    }))
-    return 0
+        "calibration_tokens": calibration_tokens, "quantized_linears": linears, "eight_bit_linears": eight,
+        "format": fmt, "seconds": seconds,
+        "versions": {"llmcompressor": versions[0], "compressed-tensors": versions[1], "transformers": versions[2],
+                     "torch": versions[3]},
+    }
 
 
 if __name__ == "__main__":

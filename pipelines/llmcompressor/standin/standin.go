@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/llmcompressor/report"
+	shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 )
 
 func init() {
@@ -135,12 +137,21 @@ func llmcQuantize(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stderr, "llmc_quantize: %d calibration samples of %d tokens\n", n, *seqLen)
-	return json.NewEncoder(stdout).Encode(map[string]any{
-		"scheme": *scheme, "group_size": *group, "samples": n, "seq_len": *seqLen, "calibration_tokens": words,
-		"quantized_linears": linears, "eight_bit_linears": eightBit, "format": "pack-quantized",
-		"versions": map[string]string{"llmcompressor": "stand-in"},
-	})
+	res := report.Quantize{Scheme: *scheme, GroupSize: *group, Samples: n, SeqLen: *seqLen, CalibrationTokens: words,
+		Symmetric: *symmetric, Observer: *observer, QuantizedLinears: linears, EightBitLinears: eightBit,
+		Format: ptr("pack-quantized"), Seconds: 0.1, Versions: map[string]string{"llmcompressor": "stand-in"}}
+	// What the real script reports: GPTQ's order where GPTQ rounds, AWQ's
+	// settings for AWQ.
+	if *scheme == "gptq" || *rounding == "gptq" {
+		res.ActOrder = actorder
+	}
+	if *scheme == "awq" {
+		res.Rounding, res.NGrid = rounding, grid
+	}
+	return json.NewEncoder(stdout).Encode(res)
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // layer0Tensors are the packed tensors of layer 0's linears as
 // compressed-tensors saves them: int32 weight_packed [out, in/8] (in/4
@@ -228,8 +239,8 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	ppl += d
 	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)
-	return json.NewEncoder(stdout).Encode(map[string]any{"ppl": ppl, "tokens": tokens, "chunks": n,
-		"ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2), "add_bos": false})
+	return json.NewEncoder(stdout).Encode(shared.Perplexity{PPL: ppl, Tokens: tokens, Chunks: n, Ctx: *nctx,
+		Scored: n * (*nctx - 1 - *nctx/2), AddBOS: false})
 }
 
 func intField(m map[string]any, k string) int {

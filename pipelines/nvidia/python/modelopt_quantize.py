@@ -13,7 +13,7 @@
   * export: export_hf_checkpoint (config.json + safetensors + hf_quant_config.json, read by
     TensorRT Edge-LLM and vLLM) or export_tensorrt_llm_checkpoint (read by trtllm-build).
 
-Prints one JSON line: {"quant_algo", "kv_cache_quant_algo", "group_size", "export", "modelopt"}.
+Its report is report() below (reports/modelopt_quantize.json).
 """
 
 import argparse
@@ -21,6 +21,9 @@ import copy
 import json
 import os
 import sys
+
+import edgepipe_env
+import edgepipe_report
 
 
 def main() -> int:
@@ -35,8 +38,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
     import torch
     if not torch.cuda.is_available():
         print("modelopt_quantize: no CUDA device: ModelOpt calibration needs an NVIDIA GPU", file=sys.stderr)
@@ -86,10 +88,14 @@ def main() -> int:
         export_tensorrt_llm_checkpoint(model, "llama", torch.float16, export_dir=args.out, inference_tensor_parallel=1)
         with open(os.path.join(args.out, "config.json"), encoding="utf-8") as f:
             q = json.load(f).get("quantization", {})
-    print(json.dumps({"quant_algo": q.get("quant_algo") or "", "kv_cache_quant_algo": q.get("kv_cache_quant_algo") or "",
-                      "group_size": q.get("group_size", 0), "export": args.export,
-                      "modelopt": getattr(modelopt, "__version__", "")}))
+    edgepipe_report.emit(report(q, args.export, getattr(modelopt, "__version__", "")))
     return 0
+
+
+def report(q, export, version):
+    """q: the quantization the exported checkpoint's config declares."""
+    return {"quant_algo": q.get("quant_algo") or "", "kv_cache_quant_algo": q.get("kv_cache_quant_algo") or "",
+            "group_size": q.get("group_size", 0), "export": export, "modelopt": version}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/nvidia/report"
 )
 
 // NVIDIA stand-ins: they read the checkpoint and write the real layouts
@@ -95,10 +96,8 @@ func modeloptQuantize(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	res, _ := json.Marshal(map[string]any{"quant_algo": algo, "kv_cache_quant_algo": kvAlgo, "group_size": group,
-		"export": *export, "modelopt": "stand-in"})
-	fmt.Fprintln(stdout, string(res))
-	return nil
+	return standin.PrintJSON(stdout, report.ModelOpt{QuantAlgo: algo, KVCacheQuantAlgo: kvAlgo, GroupSize: &group,
+		Export: *export, ModelOpt: "stand-in"})
 }
 
 func nilIfEmpty(s string) any {

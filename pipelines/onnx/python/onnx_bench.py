@@ -12,8 +12,7 @@ model, if any): latency does not depend on which tokens they are.
 Every run is timed, warm-up runs included (the caller drops those); times are wall-clock
 nanoseconds around InferenceSession.run with the inputs already built.
 
-Prints one JSON line: {"prompt_ns", "decode_ns", "prompt_tokens", "threads", "kv_layers",
-"providers"}.
+Its report is report() below (reports/onnx_bench.json).
 """
 
 import argparse
@@ -21,6 +20,9 @@ import json
 import os
 import sys
 import time
+
+import edgepipe_env
+import edgepipe_report
 
 
 def empty_past_shape(inp):
@@ -51,7 +53,7 @@ def main() -> int:
     import numpy as np
     import onnxruntime as ort
 
-    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    threads = edgepipe_env.threads(args.threads)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -121,9 +123,13 @@ def main() -> int:
     med = sorted(decode_ns)[len(decode_ns) // 2]
     print(f"onnx_bench: {args.runs} prompt runs of {n} tokens, {args.runs} decode steps at depth {n}, "
           f"median decode {med / 1e6:.3f} ms, {threads} threads", file=sys.stderr, flush=True)
-    print(json.dumps({"prompt_ns": prompt_ns, "decode_ns": decode_ns, "prompt_tokens": n, "threads": threads,
-                      "kv_layers": len(past_names) // 2, "providers": session.get_providers()}))
+    edgepipe_report.emit(report(prompt_ns, decode_ns, n, threads, len(past_names) // 2, session.get_providers()))
     return 0
+
+
+def report(prompt_ns, decode_ns, prompt_tokens, threads, kv_layers, providers):
+    return {"prompt_ns": prompt_ns, "decode_ns": decode_ns, "prompt_tokens": prompt_tokens, "threads": threads,
+            "kv_layers": kv_layers, "providers": providers}
 
 
 if __name__ == "__main__":

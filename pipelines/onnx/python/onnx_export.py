@@ -11,14 +11,16 @@ graph that QNN's static-shape flow starts from.
 optimum-onnx also copies config.json, generation_config.json and the tokenizer into OUT,
 so the folder is a complete ONNX model for ONNX Runtime GenAI-style loaders.
 
-Prints one JSON line: {"model", "opset", "inputs", "outputs", "kv_layers", "kv_cache", "files", "bytes"}
-(inputs and outputs without the per-layer past_key_values / present tensors).
+Its report is report() below (reports/onnx_export.json): inputs and outputs without the
+per-layer past_key_values / present tensors.
 """
 
 import argparse
-import json
 import os
 import sys
+
+import edgepipe_env
+import edgepipe_report
 
 
 def describe(out_dir, model_file, kv_cache):
@@ -28,16 +30,15 @@ def describe(out_dir, model_file, kv_cache):
     opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=0)
     files = sorted(os.listdir(out_dir))
     size = sum(os.path.getsize(os.path.join(out_dir, f)) for f in files)
-    return {
-        "model": model_file,
-        "opset": opset,
-        "inputs": [i.name for i in m.graph.input if not i.name.startswith("past_key_values.")],
-        "outputs": [o.name for o in m.graph.output if not o.name.startswith("present.")],
-        "kv_layers": sum(1 for i in m.graph.input if i.name.endswith(".key")),
-        "kv_cache": kv_cache,
-        "files": files,
-        "bytes": size,
-    }
+    return report(model_file, opset,
+                  [i.name for i in m.graph.input if not i.name.startswith("past_key_values.")],
+                  [o.name for o in m.graph.output if not o.name.startswith("present.")],
+                  sum(1 for i in m.graph.input if i.name.endswith(".key")), kv_cache, files, size)
+
+
+def report(model, opset, inputs, outputs, kv_layers, kv_cache, files, size):
+    return {"model": model, "opset": opset, "inputs": inputs, "outputs": outputs, "kv_layers": kv_layers,
+            "kv_cache": kv_cache, "files": files, "bytes": size}
 
 
 def main() -> int:
@@ -52,13 +53,12 @@ def main() -> int:
               file=sys.stderr)
         return 2
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import torch
     from optimum.exporters.onnx import main_export
 
-    torch.set_num_threads(int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads())
     task = "text-generation" if args.no_past else "text-generation-with-past"
     main_export(
         model_name_or_path=args.model,
@@ -75,7 +75,7 @@ def main() -> int:
     if not os.path.exists(os.path.join(args.out, model_file)):
         print(f"onnx_export: optimum wrote no {model_file} in {args.out}: {sorted(os.listdir(args.out))}", file=sys.stderr)
         return 1
-    print(json.dumps(describe(args.out, model_file, not args.no_past)))
+    edgepipe_report.emit(describe(args.out, model_file, not args.no_past))
     return 0
 
 

@@ -25,18 +25,18 @@ Q4_K_M gives more bits (Gemma 3 270M: +1.97 with both, for 11 MB).
 
 The model's config and tokenizer files from the export's folder are copied beside the result.
 
-Prints one JSON line: {"model", "method", "block_size", "symmetric", "matmulnbits",
-"matmul_float", "kept_fp32", "padded_k", "bytes", "lm_head_bits" (what the output projection
-became: 4, 8, 32 for float, null without one), "lm_head_tied" (float because its weight is the
-tied embedding's table, read through a Transpose), "eight_bit_layers" (8-bit MatMulNBits besides
-the output projection)}.
+Its report is report() below (reports/onnx_quantize.json): "lm_head_bits" is what the output
+projection became (4, 8, 32 for float, null without one), "lm_head_tied" says it is float
+because its weight is the tied embedding's table, read through a Transpose, and
+"eight_bit_layers" counts the 8-bit MatMulNBits besides the output projection.
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
+
+import edgepipe_report
 
 
 def main() -> int:
@@ -62,7 +62,6 @@ def main() -> int:
         return 2
 
     import onnx
-    from onnx import numpy_helper
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig, HQQWeightOnlyQuantConfig,
                                                                 MatMulNBitsQuantizer)
@@ -131,10 +130,15 @@ def main() -> int:
               file=sys.stderr)
         return 1
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
-    print(json.dumps({"model": name, "method": args.method, "block_size": bs, "symmetric": symmetric, "matmulnbits": nbits,
-                      "matmul_float": left, "kept_fp32": exclude, "padded_k": padded, "bytes": size,
-                      "lm_head_bits": head_bits, "lm_head_tied": head_tied, "eight_bit_layers": nbits8}))
+    edgepipe_report.emit(report(name, args.method, bs, symmetric, nbits, left, exclude, padded, size, head_bits, head_tied,
+                                nbits8))
     return 0
+
+
+def report(model, method, block_size, symmetric, nbits, left, kept, padded, size, head_bits, head_tied, nbits8):
+    return {"model": model, "method": method, "block_size": block_size, "symmetric": symmetric, "matmulnbits": nbits,
+            "matmul_float": left, "kept_fp32": kept, "padded_k": padded, "bytes": size,
+            "lm_head_bits": head_bits, "lm_head_tied": head_tied, "eight_bit_layers": nbits8}
 
 
 if __name__ == "__main__":

@@ -12,15 +12,14 @@ difference, and how often both pick the same top token.
 
 A graph with static shapes (QNN QDQ) must take exactly --ctx tokens.
 
-Prints one JSON line: {"ppl", "chunks", "ctx", "scored", "tokens", "max_abs_logit_diff",
-"mean_abs_logit_diff", "top1_agreement", "logit_positions", "providers"}.
+Its report is report() below (reports/onnx_validate.json).
 """
 
 import argparse
-import json
-import os
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import logits_check
 import ppl_scoring
 
@@ -69,15 +68,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     args = ap.parse_args()
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import numpy as np
     import onnxruntime as ort
     import torch
     from transformers import AutoTokenizer
 
-    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    threads = edgepipe_env.threads(args.threads)
     torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(args.hf)
     with open(args.text, encoding="utf-8") as f:
@@ -103,11 +101,15 @@ def main() -> int:
             check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
         scorer.add(logits, chunk, total=n_chunk)
 
-    out = {"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n_ctx, "scored": scorer.count, "tokens": len(tokens),
-           "providers": session.get_providers()}
-    out.update(check)
-    print(json.dumps(out))
+    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), session.get_providers(), check))
     return 0
+
+
+def report(ppl, chunks, ctx, scored, tokens, providers, check):
+    """check: logits_check's fields, or {} where none ran (null in the report)."""
+    return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tokens": tokens, "providers": providers,
+            "max_abs_logit_diff": check.get("max_abs_logit_diff"), "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
+            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
 )
 
 // onnxBench: onnx_bench.py --onnx MODEL --prompt-tokens P --runs R
@@ -35,13 +36,13 @@ func onnxBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	depthCost := 1 + float64(*prompt)/4096
-	res := map[string]any{
-		"prompt_ns":     standin.RunTimings(sum, "prompt", token*(0.1*float64(*prompt)+1), *runs),
-		"decode_ns":     standin.RunTimings(sum, "decode", token*depthCost, *runs),
-		"prompt_tokens": *prompt,
-		"threads":       *threads,
-		"kv_layers":     h.KVLayers,
-		"providers":     []string{"CPUExecutionProvider (stand-in)"},
+	res := report.Bench{
+		PromptNS:     standin.RunTimings(sum, "prompt", token*(0.1*float64(*prompt)+1), *runs),
+		DecodeNS:     standin.RunTimings(sum, "decode", token*depthCost, *runs),
+		PromptTokens: *prompt,
+		Threads:      *threads,
+		KVLayers:     h.KVLayers,
+		Providers:    []string{"CPUExecutionProvider (stand-in)"},
 	}
 	fmt.Fprintf(stderr, "onnx_bench (stand-in): %d prompt and %d decode runs\n", *runs, *runs)
 	return standin.PrintJSON(stdout, res)

@@ -11,8 +11,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
 )
 
 func init() {
@@ -121,10 +123,35 @@ func onnxExport(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(*model, *out); err != nil {
 		return err
 	}
+	files, size, err := folderFiles(*out)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stderr, "stand-in export of %s (opset %d)\n", *model, *opset)
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "opset": *opset,
-		"inputs": []string{"input_ids", "attention_mask", "position_ids"}, "outputs": []string{"logits"},
-		"kv_layers": h.KVLayers, "kv_cache": !*noPast})
+	return standin.PrintJSON(stdout, report.Export{Model: "model.onnx", Opset: *opset,
+		Inputs: []string{"input_ids", "attention_mask", "position_ids"}, Outputs: []string{"logits"},
+		KVLayers: h.KVLayers, KVCache: !*noPast, Files: files, Bytes: size})
+}
+
+// folderFiles lists a folder's files, sorted, and their total size, as
+// the real scripts report what they wrote.
+func folderFiles(dir string) ([]string, int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	files := []string{}
+	var size int64
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return nil, 0, err
+		}
+		files = append(files, e.Name())
+		size += info.Size()
+	}
+	sort.Strings(files)
+	return files, size, nil
 }
 
 // onnxQuantize: onnx_quantize.py --in F --out DIR [--method hqq|rtn] [--block-size B] [--asymmetric]
@@ -166,7 +193,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	var padded []int
+	padded := []int{}
 	if h.HiddenSize%*bs != 0 {
 		padded = []int{h.HiddenSize}
 	}
@@ -175,7 +202,7 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 		h.Bits += 4.0 / float64(*bs)
 	}
 	// The output projection is about a tenth of a small model's weights.
-	var kept []string
+	kept := []string{}
 	nbits := 7*max(h.KVLayers, 1) + 1
 	lmHeadBits := *headBits
 	switch {
@@ -198,9 +225,13 @@ func onnxQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(filepath.Dir(*in), *out); err != nil {
 		return err
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "method": *method, "block_size": *bs, "symmetric": !*asym,
-		"matmulnbits": nbits, "matmul_float": len(kept), "kept_fp32": kept, "padded_k": padded, "lm_head_bits": lmHeadBits,
-		"lm_head_tied": false, "eight_bit_layers": eight})
+	_, size, err := folderFiles(*out)
+	if err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, report.Quantize{Model: "model.onnx", Method: *method, BlockSize: *bs, Symmetric: !*asym,
+		MatMulNBits: nbits, MatMulFloat: len(kept), KeptFP32: kept, PaddedK: padded, Bytes: size, LMHeadBits: &lmHeadBits,
+		LMHeadTied: false, EightBitLayers: eight})
 }
 
 // logitDiff is the stand-in's max |logit difference| against PyTorch:
@@ -242,8 +273,8 @@ func onnxValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := logitDiff(h.Bits)
-	return standin.PrintJSON(stdout, map[string]any{"ppl": ppl + standin.Drift(h.Bits), "chunks": n, "ctx": *nctx,
-		"scored": n * (*nctx - 1 - *nctx/2), "tokens": tokens, "max_abs_logit_diff": d, "mean_abs_logit_diff": d / 10,
-		"top1_agreement": 1 - standin.Drift(h.Bits), "logit_positions": *nctx, "providers": []string{"CPUExecutionProvider"}})
+	d, mean, top1, positions := logitDiff(h.Bits), logitDiff(h.Bits)/10, 1-standin.Drift(h.Bits), *nctx
+	return standin.PrintJSON(stdout, report.Validate{PPL: ppl + standin.Drift(h.Bits), Chunks: n, Ctx: *nctx,
+		Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens, Providers: []string{"CPUExecutionProvider"},
+		LogitsCheck: report.LogitsCheck{MaxAbs: &d, MeanAbs: &mean, Top1: &top1, Positions: &positions}})
 }

@@ -14,8 +14,7 @@ This is the host CPU's speed with OpenVINO, not an NPU's.
 Every run is timed, warm-up runs included (the caller drops those); times are wall-clock
 nanoseconds around InferRequest.infer with the inputs already built.
 
-Prints one JSON line: {"prompt_ns", "decode_ns", "prompt_tokens", "threads", "device",
-"inference_precision", "openvino"}.
+Its report is report() below (reports/openvino_bench.json).
 """
 
 import argparse
@@ -23,6 +22,9 @@ import json
 import os
 import sys
 import time
+
+import edgepipe_env
+import edgepipe_report
 
 
 def main() -> int:
@@ -40,7 +42,7 @@ def main() -> int:
     import openvino as ov
 
     folder = args.ir if os.path.isdir(args.ir) else os.path.dirname(os.path.abspath(args.ir))
-    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    threads = edgepipe_env.threads(args.threads)
     core = ov.Core()
     model = core.read_model(os.path.join(folder, "openvino_model.xml"))
     if not model.get_sinks():
@@ -99,9 +101,13 @@ def main() -> int:
     med = sorted(decode_ns)[len(decode_ns) // 2]
     print(f"openvino_bench: {args.runs} prompt runs of {n} tokens, {args.runs} decode steps at depth {n}, "
           f"median decode {med / 1e6:.3f} ms, {threads} threads, CPU plugin, {precision}", file=sys.stderr, flush=True)
-    print(json.dumps({"prompt_ns": prompt_ns, "decode_ns": decode_ns, "prompt_tokens": n, "threads": threads,
-                      "device": "CPU", "inference_precision": precision, "openvino": ov.get_version()}))
+    edgepipe_report.emit(report(prompt_ns, decode_ns, n, threads, "CPU", precision, ov.get_version()))
     return 0
+
+
+def report(prompt_ns, decode_ns, prompt_tokens, threads, device, precision, version):
+    return {"prompt_ns": prompt_ns, "decode_ns": decode_ns, "prompt_tokens": prompt_tokens, "threads": threads,
+            "device": device, "inference_precision": precision, "openvino": version}
 
 
 if __name__ == "__main__":

@@ -1,16 +1,10 @@
-"""Shared helpers of the openvino_*.py scripts: offline settings, and what an exported IR holds."""
+"""Shared helpers of the openvino_*.py scripts (and openvino_vision_quantize.py): what an exported IR holds."""
 
 import importlib.metadata
 import os
 import sys
 
 LOW_BIT = ("u4", "i4", "nf4", "u8", "i8")
-
-
-def offline():
-    """Never contact Hugging Face or send telemetry."""
-    for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1")):
-        os.environ.setdefault(k, v)
 
 
 def versions():
@@ -42,7 +36,8 @@ def weight_census(model):
 
 
 def describe(folder, xml_name="openvino_model.xml"):
-    """Reads the IR back and returns what the step reports, or None (with a message) if it is missing."""
+    """Reads the IR back and returns what the steps report about it (the helpers' report() take
+    its fields), or None (with a message) if it is missing."""
     import openvino as ov
 
     xml = os.path.join(folder, xml_name)

@@ -10,14 +10,14 @@ config and tokenizer files. No explicit quantization config is passed and optimu
 compresses models over 1B parameters by default, so the weights stay at full precision (the
 step checks the IR's constants, as the compression step does). Hugging Face is never contacted.
 
-Prints one JSON line: {"model", "files", "inputs", "outputs", "stateful", "weights", "versions"}.
+Its report is report() below (reports/openvino_export.json).
 """
 
 import argparse
-import json
-import os
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import openvino_census
 
 
@@ -28,20 +28,27 @@ def main() -> int:
     ap.add_argument("--trust-remote-code", action="store_true")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
-    openvino_census.offline()
+    edgepipe_env.offline()
 
     import torch
     from optimum.exporters.openvino import main_export
 
-    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
     main_export(model_name_or_path=args.model, output=args.out, task="text-generation-with-past",
                 trust_remote_code=args.trust_remote_code, library_name="transformers", framework="pt",
                 stateful=True, convert_tokenizer=True)
-    out = openvino_census.describe(args.out)
-    if out is None:
+    ir = openvino_census.describe(args.out)
+    if ir is None:
         return 1
-    print(json.dumps(out))
+    edgepipe_report.emit(report(ir))
     return 0
+
+
+def report(ir):
+    """ir: openvino_census.describe's reading of the IR."""
+    return {"model": ir["model"], "files": ir["files"], "inputs": ir["inputs"], "outputs": ir["outputs"],
+            "stateful": ir["stateful"], "weights": ir["weights"], "low_bit_fraction": ir["low_bit_fraction"],
+            "versions": ir["versions"]}
 
 
 if __name__ == "__main__":

@@ -16,16 +16,17 @@ NNCF keeps the embedding and the last MatMul (lm_head) in 8 bits unless --all-la
 The compressed IR is read back and its constants counted by element type, so the step reports
 what the file holds, not what was asked for.
 
-Prints one JSON line: {"model", "files", "weights": {element type: {"constants", "elements",
-"bytes"}}, "low_bit_fraction", "config", "calibration_samples", "versions"}.
+Its report is report() below (reports/openvino_quantize.json): "weights" counts the constants,
+elements and bytes of each element type.
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
 
+import edgepipe_env
+import edgepipe_report
 import openvino_census
 
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
@@ -61,7 +62,7 @@ def main() -> int:
     ap.add_argument("--trust-remote-code", action="store_true")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
-    openvino_census.offline()
+    edgepipe_env.offline()
     data_aware = args.awq or args.scale_estimation or args.gptq
     if data_aware and not args.calibration:
         print("openvino_quantize: --awq, --scale-estimation and --gptq need --calibration", file=sys.stderr)
@@ -74,7 +75,7 @@ def main() -> int:
     from optimum.intel import OVConfig, OVModelForCausalLM, OVQuantizer, OVWeightQuantizationConfig
     from transformers import AutoTokenizer
 
-    torch.set_num_threads(args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1)
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
 
     q = {"bits": 4 if args.weight_format == "int4" else 8, "sym": args.sym, "ratio": args.ratio}
     if args.weight_format == "int4":
@@ -108,13 +109,19 @@ def main() -> int:
     model = OVModelForCausalLM.from_pretrained(args.src, compile=False, trust_remote_code=args.trust_remote_code)
     OVQuantizer(model).quantize(ov_config=OVConfig(quantization_config=config), save_directory=args.out)
 
-    out = openvino_census.describe(args.out)
-    if out is None:
+    ir = openvino_census.describe(args.out)
+    if ir is None:
         return 1
-    out["config"] = shown
-    out["calibration_samples"] = n_samples
-    print(json.dumps(out))
+    edgepipe_report.emit(report(ir, shown, n_samples))
     return 0
+
+
+def report(ir, config, calibration_samples):
+    """ir: openvino_census.describe's reading of the IR; config: the quantization settings, less
+    the calibration strings."""
+    return {"model": ir["model"], "files": ir["files"], "inputs": ir["inputs"], "outputs": ir["outputs"],
+            "stateful": ir["stateful"], "weights": ir["weights"], "low_bit_fraction": ir["low_bit_fraction"],
+            "versions": ir["versions"], "config": config, "calibration_samples": calibration_samples}
 
 
 if __name__ == "__main__":

@@ -17,17 +17,16 @@ FP16: this is the IR's quality on this CPU, not a measurement on an NPU.
 Logits check: the first chunk also runs through the PyTorch model (fp32, transformers) and
 the two are compared position by position (max and mean |difference|, same top-1 token).
 
-Prints one JSON line: {"ppl", "chunks", "ctx", "scored", "tokens", "max_abs_logit_diff",
-"mean_abs_logit_diff", "top1_agreement", "logit_positions", "device", "inference_precision",
-"openvino"}.
+Its report is report() below (reports/openvino_validate.json); the logits check's fields are
+null with --no-logits-check.
 """
 
 import argparse
-import json
 import os
 import sys
 
-import openvino_census
+import edgepipe_env
+import edgepipe_report
 import logits_check
 import ppl_scoring
 
@@ -82,13 +81,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     ap.add_argument("--no-logits-check", action="store_true")
     args = ap.parse_args()
-    openvino_census.offline()
+    edgepipe_env.offline()
 
     import numpy as np
     import torch
     from transformers import AutoTokenizer
 
-    threads = args.threads or int(os.environ.get("EDGEPIPE_THREADS") or 0) or os.cpu_count() or 1
+    threads = edgepipe_env.threads(args.threads)
     torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(args.hf)
     with open(args.text, encoding="utf-8") as f:
@@ -115,11 +114,16 @@ def main() -> int:
             check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
         scorer.add(logits, chunk, total=n_chunk)
 
-    out = {"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n_ctx, "scored": scorer.count, "tokens": len(tokens),
-           "device": "CPU", "inference_precision": precision, "openvino": version}
-    out.update(check)
-    print(json.dumps(out))
+    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), "CPU", precision, version, check))
     return 0
+
+
+def report(ppl, chunks, ctx, scored, tokens, device, precision, version, check):
+    """check: logits_check's fields, or {} with --no-logits-check (null in the report)."""
+    return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tokens": tokens, "device": device,
+            "inference_precision": precision, "openvino": version,
+            "max_abs_logit_diff": check.get("max_abs_logit_diff"), "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
+            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}
 
 
 if __name__ == "__main__":

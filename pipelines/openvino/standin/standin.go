@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
 )
 
 func init() {
@@ -75,18 +76,19 @@ func readIR(dir string) (Header, []byte, error) {
 	return h, w, err
 }
 
-// report is what the real export and quantize scripts print.
-func report(dir string, h Header, weights map[string]map[string]int64, low float64) map[string]any {
+// irReport is what the real export and quantize scripts read back from
+// the IR they wrote.
+func irReport(dir string, weights map[string]report.WeightCensus, low float64) report.IR {
 	ents, _ := os.ReadDir(dir)
-	var files []string
+	files := []string{}
 	for _, e := range ents {
 		if !e.IsDir() {
 			files = append(files, e.Name())
 		}
 	}
-	return map[string]any{"model": xmlName, "files": files, "weights": weights, "low_bit_fraction": low,
-		"inputs": []string{"input_ids", "attention_mask", "position_ids", "beam_idx"}, "outputs": []string{"logits"},
-		"stateful": true}
+	return report.IR{Model: xmlName, Files: files, Weights: weights, LowBitFraction: low,
+		Inputs: []string{"input_ids", "attention_mask", "position_ids", "beam_idx"}, Outputs: []string{"logits"},
+		Stateful: true, Versions: map[string]string{}}
 }
 
 // ovExport: openvino_export.py --model DIR --out DIR [--trust-remote-code] [--threads N]
@@ -141,7 +143,7 @@ func ovExport(args []string, stdout, stderr io.Writer) error {
 	}
 	n := int64(len(payload))
 	fmt.Fprintf(stderr, "stand-in OpenVINO export of %s\n", *model)
-	return standin.PrintJSON(stdout, report(*out, h, map[string]map[string]int64{"f32": {"constants": 1, "elements": n / 4, "bytes": n}}, 0))
+	return standin.PrintJSON(stdout, report.Export{IR: irReport(*out, map[string]report.WeightCensus{"f32": {Constants: 1, Elements: n / 4, Bytes: n}}, 0)})
 }
 
 type quantFlags struct {
@@ -217,6 +219,7 @@ func ovQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	settings := fmt.Sprintf("%s sym=%v group=%d ratio=%v all_layers=%v", *q.format, *q.sym, *q.group, *q.ratio, *q.allLayers)
+	config := q.config()
 	samples := 0
 	if *q.awq || *q.se || *q.gptq {
 		text, err := os.ReadFile(*q.calibration)
@@ -225,6 +228,7 @@ func ovQuantize(args []string, stdout, stderr io.Writer) error {
 		}
 		words := len(strings.Fields(string(text)))
 		samples = min(*q.samples, max(words / *q.seqLen, 1))
+		config["num_samples"] = samples
 		// Calibration recovers part of the rounding loss.
 		bits += 0.5
 		settings += fmt.Sprintf(" awq=%v se=%v gptq=%v calibration=%d words", *q.awq, *q.se, *q.gptq, words)
@@ -247,9 +251,33 @@ func ovQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	n := int64(len(weights))
 	fmt.Fprintf(stderr, "stand-in NNCF compression: %s\n", settings)
-	res := report(*q.out, h, map[string]map[string]int64{low: {"constants": 1, "elements": n * 2, "bytes": n}}, *q.ratio)
-	res["calibration_samples"] = samples
-	return standin.PrintJSON(stdout, res)
+	return standin.PrintJSON(stdout, report.Quantize{IR: irReport(*q.out, map[string]report.WeightCensus{low: {Constants: 1, Elements: n * 2, Bytes: n}}, *q.ratio),
+		Config: config, CalibrationSamples: samples})
+}
+
+// config is the OVWeightQuantizationConfig settings the real script
+// reports, less the calibration strings.
+func (q *quantFlags) config() map[string]any {
+	c := map[string]any{"sym": *q.sym, "ratio": *q.ratio, "bits": 8}
+	if *q.format == "int4" {
+		c["bits"], c["group_size"] = 4, *q.group
+		if *q.fallback != "error" {
+			c["group_size_fallback"] = *q.fallback
+		}
+		if *q.allLayers {
+			c["all_layers"] = true
+		}
+	}
+	if *q.awq {
+		c["quant_method"] = "awq"
+	}
+	if *q.se {
+		c["scale_estimation"] = true
+	}
+	if *q.gptq {
+		c["gptq"] = true
+	}
+	return c
 }
 
 // ovValidate: openvino_validate.py --ir DIR --hf DIR --text T [--ctx N] [--chunks K] [--precision P]
@@ -262,7 +290,7 @@ func ovValidate(args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", -1, "")
 	precision := fs.String("precision", "f32", "")
 	fs.Int("threads", 0, "")
-	fs.Bool("no-logits-check", false, "")
+	noCheck := fs.Bool("no-logits-check", false, "")
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -282,10 +310,13 @@ func ovValidate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	d := standin.Drift(h.Bits)
-	return standin.PrintJSON(stdout, map[string]any{"ppl": ppl + d, "chunks": n, "ctx": *nctx,
-		"scored": n * (*nctx - 1 - *nctx/2), "tokens": tokens, "max_abs_logit_diff": 40 * d, "mean_abs_logit_diff": 4 * d,
-		"top1_agreement": 1 - d, "logit_positions": *nctx, "device": "CPU", "inference_precision": *precision,
-		"openvino": "stand-in"})
+	res := report.Validate{PPL: ppl + d, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens,
+		Device: "CPU", InferencePrecision: *precision, OpenVINO: "stand-in"}
+	if !*noCheck {
+		maxAbs, meanAbs, top1, positions := 40*d, 4*d, 1-d, *nctx
+		res.LogitsCheck = report.LogitsCheck{MaxAbs: &maxAbs, MeanAbs: &meanAbs, Top1: &top1, Positions: &positions}
+	}
+	return standin.PrintJSON(stdout, res)
 }
 
 // ovBench: openvino_bench.py --ir DIR --prompt-tokens P --runs R [--threads T]
@@ -310,9 +341,9 @@ func ovBench(args []string, stdout, stderr io.Writer) error {
 	}
 	depthCost := 1 + float64(*prompt)/4096
 	fmt.Fprintf(stderr, "openvino_bench (stand-in): %d prompt and %d decode runs\n", *runs, *runs)
-	return standin.PrintJSON(stdout, map[string]any{
-		"prompt_ns":     standin.RunTimings(sum, "prompt", token*(0.1*float64(*prompt)+1), *runs),
-		"decode_ns":     standin.RunTimings(sum, "decode", token*depthCost, *runs),
-		"prompt_tokens": *prompt, "threads": *threads, "device": "CPU", "inference_precision": "f32 (stand-in)",
-		"openvino": "stand-in"})
+	return standin.PrintJSON(stdout, report.Bench{
+		PromptNS:     standin.RunTimings(sum, "prompt", token*(0.1*float64(*prompt)+1), *runs),
+		DecodeNS:     standin.RunTimings(sum, "decode", token*depthCost, *runs),
+		PromptTokens: *prompt, Threads: *threads, Device: "CPU", InferencePrecision: "f32 (stand-in)",
+		OpenVINO: "stand-in"})
 }

@@ -13,13 +13,14 @@ input_specs={input: ((1, seq_len), "int64")}, options="--target_runtime qnn_cont
 then job.wait(timeout) and job.download_target_model(out). The QDQ model's quantization
 encodings are kept by the compiler (no calibration data is sent).
 
-Prints one JSON line: {"job_id", "target_runtime", "device", "status"}.
+Its report is report() below (reports/qnn_ai_hub.json).
 """
 
 import argparse
-import json
 import os
 import sys
+
+import edgepipe_report
 
 
 def main() -> int:
@@ -57,9 +58,12 @@ def main() -> int:
         print(f"qnn_ai_hub: compile job {job.job_id} ended {status.code}: {status.message}", file=sys.stderr)
         return 1
     job.download_target_model(args.out)
-    print(json.dumps({"job_id": job.job_id, "target_runtime": "qnn_context_binary", "device": args.device,
-                      "status": str(status.code)}))
+    edgepipe_report.emit(report(job.job_id, "qnn_context_binary", args.device, str(status.code)))
     return 0
+
+
+def report(job_id, target_runtime, device, status):
+    return {"job_id": job_id, "target_runtime": target_runtime, "device": device, "status": status}
 
 
 if __name__ == "__main__":

@@ -20,19 +20,18 @@ it, never a node silently run on the CPU.
    chunks, scored as every other scorer does (ppl_scoring.py). Seconds per chunk are
    measured and printed.
 
-Prints one JSON line: {"model", "context_binary", "qnn_version", "onnxruntime_qnn", "onnxruntime",
-"soc_model", "htp_arch", "compile_s", "ppl", "chunks", "ctx", "scored", "tokens",
-"max_abs_logit_diff", "mean_abs_logit_diff", "top1_agreement", "logit_positions",
-"seconds_per_chunk", "ran_on"}.
+Its report is report() below (reports/qnn_htp.json): what was compiled, and the gate's
+numbers under "gate" (null with --compile-only).
 """
 
 import argparse
-import json
 import os
 import re
 import sys
 import time
 
+import edgepipe_env
+import edgepipe_report
 import edgepipe_threads
 import logits_check
 import ppl_scoring
@@ -108,8 +107,7 @@ def main() -> int:
     ap.add_argument("--compile-only", action="store_true")
     args = ap.parse_args()
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import numpy as np
     import onnxruntime as ort
@@ -148,10 +146,9 @@ def main() -> int:
         return 1
     print(f"compiled on the QNN HTP backend in {compile_s:.1f} s: {os.path.basename(ctx_model)} + {', '.join(bins)}",
           file=sys.stderr, flush=True)
-    out = {"model": os.path.basename(ctx_model), "context_binary": bins[0], "compile_s": round(compile_s, 2)}
-    out.update(versions)
+    compiled = (os.path.basename(ctx_model), bins[0], round(compile_s, 2))
     if args.compile_only:
-        print(json.dumps(out))
+        edgepipe_report.emit(report(*compiled, versions))
         return 0
     if not args.text:
         print("qnn_htp: --text is needed unless --compile-only", file=sys.stderr)
@@ -196,13 +193,29 @@ def main() -> int:
             check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
         scorer.add(logits, chunk, total=n_chunk)
 
-    out.update({"ppl": scorer.ppl(), "chunks": n_chunk, "ctx": n, "scored": scorer.count, "tokens": len(tokens),
-                "load_s": round(load_s, 2), "seconds_per_chunk": round(sum(times) / len(times), 2),
-                "ran_on": "QNN HTP backend (HTP simulator on x86-64), CPU fallback disabled",
-                "providers": session.get_providers()})
-    out.update(check)
-    print(json.dumps(out))
+    edgepipe_report.emit(report(*compiled, versions, gate=(scorer.ppl(), n_chunk, n, scorer.count, len(tokens), round(load_s, 2),
+                                                          round(sum(times) / len(times), 2), session.get_providers(), check)))
     return 0
+
+
+def report(model, context_binary, compile_s, versions, gate=None):
+    """versions: main's QNN and ONNX Runtime versions and SoC; gate: None (--compile-only) or the
+    gate's (ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, logits check)."""
+    if gate is None:
+        return {"model": model, "context_binary": context_binary, "compile_s": compile_s,
+                "qnn_version": versions["qnn_version"], "onnxruntime_qnn": versions["onnxruntime_qnn"],
+                "onnxruntime": versions["onnxruntime"], "soc_model": versions["soc_model"], "htp_arch": versions["htp_arch"],
+                "gate": None}
+    ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, check = gate
+    return {"model": model, "context_binary": context_binary, "compile_s": compile_s,
+            "qnn_version": versions["qnn_version"], "onnxruntime_qnn": versions["onnxruntime_qnn"],
+            "onnxruntime": versions["onnxruntime"], "soc_model": versions["soc_model"], "htp_arch": versions["htp_arch"],
+            "gate": {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tokens": tokens, "load_s": load_s,
+                     "seconds_per_chunk": seconds_per_chunk,
+                     "ran_on": "QNN HTP backend (HTP simulator on x86-64), CPU fallback disabled", "providers": providers,
+                     "max_abs_logit_diff": check.get("max_abs_logit_diff"),
+                     "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
+                     "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}}
 
 
 if __name__ == "__main__":

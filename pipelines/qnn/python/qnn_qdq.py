@@ -22,17 +22,17 @@ Steps (onnxruntime.quantization.execution_providers.qnn):
 The QDQ model runs on ONNX Runtime's CPU provider (onnx_validate.py scores it there) and is
 what QNN EP, qnn-onnx-converter or Qualcomm AI Hub take to build a Hexagon context binary.
 
-Prints one JSON line: {"model", "seq_len", "samples", "weight_type", "activation_type",
-"quantize_linear", "dequantize_linear", "preprocessed", "mask_constants", "float_nodes", "bytes"}.
+Its report is report() below (reports/qnn_qdq.json).
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
 import tempfile
 
+import edgepipe_env
+import edgepipe_report
 import edgepipe_threads
 import ppl_scoring
 
@@ -273,8 +273,7 @@ def main() -> int:
         print("qnn_qdq: --seq-len must be at least 2 and --samples at least 1", file=sys.stderr)
         return 2
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    edgepipe_env.offline()
 
     import numpy as np
     import onnx
@@ -380,7 +379,6 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    src_dir = os.path.dirname(os.path.abspath(args.tokenizer))
     for f in sorted(os.listdir(args.tokenizer)):
         p = os.path.join(args.tokenizer, f)
         if os.path.isfile(p) and (f.startswith("tokenizer") or f in ("config.json", "generation_config.json",
@@ -390,12 +388,18 @@ def main() -> int:
     q = onnx.load(out_model, load_external_data=False)
     ops = [node.op_type for node in q.graph.node]
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
-    print(json.dumps({"model": "model.onnx", "seq_len": n, "samples": args.samples, "weight_type": args.weight_type,
-                      "activation_type": args.activation_type, "quantize_linear": ops.count("QuantizeLinear"),
-                      "dequantize_linear": ops.count("DequantizeLinear"), "preprocessed": bool(preprocessed), "mask_constants": masked, "float_nodes": len(float_nodes),
-                      "static_inputs": folded, "per_channel_convs": len(convs), "rms_norms": rms,
-                      "bytes": size}))
+    edgepipe_report.emit(report("model.onnx", n, args.samples, args.weight_type, args.activation_type,
+                                ops.count("QuantizeLinear"), ops.count("DequantizeLinear"), bool(preprocessed), masked,
+                                len(float_nodes), folded, len(convs), rms, size))
     return 0
+
+
+def report(model, seq_len, samples, weight_type, activation_type, quantize, dequantize, preprocessed, masked, float_nodes,
+           folded, convs, rms, size):
+    return {"model": model, "seq_len": seq_len, "samples": samples, "weight_type": weight_type,
+            "activation_type": activation_type, "quantize_linear": quantize, "dequantize_linear": dequantize,
+            "preprocessed": preprocessed, "mask_constants": masked, "float_nodes": float_nodes, "static_inputs": folded,
+            "per_channel_convs": convs, "rms_norms": rms, "bytes": size}
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/standin"
-
 	onnxstandin "github.com/edgepipe/edgepipe/pipelines/onnx/standin"
+	"github.com/edgepipe/edgepipe/pipelines/qnn/report"
 )
 
 func init() {
@@ -81,11 +81,12 @@ func qnnHTP(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	drift := standin.Drift(h.Bits)
-	return standin.PrintJSON(stdout, map[string]any{"model": "model_ctx.onnx", "context_binary": "model_ctx_qnn.bin",
-		"qnn_version": "2.51.0", "onnxruntime_qnn": "2.7.0", "onnxruntime": "1.31.1", "soc_model": *soc, "htp_arch": *arch,
-		"compile_s": 0.1, "ppl": ppl + drift, "chunks": n, "ctx": *nctx, "scored": n * (*nctx - 1 - *nctx/2), "tokens": tokens,
-		"max_abs_logit_diff": 40 * drift, "mean_abs_logit_diff": 4 * drift, "top1_agreement": 1 - drift,
-		"logit_positions": *nctx, "seconds_per_chunk": 0.01, "ran_on": "stand-in"})
+	maxAbs, meanAbs, top1, positions := 40*drift, 4*drift, 1-drift, *nctx
+	return standin.PrintJSON(stdout, report.HTP{Model: "model_ctx.onnx", ContextBinary: "model_ctx_qnn.bin",
+		QNNVersion: "2.51.0", ORTQNN: "2.7.0", ORT: "1.31.1", SoCModel: *soc, HTPArch: *arch, CompileS: 0.1,
+		Gate: &report.Gate{PPL: ppl + drift, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens,
+			LoadS: 0.01, SecondsPerChunk: 0.01, RanOn: "stand-in", Providers: []string{"QNNExecutionProvider (stand-in)"},
+			LogitsCheck: report.LogitsCheck{MaxAbs: &maxAbs, MeanAbs: &meanAbs, Top1: &top1, Positions: &positions}}})
 }
 
 var qnnBits = map[string]float64{"uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int4": 4, "uint4": 4}
@@ -135,7 +136,7 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 	if err := standin.CopyCheckpointFiles(*tok, *out); err != nil {
 		return err
 	}
-	var folded []string
+	folded := []string{}
 	floatNodes, rms := 5, 0
 	if *static {
 		folded = []string{"attention_mask", "position_ids"}
@@ -145,10 +146,20 @@ func qnnQDQ(args []string, stdout, stderr io.Writer) error {
 	if *perChannel {
 		convs = 7*max(h.KVLayers, 1) + 1
 	}
-	return standin.PrintJSON(stdout, map[string]any{"model": "model.onnx", "seq_len": *seq, "samples": *samples,
-		"weight_type": *wt, "activation_type": *at, "quantize_linear": 100, "dequantize_linear": 300, "preprocessed": true,
-		"mask_constants": max(h.KVLayers, 1), "float_nodes": floatNodes, "static_inputs": folded, "per_channel_convs": convs,
-		"rms_norms": rms})
+	var size int64
+	ents, err := os.ReadDir(*out)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			size += info.Size()
+		}
+	}
+	return standin.PrintJSON(stdout, report.QDQ{Model: "model.onnx", SeqLen: *seq, Samples: *samples,
+		WeightType: *wt, ActivationType: *at, QuantizeLinear: 100, DequantizeLinear: 300, Preprocessed: true,
+		MaskConstants: max(h.KVLayers, 1), FloatNodes: floatNodes, StaticInputs: folded, PerChannelConvs: convs,
+		RMSNorms: rms, Bytes: size})
 }
 
 // qnnAIHub: qnn_ai_hub.py --onnx F --device NAME --seq-len N --out FILE [--timeout S]
@@ -174,7 +185,8 @@ func qnnAIHub(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(*out, append([]byte("QNN context binary stand-in for "+*device+"\n"), standin.Resample(payload, 0.5)...), 0o644); err != nil {
 		return err
 	}
-	return standin.PrintJSON(stdout, map[string]any{"job_id": "standin-" + sum[:8], "target_runtime": "qnn_context_binary"})
+	return standin.PrintJSON(stdout, report.AIHub{JobID: "standin-" + sum[:8], TargetRuntime: "qnn_context_binary", Device: *device,
+		Status: "SUCCESS"})
 }
 
 // qnnConverter: qnn-onnx-converter --input_network F --output_path model.cpp

@@ -1,0 +1,80 @@
+package standin
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
+	"github.com/edgepipe/edgepipe/steps/steptest"
+)
+
+// checkpoint writes a small Hugging Face checkpoint the stand-ins accept.
+func checkpoint(t *testing.T, dir string) string {
+	t.Helper()
+	ckpt := filepath.Join(dir, "ckpt")
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"config.json":       `{"hidden_size": 64, "num_hidden_layers": 2}`,
+		"model.safetensors": "weights of a small model, any bytes will do for the stand-ins",
+		"tokenizer.json":    `{}`,
+	} {
+		if err := os.WriteFile(filepath.Join(ckpt, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ckpt
+}
+
+// run runs a stand-in tool and returns its last output line.
+func run(t *testing.T, tool string, args ...string) []byte {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if err := standin.Tools[tool](args, &out, &errs); err != nil {
+		t.Fatalf("%s: %v\n%s", tool, err, errs.String())
+	}
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	return lines[len(lines)-1]
+}
+
+// The stand-ins write the reports the kinds decode strictly: the same
+// types the goldens and the Python writers are checked against.
+func TestStandInReportsDecodeStrictly(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := checkpoint(t, dir)
+	text := filepath.Join(dir, "eval.txt")
+	os.WriteFile(text, bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog. "), 200), 0o644)
+
+	fp32 := filepath.Join(dir, "fp32")
+	var e report.Export
+	steptest.CheckReport(t, "onnx_export.py", run(t, "onnx_export.py", "--model", ckpt, "--out", fp32, "--opset", "18"), &e)
+	if e.Model != "model.onnx" || e.KVLayers != 2 || !e.KVCache || e.Bytes == 0 || len(e.Files) < 3 {
+		t.Fatalf("export report %+v", e)
+	}
+
+	int4 := filepath.Join(dir, "int4")
+	var q report.Quantize
+	steptest.CheckReport(t, "onnx_quantize.py", run(t, "onnx_quantize.py", "--in", filepath.Join(fp32, e.Model), "--out", int4,
+		"--block-size", "32", "--lm-head-bits", "8", "--v-down-bits", "8"), &q)
+	if q.MatMulNBits == 0 || q.LMHeadBits == nil || *q.LMHeadBits != 8 || q.EightBitLayers != 4 || q.Bytes == 0 {
+		t.Fatalf("quantize report %+v", q)
+	}
+
+	var v report.Validate
+	steptest.CheckReport(t, "onnx_validate.py", run(t, "onnx_validate.py", "--onnx", filepath.Join(int4, q.Model), "--hf", ckpt,
+		"--text", text, "--ctx", "64", "--chunks", "4"), &v)
+	if v.PPL <= 0 || v.Chunks != 4 || v.Ctx != 64 || !v.Ran() {
+		t.Fatalf("validate report %+v", v)
+	}
+
+	var b report.Bench
+	steptest.CheckReport(t, "onnx_bench.py", run(t, "onnx_bench.py", "--onnx", filepath.Join(int4, q.Model), "--prompt-tokens", "16",
+		"--runs", "3", "--threads", "2"), &b)
+	if len(b.PromptNS) != 3 || len(b.DecodeNS) != 3 || b.KVLayers != 2 {
+		t.Fatalf("bench report %+v", b)
+	}
+}

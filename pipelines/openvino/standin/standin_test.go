@@ -1,0 +1,68 @@
+package standin
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/standin"
+	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
+	"github.com/edgepipe/edgepipe/steps/steptest"
+)
+
+// run runs a stand-in tool and returns its last output line.
+func run(t *testing.T, tool string, args ...string) []byte {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if err := standin.Tools[tool](args, &out, &errs); err != nil {
+		t.Fatalf("%s: %v\n%s", tool, err, errs.String())
+	}
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	return lines[len(lines)-1]
+}
+
+// The stand-ins write the reports the kinds decode strictly: the same
+// types the goldens and the Python writers are checked against.
+func TestStandInReportsDecodeStrictly(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	os.MkdirAll(ckpt, 0o755)
+	os.WriteFile(filepath.Join(ckpt, "config.json"), []byte(`{"hidden_size": 64, "num_hidden_layers": 2}`), 0o644)
+	os.WriteFile(filepath.Join(ckpt, "model.safetensors"), []byte("weights of a small model, any bytes will do for the stand-ins"), 0o644)
+	text := filepath.Join(dir, "text.txt")
+	os.WriteFile(text, bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog. "), 200), 0o644)
+
+	export := filepath.Join(dir, "export")
+	var e report.Export
+	steptest.CheckReport(t, "openvino_export.py", run(t, "openvino_export.py", "--model", ckpt, "--out", export, "--threads", "2"), &e)
+	if e.Model != "openvino_model.xml" || !e.Stateful || e.Weights["f32"].Bytes == 0 || len(e.Files) < 3 {
+		t.Fatalf("export report %+v", e)
+	}
+
+	int4 := filepath.Join(dir, "int4")
+	var q report.Quantize
+	steptest.CheckReport(t, "openvino_quantize.py", run(t, "openvino_quantize.py", "--in", export, "--out", int4, "--weight-format", "int4",
+		"--sym", "--group-size", "32", "--awq", "--calibration", text, "--samples", "4", "--seq-len", "64"), &q)
+	if q.Weights["u4"].Elements == 0 || q.CalibrationSamples != 4 || q.Config["bits"] != 4.0 || q.Config["quant_method"] != "awq" {
+		t.Fatalf("quantize report %+v", q)
+	}
+
+	var v report.Validate
+	steptest.CheckReport(t, "openvino_validate.py", run(t, "openvino_validate.py", "--ir", int4, "--hf", ckpt, "--text", text,
+		"--ctx", "64", "--chunks", "2"), &v)
+	if v.Chunks != 2 || v.Device != "CPU" || !v.Ran() {
+		t.Fatalf("validate report %+v", v)
+	}
+	steptest.CheckReport(t, "openvino_validate.py", run(t, "openvino_validate.py", "--ir", int4, "--hf", ckpt, "--text", text,
+		"--ctx", "64", "--no-logits-check"), &v)
+	if v.MaxAbs != nil || v.Ran() {
+		t.Fatalf("validate report without the logits check %+v", v)
+	}
+
+	var b report.Bench
+	steptest.CheckReport(t, "openvino_bench.py", run(t, "openvino_bench.py", "--ir", int4, "--prompt-tokens", "16", "--runs", "3", "--threads", "2"), &b)
+	if len(b.PromptNS) != 3 || len(b.DecodeNS) != 3 || b.Device != "CPU" {
+		t.Fatalf("bench report %+v", b)
+	}
+}
