@@ -175,13 +175,13 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	}
 	switch d.Kind {
 	case remote.KindS3:
-		b, err := d.OpenS3(ctx)
+		b, err := d.OpenS3(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}
 		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}}, nil
 	case remote.KindOCI:
-		repo, err := d.OCIRepository()
+		repo, err := d.OCIRepository(nil)
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}

@@ -269,7 +269,7 @@ func bucket(t *testing.T, url string) *remote.Bucket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := d.OpenS3(context.Background())
+	b, err := d.OpenS3(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
