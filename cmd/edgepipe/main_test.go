@@ -78,6 +78,7 @@ func TestScripts(t *testing.T) {
 			"corrupt-cache":   corruptCache,
 			"https-serve":     httpsServe,
 			"seaweed":         seaweedCmd,
+			"hang-serve":      hangServe,
 		},
 	})
 }

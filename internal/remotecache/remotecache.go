@@ -96,6 +96,8 @@ type Options struct {
 	VerifyKey crypto.PublicKey
 	// Version is recorded as the records' writer.
 	Version string
+	// Timeouts bound every operation; zero fields are DefaultTimeouts'.
+	Timeouts Timeouts
 }
 
 // Stats count what a store moved.
@@ -131,10 +133,11 @@ var (
 
 // Store is an open remote cache.
 type Store struct {
-	URL   string
-	opt   Options
-	be    backend
-	Stats Stats
+	URL      string
+	opt      Options
+	be       backend
+	timeouts Timeouts
+	Stats    Stats
 	// failures counts transport errors in a row; at maxFailures the store
 	// is down for the rest of the run (a circuit breaker: a dead remote
 	// must not cost every step its timeouts).
@@ -154,7 +157,7 @@ func (s *Store) observe(err error) error {
 	var ne net.Error
 	if err != nil && errors.As(err, &ne) {
 		if s.failures.Add(1) == maxFailures {
-			return fmt.Errorf("%w (%d failures in a row; the last: %v)", errDown, maxFailures, err)
+			return fmt.Errorf("%w (%d failures in a row; the last: %w)", errDown, maxFailures, err)
 		}
 		return err
 	}
@@ -169,23 +172,24 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if opt.Mode == "" {
 		opt.Mode = ReadWrite
 	}
+	t := opt.Timeouts.orDefault()
 	d, err := remote.Parse(url, false)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-cache: %w", err)
 	}
 	switch d.Kind {
 	case remote.KindS3:
-		b, err := d.OpenS3(ctx, nil)
+		b, err := d.OpenS3(ctx, t.s3HTTPClient())
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}
-		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}}, nil
+		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}, timeouts: t}, nil
 	case remote.KindOCI:
-		repo, err := d.OCIRepository(nil)
+		repo, err := d.OCIRepository(t.ociHTTPClient())
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}
-		return &Store{URL: url, opt: opt, be: &ociBackend{repo: repo, url: url}}, nil
+		return &Store{URL: url, opt: opt, be: &ociBackend{repo: repo, url: url}, timeouts: t}, nil
 	}
 	return nil, fmt.Errorf("--remote-cache %s: unsupported", url)
 }
@@ -206,8 +210,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (*Record, error) {
 	if s.down() {
 		return nil, nil
 	}
-	o, err := s.be.get(ctx, recordName(key), recordLimit)
-	err = s.observe(err)
+	o, err := s.get(ctx, recordName(key), recordLimit)
 	if errors.Is(err, errNotFound) {
 		return nil, nil
 	}
@@ -289,7 +292,7 @@ func (s *Store) Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.E
 	}
 	rec, err := s.Lookup(ctx, key)
 	if rec == nil {
-		if err != nil {
+		if err != nil && !unanswered(err) {
 			s.Stats.Rejected.Add(1)
 		} else {
 			s.Stats.Misses.Add(1)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,7 @@ import (
 // download streams one object into dst, hashing it on the way; a size or
 // digest that differs from the record's is an error and dst is removed.
 func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
-	o, err := s.be.get(ctx, casName(f.SHA256), f.Size)
+	o, err := s.get(ctx, casName(f.SHA256), f.Size)
 	if errors.Is(err, errNotFound) {
 		return fmt.Errorf("%s: its object %s is missing", f.Path, f.SHA256[:16])
 	}
@@ -60,7 +61,7 @@ func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
 
 // Has reports whether the remote holds a record for key.
 func (s *Store) Has(ctx context.Context, key string) (bool, error) {
-	return s.be.exists(ctx, recordName(key), -1)
+	return s.exists(ctx, recordName(key), -1)
 }
 
 // Upload shares a local entry: every object first, then the record, only
@@ -78,7 +79,8 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 		return quietError{fmt.Errorf("remote cache %s: %w", s.be, errDown)}
 	}
 	ok, err := s.Has(ctx, ent.Key)
-	if err = s.observe(err); err != nil && s.down() {
+	if unanswered(err) {
+		// The server did not answer: the objects would not fare better.
 		return fmt.Errorf("remote cache %s: %w", s.be, err)
 	}
 	if err == nil && ok {
@@ -107,7 +109,7 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 		return err
 	}
 	sum := sha256.Sum256(raw)
-	err = s.be.put(ctx, recordName(ent.Key), bytes.NewReader(raw), int64(len(raw)), hex.EncodeToString(sum[:]), true)
+	err = s.put(ctx, recordName(ent.Key), bytes.NewReader(raw), int64(len(raw)), hex.EncodeToString(sum[:]), true)
 	switch {
 	case errors.Is(err, errExists):
 		s.Stats.RecordsLostRace.Add(1)
@@ -120,9 +122,13 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 }
 
 func (s *Store) uploadFile(ctx context.Context, ent *cache.Entry, f fileDigest, verify bool) error {
-	if ok, err := s.be.exists(ctx, casName(f.SHA256), f.Size); err == nil && ok {
+	ok, err := s.exists(ctx, casName(f.SHA256), f.Size)
+	if err == nil && ok {
 		s.Stats.ObjectsSkipped.Add(1)
 		return nil
+	}
+	if unanswered(err) {
+		return err
 	}
 	if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
 		return fmt.Errorf("the path leaves the entry's folder")
@@ -156,7 +162,7 @@ func (s *Store) uploadFile(ctx context.Context, ent *cache.Entry, f fileDigest, 
 			return err
 		}
 	}
-	if err := s.be.put(ctx, casName(f.SHA256), fh, f.Size, f.SHA256, false); err != nil {
+	if err := s.put(ctx, casName(f.SHA256), fh, f.Size, f.SHA256, false); err != nil {
 		return err
 	}
 	s.Stats.BytesUp.Add(f.Size)
@@ -202,7 +208,7 @@ func (s *Store) PutBlob(ctx context.Context, path string) (fileDigest, error) {
 		return fileDigest{}, err
 	}
 	fd := fileDigest{Path: path, SHA256: sum, Size: size}
-	if ok, err := s.be.exists(ctx, casName(fd.SHA256), fd.Size); err == nil && ok {
+	if ok, err := s.exists(ctx, casName(fd.SHA256), fd.Size); err == nil && ok {
 		return fd, nil
 	}
 	f, err := os.Open(path)
@@ -210,7 +216,7 @@ func (s *Store) PutBlob(ctx context.Context, path string) (fileDigest, error) {
 		return fileDigest{}, err
 	}
 	defer f.Close()
-	if err := s.be.put(ctx, casName(fd.SHA256), f, fd.Size, fd.SHA256, false); err != nil {
+	if err := s.put(ctx, casName(fd.SHA256), f, fd.Size, fd.SHA256, false); err != nil {
 		return fileDigest{}, fmt.Errorf("remote cache %s: upload %s: %w", s.be, path, err)
 	}
 	s.Stats.BytesUp.Add(fd.Size)
@@ -233,3 +239,11 @@ type quietError struct{ error }
 
 func (quietError) Quiet() bool     { return true }
 func (e quietError) Unwrap() error { return e.error }
+
+// unanswered reports an error of a server that did not answer (or of a
+// store the breaker took out): the next request would not fare better.
+// Any other error (a refusal) may be particular to one request.
+func unanswered(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, errDown)
+}
