@@ -72,7 +72,7 @@ func TestHungServerTimesOutAndIsDroppedAfterThreeFailures(t *testing.T) {
 			key := strings.Repeat("ab", 32)
 			for i := 1; i <= maxFailures; i++ {
 				start := time.Now()
-				rec, err := s.Lookup(ctx, key)
+				rec, err := s.Lookup(ctx, key, stepOf(key))
 				took := time.Since(start)
 				if rec != nil || err == nil || took > 5*time.Second {
 					t.Fatalf("lookup %d: %v, %v after %v; want a timeout within seconds", i, rec, err, took)
@@ -86,10 +86,10 @@ func TestHungServerTimesOutAndIsDroppedAfterThreeFailures(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			if rec, err := s.Lookup(ctx, key); rec != nil || err != nil {
+			if rec, err := s.Lookup(ctx, key, stepOf(key)); rec != nil || err != nil {
 				t.Fatalf("lookup once down: %v, %v; want a quiet miss", rec, err)
 			}
-			if e, err := s.Fetch(ctx, openCache(t), key); e != nil || err != nil {
+			if e, err := s.Fetch(ctx, openCache(t), key, stepOf(key)); e != nil || err != nil {
 				t.Fatalf("fetch once down: %v, %v; want a quiet miss", e, err)
 			}
 			ent := commitEntry(t, openCache(t), key, map[string]string{"a": "b"})
@@ -140,7 +140,7 @@ func TestStalledDownloadTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	ent, err := s.Fetch(ctx, openCache(t), key)
+	ent, err := s.Fetch(ctx, openCache(t), key, stepOf(key))
 	var te *TimeoutError
 	if ent != nil || !errors.As(err, &te) || time.Since(start) > 5*time.Second {
 		t.Fatalf("a stalled object: %v, %v after %v; want a timeout within seconds", ent, err, time.Since(start))
