@@ -110,7 +110,7 @@ func (e *Engine) remoteCached(ctx context.Context, s *plan.Step, key string, tl 
 		return nil, false, err
 	}
 	defer release()
-	if ent, hit, err := e.opt.Cache.Lookup(key); err != nil || hit {
+	if ent, hit, err := e.cacheLookup(s, key); err != nil || hit {
 		if err != nil {
 			return nil, false, err
 		}
