@@ -145,7 +145,10 @@ func checkKey(key string) error {
 // Lookup returns the entry for key if the cache holds a complete output for
 // it: the record and the object dir must both exist, and every recorded
 // file must be there with its recorded size (or, under SetVerify(true),
-// its recorded content).
+// its recorded content). An object damaged in place (a recorded file
+// missing, of another size, or swapped for a link or anything else that
+// Commit never leaves there) is evicted and returned as a *CorruptError:
+// a miss the caller reports, since the step runs again.
 func (c *Cache) Lookup(key string) (*Entry, bool, error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, err
@@ -160,7 +163,15 @@ func (c *Cache) Lookup(key string) (*Entry, bool, error) {
 			c.discardUnlessBusy(key, raw)
 			return nil, false, nil
 		}
-	} else if ok, err := sizesMatch(e); err != nil || !ok {
+	} else if ok, damage, err := sizesMatch(e); err != nil || !ok {
+		if damage != nil {
+			// Only if the record is still the one checked: a record
+			// replaced meanwhile (a forced rerun) is a plain miss.
+			if _, again, rerr := c.readEntry(key); rerr == nil && string(again) == string(raw) {
+				c.discardUnlessBusy(key, raw)
+				return nil, false, damage
+			}
+		}
 		return nil, false, err
 	}
 	// Another process may have replaced the output (a forced rerun) while
@@ -213,32 +224,41 @@ func (c *Cache) readEntry(key string) (*Entry, []byte, error) {
 	return &e, data, nil
 }
 
-func sizesMatch(e *Entry) (bool, error) {
+// sizesMatch checks an entry's object by its files' stats. A missing
+// object folder is a plain miss; a file in it that is not what the record
+// says is damage, described by a *CorruptError.
+func sizesMatch(e *Entry) (bool, *CorruptError, error) {
 	fi, err := os.Stat(e.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("check cache object %s: %w", e.Key, err)
+		return false, nil, fmt.Errorf("check cache object %s: %w", e.Key, err)
 	}
 	if !fi.IsDir() {
-		return false, nil
+		return false, nil, nil
 	}
 	for _, f := range e.Tree.Files {
 		// Lstat: objects hold only regular files (Commit turns links into
 		// files), so a link found here was put there after the commit.
 		fi, err := os.Lstat(filepath.Join(e.Dir, filepath.FromSlash(f.Path)))
-		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+		damage := func(problem string) *CorruptError {
+			return &CorruptError{Key: e.Key, StepID: e.StepID, Path: f.Path, Problem: problem}
 		}
-		if err != nil {
-			return false, fmt.Errorf("check cache object %s: %w", e.Key, err)
-		}
-		if !fi.Mode().IsRegular() || fi.Size() != f.Size {
-			return false, nil
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return false, damage("is missing"), nil
+		case err != nil:
+			return false, nil, fmt.Errorf("check cache object %s: %w", e.Key, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return false, damage("is a link (a cache holds only the files its steps wrote)"), nil
+		case !fi.Mode().IsRegular():
+			return false, damage("is not a regular file"), nil
+		case fi.Size() != f.Size:
+			return false, damage(fmt.Sprintf("has %d bytes, the record says %d", fi.Size(), f.Size)), nil
 		}
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // discardUnlessBusy removes a bad entry and its object. If the key is

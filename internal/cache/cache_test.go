@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -136,29 +137,35 @@ func TestCommitAndLookup(t *testing.T) {
 	}
 }
 
+// TestLookupMisses damages an entry in each way the stat checks see. An
+// object whose files are not the record's (missing, resized, a link) is
+// reported as a *CorruptError, so the run can say why the step runs
+// again, and evicted; a record that is unreadable or edited, or an
+// object folder that is gone, is a plain miss.
 func TestLookupMisses(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		damage func(t *testing.T, c *Cache, e *Entry)
+		name    string
+		damage  func(t *testing.T, c *Cache, e *Entry)
+		corrupt string // the CorruptError's problem, or "" for a plain miss
 	}{
-		{"object gone", func(t *testing.T, c *Cache, e *Entry) { os.RemoveAll(e.Dir) }},
+		{"object gone", func(t *testing.T, c *Cache, e *Entry) { os.RemoveAll(e.Dir) }, ""},
 		{"file gone", func(t *testing.T, c *Cache, e *Entry) {
 			os.Remove(filepath.Join(e.Dir, e.Tree.Files[0].Path))
-		}},
+		}, "is missing"},
 		{"file size changed", func(t *testing.T, c *Cache, e *Entry) {
 			p := filepath.Join(e.Dir, e.Tree.Files[0].Path)
 			os.Chmod(p, 0o644)
 			f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 			f.WriteString("x")
 			f.Close()
-		}},
+		}, "bytes, the record says"},
 		{"entry corrupt", func(t *testing.T, c *Cache, e *Entry) {
 			os.WriteFile(c.entryPath(e.Key), []byte(`{"key":`), 0o644)
-		}},
+		}, ""},
 		{"entry for another key", func(t *testing.T, c *Cache, e *Entry) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			os.WriteFile(c.entryPath(e.Key), []byte(strings.Replace(string(data), e.Key, "other", 1)), 0o644)
-		}},
+		}, ""},
 		{"file swapped for a link to same-size bytes", func(t *testing.T, c *Cache, e *Entry) {
 			f := e.Tree.Files[0]
 			other := filepath.Join(t.TempDir(), "other")
@@ -166,11 +173,16 @@ func TestLookupMisses(t *testing.T) {
 			p := filepath.Join(e.Dir, f.Path)
 			os.Remove(p)
 			os.Symlink(other, p)
-		}},
+		}, "is a link"},
+		{"file swapped for a folder", func(t *testing.T, c *Cache, e *Entry) {
+			p := filepath.Join(e.Dir, e.Tree.Files[0].Path)
+			os.Remove(p)
+			os.Mkdir(p, 0o755)
+		}, "is not a regular file"},
 		{"entry record edited", func(t *testing.T, c *Cache, e *Entry) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			os.WriteFile(c.entryPath(e.Key), []byte(strings.Replace(string(data), `"kind": "test"`, `"kind": "tset"`, 1)), 0o644)
-		}},
+		}, ""},
 		{"entry record without its check", func(t *testing.T, c *Cache, e *Entry) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			var raw map[string]any
@@ -178,7 +190,7 @@ func TestLookupMisses(t *testing.T) {
 			delete(raw, "check")
 			data, _ = json.Marshal(raw)
 			os.WriteFile(c.entryPath(e.Key), data, 0o644)
-		}},
+		}, ""},
 		{"entry path escapes", func(t *testing.T, c *Cache, e *Entry) {
 			data, _ := os.ReadFile(c.entryPath(e.Key))
 			var raw Entry
@@ -186,7 +198,7 @@ func TestLookupMisses(t *testing.T) {
 			raw.Tree.Files[0].Path = "../../x"
 			data, _ = json.Marshal(raw)
 			os.WriteFile(c.entryPath(e.Key), data, 0o644)
-		}},
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := open(t)
@@ -197,13 +209,27 @@ func TestLookupMisses(t *testing.T) {
 				t.Fatal("no hit right after commit")
 			}
 			tc.damage(t, c, e)
-			if _, ok, err := c.Lookup(k); ok || err != nil {
-				t.Fatalf("damaged entry: ok=%v err=%v, want a plain miss", ok, err)
+			_, ok, err := c.Lookup(k)
+			var corrupt *CorruptError
+			switch {
+			case ok:
+				t.Fatal("a damaged entry is a hit")
+			case tc.corrupt == "" && err != nil:
+				t.Fatalf("damaged entry: %v, want a plain miss", err)
+			case tc.corrupt != "" && (!errors.As(err, &corrupt) || !strings.Contains(corrupt.Problem, tc.corrupt) || corrupt.Path != e.Tree.Files[0].Path):
+				t.Fatalf("damaged entry: %v, want a CorruptError: %s %s", err, e.Tree.Files[0].Path, tc.corrupt)
+			case tc.corrupt != "":
+				if _, err := os.Stat(c.entryPath(k)); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the damaged entry was not evicted: %v", err)
+				}
+				if _, ok, err := c.Lookup(k); ok || err != nil {
+					t.Fatalf("after eviction: ok=%v err=%v, want a plain miss", ok, err)
+				}
 			}
 			// The executor's path rebuilds and hits again.
 			mustBuild(t, c, k)
 			c.SetVerify(true)
-			e, ok, err := c.Lookup(k)
+			e, ok, err = c.Lookup(k)
 			if !ok || err != nil {
 				t.Fatalf("after rebuild: ok=%v err=%v", ok, err)
 			}

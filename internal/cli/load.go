@@ -104,15 +104,28 @@ func recipeFile(path string) error {
 }
 
 // checkOutDir refuses an output folder publishing must not write into,
-// before any step runs: the file system root, a file, or the model's own
+// before any step runs: the file system root, a file, the model's own
 // source folder (each publish would change the model's digest, and a
-// target named like one of its files would replace it).
-func checkOutDir(out string, r *recipe.Recipe) error {
+// target named like one of its files would replace it), or a folder at
+// or inside the cache (edgepipe's to manage: `cache gc` deletes what is
+// old in its areas, and a published folder there would go with it). A
+// cache inside a target's folder is refused too: each publish replaces
+// that folder whole. A cache elsewhere inside --out is left alone by both.
+func checkOutDir(out, cacheRoot string, r *recipe.Recipe) error {
 	if filepath.Dir(out) == out {
 		return usageErr("--out %s is the root of the file system: give a folder of its own, e.g. --out artifacts", out)
 	}
 	if st, err := os.Stat(out); err == nil && !st.IsDir() {
 		return usageErr("--out %s is a file: give a folder (it is created if missing)", out)
+	}
+	realOut, realCache := resolved(out), resolved(cacheRoot)
+	if within(realOut, realCache) {
+		return usageErr("--out %s is inside the cache folder %s, which edgepipe manages (`edgepipe cache gc` deletes in it): publish somewhere else, e.g. --out artifacts", out, cacheRoot)
+	}
+	for _, t := range r.Targets {
+		if dir := filepath.Join(realOut, t.Name); within(realCache, dir) {
+			return usageErr("the cache folder %s is inside %s, where target %s is published, and each publish replaces that folder: publish somewhere else with --out DIR, or move the cache (--cache-dir, EDGEPIPE_CACHE)", cacheRoot, filepath.Join(out, t.Name), t.Name)
+		}
 	}
 	if shared.IsLocalSource(r.Model.Source) {
 		src := r.Model.Source
@@ -139,4 +152,27 @@ func checkOutput(flag, path string) error {
 		return usageErr("%s: %v", flag, err)
 	}
 	return nil
+}
+
+// within reports whether path is dir or inside it; both are absolute and
+// clean.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
+// resolved is an absolute path with the links in its existing part
+// resolved, so that a link cannot hide one folder inside another.
+func resolved(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		if filepath.Dir(cur) == cur {
+			return p
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+	}
 }

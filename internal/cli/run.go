@@ -192,6 +192,22 @@ func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
 
 // engine wires a plan to the cache, tools and data.
 func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []string) (*engine.Engine, string, string, error) {
+	out := c.out
+	if out == "" {
+		out = filepath.Join("artifacts", pl.Recipe.Name)
+	}
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return nil, "", "", err
+	}
+	// Checked before the cache is opened (which makes its folder).
+	root, err := c.cacheRoot(env)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := checkOutDir(out, root, pl.Recipe); err != nil {
+		return nil, "", "", err
+	}
 	ca, err := c.openCache(env)
 	if err != nil {
 		return nil, "", "", err
@@ -200,17 +216,6 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 	// a dir another run is building in is held, and kept.
 	if _, _, err := ca.CleanTemp(ctx); err != nil && ctx.Err() != nil {
 		return nil, "", "", ctx.Err()
-	}
-	out := c.out
-	if out == "" {
-		out = filepath.Join("artifacts", pl.Recipe.Name)
-	}
-	out, err = filepath.Abs(out)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if err := checkOutDir(out, pl.Recipe); err != nil {
-		return nil, "", "", err
 	}
 	jobs, memGB := c.budgets(pl)
 	opt := engine.Options{

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,9 +15,18 @@ import (
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
 )
 
-// maxHeaderBytes is the safetensors format's own limit on a header (100 MB);
-// a larger length prefix means the file is not safetensors.
-const maxHeaderBytes = 100_000_000
+// formatHeaderLimit is the safetensors format's own limit on a header
+// (100 MB); a larger length prefix means the file is not safetensors.
+const formatHeaderLimit = 100_000_000
+
+// maxHeaderBytes is the largest header edgepipe reads, far under the
+// format's limit: a header is about 100 bytes of JSON per tensor, so a
+// 70B model's 723 tensors take under 100 KB, and even a shard of a large
+// mixture of experts (thousands of expert tensors and their scales) a
+// few MB. A header between this and the format's limit is refused with
+// its size, never read: decoding one cost several times its size in
+// memory (a 78 MB header took 607 MB).
+const maxHeaderBytes = 16 << 20
 
 // floatDtypes are the element types whose count is a parameter count.
 // Quantized checkpoints pack several weights into integer elements, so
@@ -99,12 +109,12 @@ func LargestTensorBytes(dir string) (int64, error) {
 	}
 	var largest int64
 	for _, name := range names {
-		tensors, err := readHeader(filepath.Join(dir, name))
+		err := eachTensor(filepath.Join(dir, name), func(t headerTensor) error {
+			largest = max(largest, t.bytes)
+			return nil
+		})
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		for _, t := range tensors {
-			largest = max(largest, t.bytes)
 		}
 	}
 	return largest, nil
@@ -117,17 +127,14 @@ func headerParams(path string) (int64, error) {
 
 // headerSum adds count over one file's tensors, from its header.
 func headerSum(path string, count func(headerTensor) (int64, error)) (int64, error) {
-	tensors, err := readHeader(path)
+	var total int64
+	err := eachTensor(path, func(t headerTensor) error {
+		n, err := count(t)
+		total += n
+		return err
+	})
 	if err != nil {
 		return 0, err
-	}
-	var total int64
-	for _, t := range tensors {
-		n, err := count(t)
-		if err != nil {
-			return 0, err
-		}
-		total += n
 	}
 	return total, nil
 }
@@ -152,32 +159,55 @@ type headerTensor struct {
 	bytes       int64 // from its data offsets, else its dtype and shape
 }
 
-// readHeader reads one file's header: an 8-byte little-endian length, then
-// that many bytes of JSON mapping tensor names to dtype, shape and offsets.
-func readHeader(path string) ([]headerTensor, error) {
+// eachTensor reads one file's header, an 8-byte little-endian length and
+// then that many bytes of JSON mapping tensor names to dtype, shape and
+// offsets, and calls fn for each tensor in order. The JSON is decoded as
+// a stream, one tensor at a time, so the memory it takes is about one
+// entry's, whatever the header's size; a name listed twice is passed
+// twice (a hostile header can claim any shape anyway).
+func eachTensor(path string, fn func(headerTensor) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	var n uint64
 	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
-		return nil, errors.New("not a safetensors file (shorter than its 8-byte header length)")
+		return errors.New("not a safetensors file (shorter than its 8-byte header length)")
 	}
-	if n < 2 || n > maxHeaderBytes {
-		return nil, fmt.Errorf("not a safetensors file (header length %d)", n)
+	switch {
+	case n < 2 || n > formatHeaderLimit:
+		return fmt.Errorf("not a safetensors file (header length %d)", n)
+	case n > maxHeaderBytes:
+		return fmt.Errorf("its safetensors header is %d bytes (%.0f MiB), more than the %d MiB edgepipe reads: real headers, even of 70B models, are a few MB at most, so this file is not a checkpoint edgepipe can size",
+			n, float64(n)/(1<<20), maxHeaderBytes>>20)
 	}
-	hdr := make([]byte, n)
-	if _, err := io.ReadFull(f, hdr); err != nil {
-		return nil, fmt.Errorf("not a safetensors file (header cut short: %v)", err)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && uint64(st.Size())-8 < n {
+		return fmt.Errorf("not a safetensors file (header cut short: %d bytes of %d)", st.Size()-8, n)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(hdr, &raw); err != nil {
-		return nil, fmt.Errorf("not a safetensors file (header is not JSON: %v)", err)
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(f, int64(n))))
+	notJSON := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("not a safetensors file (header is not JSON: %v)", err)
 	}
-	var tensors []headerTensor
-	for name, r := range raw {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		if err == nil {
+			err = fmt.Errorf("it is %v, not an object", tok)
+		}
+		return notJSON(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return notJSON(err)
+		}
+		name, _ := tok.(string)
 		if name == "__metadata__" {
+			if err := dec.Decode(&skipJSON{}); err != nil {
+				return notJSON(err)
+			}
 			continue
 		}
 		var t struct {
@@ -185,13 +215,13 @@ func readHeader(path string) ([]headerTensor, error) {
 			Shape   []int64  `json:"shape"`
 			Offsets [2]int64 `json:"data_offsets"`
 		}
-		if err := json.Unmarshal(r, &t); err != nil {
-			return nil, fmt.Errorf("tensor %s: %v", name, err)
+		if err := dec.Decode(&t); err != nil {
+			return fmt.Errorf("tensor %s: %v", name, err)
 		}
 		elems := int64(1)
 		for _, d := range t.Shape {
 			if d < 0 || (d > 0 && elems > (1<<62)/d) {
-				return nil, fmt.Errorf("tensor %s: shape %v is not plausible", name, t.Shape)
+				return fmt.Errorf("tensor %s: shape %v is not plausible", name, t.Shape)
 			}
 			elems *= d
 		}
@@ -199,7 +229,24 @@ func readHeader(path string) ([]headerTensor, error) {
 		if size <= 0 {
 			size = elems * dtypeBytes[t.Dtype]
 		}
-		tensors = append(tensors, headerTensor{name: name, dtype: t.Dtype, elems: elems, bytes: size})
+		if err := fn(headerTensor{name: name, dtype: t.Dtype, elems: elems, bytes: size}); err != nil {
+			return err
+		}
 	}
-	return tensors, nil
+	if _, err := dec.Token(); err != nil {
+		return notJSON(err)
+	}
+	// After the object only padding may follow (writers pad with spaces).
+	if tok, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = fmt.Errorf("%v after the object", tok)
+		}
+		return notJSON(err)
+	}
+	return nil
 }
+
+// skipJSON decodes any JSON value into nothing.
+type skipJSON struct{}
+
+func (skipJSON) UnmarshalJSON([]byte) error { return nil }

@@ -313,7 +313,7 @@ func (e *Engine) cachedAs(ctx context.Context, s *plan.Step, full bool) (*steps.
 	if err != nil {
 		return nil, err
 	}
-	ent, hit, err := e.opt.Cache.Lookup(key)
+	ent, hit, err := e.cacheLookup(s, key)
 	if err != nil {
 		return nil, err
 	}
@@ -756,7 +756,7 @@ func (e *Engine) lookup(s *plan.Step, key string, tools []*tools.Tool) (*steps.O
 	if e.opt.Force {
 		return nil, false, nil
 	}
-	ent, hit, err := e.opt.Cache.Lookup(key)
+	ent, hit, err := e.cacheLookup(s, key)
 	if err != nil || !hit {
 		return nil, false, err
 	}
@@ -772,6 +772,19 @@ func (e *Engine) lookup(s *plan.Step, key string, tools []*tools.Tool) (*steps.O
 	}
 	out.Tools = tools
 	return out, true, nil
+}
+
+// cacheLookup is the cache's Lookup for step s, which reports an entry
+// damaged in place (and evicted) the way the other checks do: a note that
+// says what was wrong, and a miss, so the step runs again.
+func (e *Engine) cacheLookup(s *plan.Step, key string) (*cache.Entry, bool, error) {
+	ent, hit, err := e.opt.Cache.Lookup(key)
+	var corrupt *cache.CorruptError
+	if errors.As(err, &corrupt) {
+		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: corrupt.Error()})
+		return nil, false, nil
+	}
+	return ent, hit, err
 }
 
 func (e *Engine) record(out *steps.Output) {
@@ -869,7 +882,8 @@ func (e *Engine) verifyInputs(ctx context.Context, s *plan.Step) (rebuilt bool, 
 			continue // a local folder, a publish, or made (and hashed) by this run
 		}
 		ent, hit, err := e.opt.Cache.Lookup(out.Key)
-		if err != nil {
+		var corrupt *cache.CorruptError
+		if err != nil && !errors.As(err, &corrupt) {
 			return rebuilt, err
 		}
 		if hit {

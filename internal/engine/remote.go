@@ -9,6 +9,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/remotecache"
 	"github.com/edgepipe/edgepipe/internal/tools"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -24,12 +25,12 @@ func (e *NeedMissingError) Error() string {
 // RemoteCache shares step outputs between machines (package remotecache).
 type RemoteCache interface {
 	// Fetch downloads key's output into c and returns its local entry;
-	// (nil, nil) is a miss, (nil, err) a miss to warn about. The caller
-	// holds key's local lock.
-	Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.Entry, error)
-	// Files reads key's remote record: its output's files, or nil for a
-	// miss. Nothing is downloaded but the record.
-	Files(ctx context.Context, key string) ([]digest.FileDigest, error)
+	// (nil, nil) is a miss, (nil, err) a miss to warn about. The record
+	// must be step's. The caller holds key's local lock.
+	Fetch(ctx context.Context, c *cache.Cache, key string, step remotecache.Step) (*cache.Entry, error)
+	// Files reads key's remote record, which must be step's: its output's
+	// files, or nil for a miss. Nothing is downloaded but the record.
+	Files(ctx context.Context, key string, step remotecache.Step) ([]digest.FileDigest, error)
 	// Upload shares a local entry (objects first, the record last);
 	// verify rehashes its files first.
 	Upload(ctx context.Context, ent *cache.Entry, verify bool) error
@@ -51,7 +52,7 @@ func (e *Engine) fetchRemote(ctx context.Context, s *plan.Step, key string, tl [
 	if e.opt.Remote == nil {
 		return nil, false
 	}
-	ent, err := e.opt.Remote.Fetch(ctx, e.opt.Cache, key)
+	ent, err := e.opt.Remote.Fetch(ctx, e.opt.Cache, key, remotecache.Step{ID: s.ID, Kind: s.Kind})
 	if err != nil {
 		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
 		return nil, false
@@ -109,7 +110,7 @@ func (e *Engine) remoteCached(ctx context.Context, s *plan.Step, key string, tl 
 		return nil, false, err
 	}
 	defer release()
-	if ent, hit, err := e.opt.Cache.Lookup(key); err != nil || hit {
+	if ent, hit, err := e.cacheLookup(s, key); err != nil || hit {
 		if err != nil {
 			return nil, false, err
 		}
@@ -131,7 +132,7 @@ func (e *Engine) remoteRecord(ctx context.Context, s *plan.Step, key string) (*s
 	if e.opt.Remote == nil || e.opt.Force {
 		return nil, nil
 	}
-	files, err := e.opt.Remote.Files(ctx, key)
+	files, err := e.opt.Remote.Files(ctx, key, remotecache.Step{ID: s.ID, Kind: s.Kind})
 	if err != nil {
 		e.emit(event.Event{Type: event.Log, Step: s.ID, Kind: s.Kind, Key: key, Message: err.Error()})
 		return nil, nil

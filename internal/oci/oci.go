@@ -109,6 +109,9 @@ type Options struct {
 	// config ($DOCKER_CONFIG/config.json or ~/.docker/config.json, with its
 	// credential helpers).
 	Credentials auth.CredentialFunc
+	// HTTPClient makes the requests; nil is oras-go's retrying default
+	// client. The remote cache passes one whose connections time out.
+	HTTPClient *http.Client
 	// Accept, for Pull, judges the staged folder before it replaces the
 	// destination (a provenance or signature check): an artifact it
 	// refuses is never published.
@@ -134,7 +137,11 @@ func (o Options) repository(ref registry.Reference) (*remote.Repository, error) 
 		}
 		cred = credentials.Credential(store)
 	}
-	repo.Client = &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: cred}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = retry.DefaultClient
+	}
+	repo.Client = &auth.Client{Client: hc, Cache: auth.NewCache(), Credential: cred}
 	return repo, nil
 }
 

@@ -140,14 +140,14 @@ func TestPullOCIRefuses(t *testing.T) {
 }
 
 func TestOCIRepository(t *testing.T) {
-	repo, err := mustParse(t, "oci://127.0.0.1:5000/edgepipe/cache", false).OCIRepository()
+	repo, err := mustParse(t, "oci://127.0.0.1:5000/edgepipe/cache", false).OCIRepository(nil)
 	if err != nil || repo.Reference.Repository != "edgepipe/cache" || !repo.PlainHTTP {
 		t.Errorf("%+v, %v", repo, err)
 	}
-	if _, err := mustParse(t, "oci://ghcr.io/acme/cache:v1", false).OCIRepository(); err == nil || !strings.Contains(err.Error(), "names a tag: a remote cache is a repository") {
+	if _, err := mustParse(t, "oci://ghcr.io/acme/cache:v1", false).OCIRepository(nil); err == nil || !strings.Contains(err.Error(), "names a tag: a remote cache is a repository") {
 		t.Errorf("tag: %v", err)
 	}
-	if _, err := mustParse(t, "s3::https://minio.lan/b/p", false).OCIRepository(); err == nil || !strings.Contains(err.Error(), "is not an oci:// location") {
+	if _, err := mustParse(t, "s3::https://minio.lan/b/p", false).OCIRepository(nil); err == nil || !strings.Contains(err.Error(), "is not an oci:// location") {
 		t.Errorf("s3: %v", err)
 	}
 }
@@ -155,11 +155,11 @@ func TestOCIRepository(t *testing.T) {
 func TestOpenS3(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	b, err := mustParse(t, "s3::https://minio.lan/models/edge/cache/", false).OpenS3(context.Background())
+	b, err := mustParse(t, "s3::https://minio.lan/models/edge/cache/", false).OpenS3(context.Background(), nil)
 	if err != nil || b.Name != "models" || b.Prefix != "edge/cache" || b.Client == nil {
 		t.Errorf("%+v, %v", b, err)
 	}
-	if _, err := mustParse(t, "oci://ghcr.io/a/b", false).OpenS3(context.Background()); err == nil || !strings.Contains(err.Error(), "is not an s3:: location") {
+	if _, err := mustParse(t, "oci://ghcr.io/a/b", false).OpenS3(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "is not an s3:: location") {
 		t.Errorf("oci: %v", err)
 	}
 }

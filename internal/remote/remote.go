@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 
@@ -210,13 +211,15 @@ func PullOCI(ctx context.Context, raw, dest string, insecure bool, accept func(s
 }
 
 // OCIRepository opens an oci:// destination's repository for object-level
-// access (the remote cache); a tag in the URL is refused there.
-func (d *Destination) OCIRepository() (*orasremote.Repository, error) {
+// access (the remote cache); a tag in the URL is refused there. hc, when
+// not nil, makes the requests (the remote cache's, with its timeouts); nil
+// is oras-go's retrying default.
+func (d *Destination) OCIRepository(hc *http.Client) (*orasremote.Repository, error) {
 	if d.Kind != KindOCI {
 		return nil, fmt.Errorf("%s is not an oci:// location", d.URL)
 	}
 	if d.oci.Reference != "" {
 		return nil, fmt.Errorf("%s names a tag: a remote cache is a repository, oci://HOST[:PORT]/REPOSITORY", d.URL)
 	}
-	return oci.Repository(d.oci, oci.Options{PlainHTTP: d.PlainHTTP()})
+	return oci.Repository(d.oci, oci.Options{PlainHTTP: d.PlainHTTP(), HTTPClient: hc})
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -147,7 +148,7 @@ func (l *s3Location) display(target string) string {
 // PlainHTTP reports whether an s3:: destination uses plain HTTP.
 func (l *s3Location) plainHTTP() bool { return l.scheme == "http" }
 
-func (l *s3Location) client(ctx context.Context) (*s3.Client, error) {
+func (l *s3Location) client(ctx context.Context, more ...func(*s3.Options)) (*s3.Client, error) {
 	opts := []func(*config.LoadOptions) error{config.WithRegion(l.region)}
 	if l.profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(l.profile))
@@ -156,12 +157,12 @@ func (l *s3Location) client(ctx context.Context) (*s3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
 		if l.endpoint != "" {
 			o.BaseEndpoint = aws.String(l.endpoint)
 			o.UsePathStyle = true
 		}
-	}), nil
+	}}, more...)...), nil
 }
 
 // upload writes every file of the folder's manifest, then manifest.json,
@@ -272,12 +273,17 @@ type Bucket struct {
 }
 
 // OpenS3 opens an s3:: destination for object-level access, with the AWS
-// SDK's standard credential chain.
-func (d *Destination) OpenS3(ctx context.Context) (*Bucket, error) {
+// SDK's standard credential chain. hc, when not nil, makes the requests
+// (the remote cache's, with its timeouts); nil is the SDK's own client.
+func (d *Destination) OpenS3(ctx context.Context, hc *http.Client) (*Bucket, error) {
 	if d.Kind != KindS3 {
 		return nil, fmt.Errorf("%s is not an s3:: location", d.URL)
 	}
-	cl, err := d.s3.client(ctx)
+	cl, err := d.s3.client(ctx, func(o *s3.Options) {
+		if hc != nil {
+			o.HTTPClient = hc
+		}
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func TestOCIRoundTripAndRecords(t *testing.T) {
 		t.Fatalf("records %d, objects %d", w.Stats.RecordsUp.Load(), w.Stats.ObjectsUp.Load())
 	}
 	fresh := openCache(t)
-	got, err := w.Fetch(ctx, fresh, key)
+	got, err := w.Fetch(ctx, fresh, key, stepOf(key))
 	if err != nil || got == nil || got.Tree.SHA256 != ent.Tree.SHA256 {
 		t.Fatalf("fetch: %v %v", got, err)
 	}
@@ -39,10 +39,10 @@ func TestOCIRoundTripAndRecords(t *testing.T) {
 	if string(b) != "oci weights" {
 		t.Fatalf("fetched %q", b)
 	}
-	if files, err := w.Files(ctx, key); err != nil || len(files) != len(ent.Tree.Files) {
+	if files, err := w.Files(ctx, key, stepOf(key)); err != nil || len(files) != len(ent.Tree.Files) {
 		t.Fatalf("files: %v %v", files, err)
 	}
-	if e, err := w.Fetch(ctx, openCache(t), strings.Repeat("cd", 32)); e != nil || err != nil {
+	if e, err := w.Fetch(ctx, openCache(t), strings.Repeat("cd", 32), stepOf(strings.Repeat("cd", 32))); e != nil || err != nil {
 		t.Fatalf("miss: %v %v", e, err)
 	}
 	// A second record for the key is refused (checked before the write).
@@ -56,7 +56,7 @@ func TestOCIRoundTripAndRecords(t *testing.T) {
 	if err := w.be.put(ctx, recordName(other), bytes.NewReader(raw), int64(len(raw)), strings.Repeat("0", 64), false); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := w.Fetch(ctx, openCache(t), other); e != nil || err == nil || !strings.Contains(err.Error(), "not of efef") {
+	if e, err := w.Fetch(ctx, openCache(t), other, stepOf(other)); e != nil || err == nil || !strings.Contains(err.Error(), "not of efef") {
 		t.Fatalf("moved record: %v %v", e, err)
 	}
 	if _, err := Open(ctx, url+":tag", Options{}); err == nil {

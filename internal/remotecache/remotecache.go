@@ -16,7 +16,9 @@
 // anyway when the step is reproducible.
 //
 // A reader trusts nothing it downloads: the record must name the key it
-// was asked for and only clean relative paths; every object is hashed
+// was asked for, the step and kind that asked, at most maxRecordFiles
+// clean relative paths, and no more bytes than the cache's disk has free;
+// every object is written no further than its listed size and hashed
 // while it streams into a temp dir of the local cache and must match the
 // record; only then is the output committed locally (cache.Commit), where
 // its tree digest is checked again. Any mismatch is a miss and a warning,
@@ -31,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"path/filepath"
 	"strings"
@@ -39,6 +42,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/digest"
+	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/internal/remote"
 )
@@ -96,6 +100,8 @@ type Options struct {
 	VerifyKey crypto.PublicKey
 	// Version is recorded as the records' writer.
 	Version string
+	// Timeouts bound every operation; zero fields are DefaultTimeouts'.
+	Timeouts Timeouts
 }
 
 // Stats count what a store moved.
@@ -131,10 +137,11 @@ var (
 
 // Store is an open remote cache.
 type Store struct {
-	URL   string
-	opt   Options
-	be    backend
-	Stats Stats
+	URL      string
+	opt      Options
+	be       backend
+	timeouts Timeouts
+	Stats    Stats
 	// failures counts transport errors in a row; at maxFailures the store
 	// is down for the rest of the run (a circuit breaker: a dead remote
 	// must not cost every step its timeouts).
@@ -154,7 +161,7 @@ func (s *Store) observe(err error) error {
 	var ne net.Error
 	if err != nil && errors.As(err, &ne) {
 		if s.failures.Add(1) == maxFailures {
-			return fmt.Errorf("%w (%d failures in a row; the last: %v)", errDown, maxFailures, err)
+			return fmt.Errorf("%w (%d failures in a row; the last: %w)", errDown, maxFailures, err)
 		}
 		return err
 	}
@@ -169,23 +176,24 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if opt.Mode == "" {
 		opt.Mode = ReadWrite
 	}
+	t := opt.Timeouts.orDefault()
 	d, err := remote.Parse(url, false)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-cache: %w", err)
 	}
 	switch d.Kind {
 	case remote.KindS3:
-		b, err := d.OpenS3(ctx)
+		b, err := d.OpenS3(ctx, t.s3HTTPClient())
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}
-		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}}, nil
+		return &Store{URL: url, opt: opt, be: &s3Backend{b: b, url: url}, timeouts: t}, nil
 	case remote.KindOCI:
-		repo, err := d.OCIRepository()
+		repo, err := d.OCIRepository(t.ociHTTPClient())
 		if err != nil {
 			return nil, fmt.Errorf("--remote-cache %s: %w", url, err)
 		}
-		return &Store{URL: url, opt: opt, be: &ociBackend{repo: repo, url: url}}, nil
+		return &Store{URL: url, opt: opt, be: &ociBackend{repo: repo, url: url}, timeouts: t}, nil
 	}
 	return nil, fmt.Errorf("--remote-cache %s: unsupported", url)
 }
@@ -199,15 +207,25 @@ func recordName(key string) string    { return "ac/" + key + ".json" }
 // recordLimit bounds a record's size: a listing of thousands of files.
 const recordLimit = 8 << 20
 
-// Lookup reads and checks key's record without downloading its objects:
-// nil without error is a miss. A record that fails a check is a miss and
-// an error the caller reports as a warning.
-func (s *Store) Lookup(ctx context.Context, key string) (*Record, error) {
+// maxRecordFiles bounds the files a record may list, so a hostile record
+// is refused before any work per file (a check, a request, a hash). The
+// step outputs with the most files are MLC's weight shards, each under
+// 32 MiB: a 70B model in q4f16_1 is about 1,200 shards, a 405B one about
+// 7,000, and even a trillion parameters stay under 19,000.
+const maxRecordFiles = 20_000
+
+// Step is the plan step a record is looked up for: a record of any other
+// step or kind under its key is refused.
+type Step struct{ ID, Kind string }
+
+// Lookup reads and checks key's record, which must be step's, without
+// downloading its objects: nil without error is a miss. A record that
+// fails a check is a miss and an error the caller reports as a warning.
+func (s *Store) Lookup(ctx context.Context, key string, step Step) (*Record, error) {
 	if s.down() {
 		return nil, nil
 	}
-	o, err := s.be.get(ctx, recordName(key), recordLimit)
-	err = s.observe(err)
+	o, err := s.get(ctx, recordName(key), recordLimit)
 	if errors.Is(err, errNotFound) {
 		return nil, nil
 	}
@@ -219,7 +237,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote cache %s: read the record of %s: %w", s.be, short(key), err)
 	}
-	rec, err := s.decode(key, raw)
+	rec, err := s.decode(key, step, raw)
 	if err != nil {
 		return nil, fmt.Errorf("remote cache %s: the record of %s is not trusted: %w", s.be, short(key), err)
 	}
@@ -228,7 +246,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (*Record, error) {
 
 // decode opens a record's envelope, checks its signature when the store
 // requires one, and checks the record itself.
-func (s *Store) decode(key string, raw []byte) (*Record, error) {
+func (s *Store) decode(key string, step Step, raw []byte) (*Record, error) {
 	var env provenance.Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return nil, fmt.Errorf("not a DSSE envelope: %v", err)
@@ -251,15 +269,21 @@ func (s *Store) decode(key string, raw []byte) (*Record, error) {
 		return nil, fmt.Errorf("payload: %v", err)
 	}
 	if rec.Key != key {
-		return nil, fmt.Errorf("it is the record of %s, not of %s", short(rec.Key), short(key))
+		return nil, fmt.Errorf("it is the record of %q, not of %s", short(rec.Key), short(key))
 	}
-	seen := map[string]bool{}
+	if err := checkStep(&rec, step); err != nil {
+		return nil, err
+	}
+	if n := len(rec.Tree.Files); n > maxRecordFiles {
+		return nil, fmt.Errorf("it lists %d files, more than the %d any step writes", n, maxRecordFiles)
+	}
+	seen := make(map[string]bool, len(rec.Tree.Files))
 	var total int64
 	for _, f := range rec.Tree.Files {
 		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, "\\") || f.Path != filepath.ToSlash(filepath.Clean(f.Path)) {
 			return nil, fmt.Errorf("it lists the path %q, which is not a clean relative path", f.Path)
 		}
-		if seen[f.Path] || !isHex64(f.SHA256) || f.Size < 0 {
+		if seen[f.Path] || !isHex64(f.SHA256) || f.Size < 0 || f.Size > math.MaxInt64-total {
 			return nil, fmt.Errorf("it lists %q twice or with a bad digest or size", f.Path)
 		}
 		seen[f.Path] = true
@@ -279,17 +303,34 @@ func (s *Store) decode(key string, raw []byte) (*Record, error) {
 	return &rec, nil
 }
 
-// Fetch looks key up remotely and, on a hit, downloads the output into the
-// local cache and returns its local entry. The caller holds key's local
-// lock. A miss is (nil, nil); a record or object that fails a check is
-// (nil, error): a miss the caller reports as a warning.
-func (s *Store) Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.Entry, error) {
+// checkStep refuses a record that is not of the step that asked: its
+// step id and kind, which a reader's cache and `cache ls` show, must be
+// the local plan's. Both are checked for form first, and quoted, so a
+// hostile record cannot put control characters on a terminal.
+func checkStep(rec *Record, step Step) error {
+	if err := plan.CheckKind(rec.Kind); err != nil {
+		return fmt.Errorf("its kind: %v", err)
+	}
+	if err := plan.CheckID(rec.StepID); err != nil {
+		return fmt.Errorf("its step: %v", err)
+	}
+	if rec.Kind != step.Kind || rec.StepID != step.ID {
+		return fmt.Errorf("it is the record of step %q (kind %s), not of step %q (kind %s) that looked it up", rec.StepID, rec.Kind, step.ID, step.Kind)
+	}
+	return nil
+}
+
+// Fetch looks key up remotely for step and, on a hit, downloads the output
+// into the local cache and returns its local entry. The caller holds key's
+// local lock. A miss is (nil, nil); a record or object that fails a check
+// is (nil, error): a miss the caller reports as a warning.
+func (s *Store) Fetch(ctx context.Context, c *cache.Cache, key string, step Step) (*cache.Entry, error) {
 	if !s.opt.Mode.Reads() {
 		return nil, nil
 	}
-	rec, err := s.Lookup(ctx, key)
+	rec, err := s.Lookup(ctx, key, step)
 	if rec == nil {
-		if err != nil {
+		if err != nil && !unanswered(err) {
 			s.Stats.Rejected.Add(1)
 		} else {
 			s.Stats.Misses.Add(1)
@@ -306,6 +347,10 @@ func (s *Store) Fetch(ctx context.Context, c *cache.Cache, key string) (*cache.E
 			c.Abort(tmp)
 		}
 	}()
+	if err := fits(c.Root(), rec.Tree.Size); err != nil {
+		s.Stats.Rejected.Add(1)
+		return nil, fmt.Errorf("remote cache %s: step %s (entry %s): %w; the step runs here instead", s.be, rec.StepID, short(key), err)
+	}
 	for _, f := range rec.Tree.Files {
 		if err := s.download(ctx, f, filepath.Join(tmp, filepath.FromSlash(f.Path))); err != nil {
 			s.Stats.Rejected.Add(1)
@@ -347,13 +392,14 @@ func isHex64(s string) bool {
 	return true
 }
 
-// Files reads key's record and returns its files (nil for a miss): what a
-// cache key needs of an input, without downloading it.
-func (s *Store) Files(ctx context.Context, key string) ([]digest.FileDigest, error) {
+// Files reads key's record, which must be step's, and returns its files
+// (nil for a miss): what a cache key needs of an input, without
+// downloading it.
+func (s *Store) Files(ctx context.Context, key string, step Step) ([]digest.FileDigest, error) {
 	if !s.opt.Mode.Reads() {
 		return nil, nil
 	}
-	rec, err := s.Lookup(ctx, key)
+	rec, err := s.Lookup(ctx, key, step)
 	if rec == nil {
 		return nil, err
 	}

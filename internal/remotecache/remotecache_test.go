@@ -56,6 +56,9 @@ func commitEntry(t *testing.T, c *cache.Cache, key string, files map[string]stri
 	return ent
 }
 
+// stepOf is the step commitEntry records for key.
+func stepOf(key string) Step { return Step{ID: "step:" + key[:4], Kind: "test"} }
+
 func openCache(t *testing.T) *cache.Cache {
 	c, err := cache.Open(t.TempDir())
 	if err != nil {
@@ -95,7 +98,7 @@ func TestRoundTripCorruptionAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := openCache(t)
-	got, err := r.Fetch(ctx, fresh, key)
+	got, err := r.Fetch(ctx, fresh, key, stepOf(key))
 	if err != nil || got == nil {
 		t.Fatalf("fetch: %v, %v", got, err)
 	}
@@ -110,7 +113,7 @@ func TestRoundTripCorruptionAndPermissions(t *testing.T) {
 		t.Fatalf("fetched %q", b)
 	}
 	// A miss is nil, nil.
-	if e, err := r.Fetch(ctx, openCache(t), "bbbb2222"); e != nil || err != nil {
+	if e, err := r.Fetch(ctx, openCache(t), "bbbb2222", stepOf("bbbb2222")); e != nil || err != nil {
 		t.Fatalf("miss: %v %v", e, err)
 	}
 	// The reader may not write.
@@ -125,7 +128,7 @@ func TestRoundTripCorruptionAndPermissions(t *testing.T) {
 	useCreds(t, srv.Writer)
 	overwrite(t, url, "cas/sha256/"+fileSum(ent, "model.gguf"), "weights WEIGHTS")
 	fresh2 := openCache(t)
-	got, err = r.Fetch(ctx, fresh2, key)
+	got, err = r.Fetch(ctx, fresh2, key, stepOf(key))
 	if got != nil || err == nil || !strings.Contains(err.Error(), "model.gguf: its object is corrupt") {
 		t.Fatalf("corrupt object: got %v, err %v", got, err)
 	}
@@ -134,7 +137,7 @@ func TestRoundTripCorruptionAndPermissions(t *testing.T) {
 	}
 	// A record rewritten to name another key is not trusted either.
 	overwrite(t, url, "ac/dddd4444.json", mustRead(t, url, "ac/"+key+".json"))
-	if got, err := r.Fetch(ctx, openCache(t), "dddd4444"); got != nil || err == nil || !strings.Contains(err.Error(), "not of dddd4444") {
+	if got, err := r.Fetch(ctx, openCache(t), "dddd4444", stepOf("dddd4444")); got != nil || err == nil || !strings.Contains(err.Error(), "not of dddd4444") {
 		t.Fatalf("record of another key: %v %v", got, err)
 	}
 }
@@ -170,7 +173,7 @@ func TestRacingWritersFirstRecordWins(t *testing.T) {
 		t.Fatalf("%d writers wrote the record, want exactly 1 (If-None-Match: *)", won)
 	}
 	rd, _ := Open(ctx, url, Options{Mode: Read})
-	if got, err := rd.Fetch(ctx, openCache(t), key); err != nil || got == nil {
+	if got, err := rd.Fetch(ctx, openCache(t), key, stepOf(key)); err != nil || got == nil {
 		t.Fatalf("fetch after the race: %v %v", got, err)
 	}
 	// The store itself refuses a second record: SeaweedFS honours
@@ -197,14 +200,14 @@ func TestSignedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	strict, _ := Open(ctx, url, Options{Mode: Read, VerifyKey: pub})
-	if e, err := strict.Fetch(ctx, openCache(t), "ffff0001"); e != nil || err == nil || !strings.Contains(err.Error(), "unsigned") {
+	if e, err := strict.Fetch(ctx, openCache(t), "ffff0001", stepOf("ffff0001")); e != nil || err == nil || !strings.Contains(err.Error(), "unsigned") {
 		t.Fatalf("unsigned record under a verify key: %v %v", e, err)
 	}
-	if e, err := strict.Fetch(ctx, openCache(t), "ffff0002"); e == nil || err != nil {
+	if e, err := strict.Fetch(ctx, openCache(t), "ffff0002", stepOf("ffff0002")); e == nil || err != nil {
 		t.Fatalf("signed record: %v %v", e, err)
 	}
 	wrongKey, _ := Open(ctx, url, Options{Mode: Read, VerifyKey: otherPub})
-	if e, err := wrongKey.Fetch(ctx, openCache(t), "ffff0002"); e != nil || err == nil {
+	if e, err := wrongKey.Fetch(ctx, openCache(t), "ffff0002", stepOf("ffff0002")); e != nil || err == nil {
 		t.Fatalf("record signed by another key: %v %v", e, err)
 	}
 }
@@ -225,15 +228,23 @@ func TestParseMode(t *testing.T) {
 
 func TestDecodeRefusesBadRecords(t *testing.T) {
 	s := &Store{}
+	step := Step{ID: "gguf-quantize:q8_0", Kind: "gguf-quantize"}
+	head := `{"key":"k1","kind":"gguf-quantize","step_id":"gguf-quantize:q8_0",`
+	good := head + `"tree":{"sha256":"x","files":[{"path":"x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":1}}`
+	env, _ := jsonEnvelope(good)
+	if _, err := s.decode("k1", step, env); err != nil {
+		t.Fatalf("a good record: %v", err)
+	}
 	for name, payload := range map[string]string{
-		"escape":  `{"key":"k1","tree":{"sha256":"x","files":[{"path":"../x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":1}}`,
-		"abs":     `{"key":"k1","tree":{"sha256":"x","files":[{"path":"/etc/x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":1}}`,
-		"size":    `{"key":"k1","tree":{"sha256":"x","files":[{"path":"x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":5}}`,
-		"dirfile": `{"key":"k1","tree":{"sha256":"x","files":[{"path":"d","sha256":"` + strings.Repeat("a", 64) + `","size":1},{"path":"d/x","sha256":"` + strings.Repeat("b", 64) + `","size":1}],"size":2}}`,
-		"digest":  `{"key":"k1","tree":{"sha256":"x","files":[{"path":"x","sha256":"../../etc","size":1}],"size":1}}`,
+		"escape":   head + `"tree":{"sha256":"x","files":[{"path":"../x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":1}}`,
+		"abs":      head + `"tree":{"sha256":"x","files":[{"path":"/etc/x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":1}}`,
+		"size":     head + `"tree":{"sha256":"x","files":[{"path":"x","sha256":"` + strings.Repeat("a", 64) + `","size":1}],"size":5}}`,
+		"dirfile":  head + `"tree":{"sha256":"x","files":[{"path":"d","sha256":"` + strings.Repeat("a", 64) + `","size":1},{"path":"d/x","sha256":"` + strings.Repeat("b", 64) + `","size":1}],"size":2}}`,
+		"digest":   head + `"tree":{"sha256":"x","files":[{"path":"x","sha256":"../../etc","size":1}],"size":1}}`,
+		"overflow": head + `"tree":{"sha256":"x","files":[{"path":"x","sha256":"` + strings.Repeat("a", 64) + `","size":9223372036854775807},{"path":"y","sha256":"` + strings.Repeat("a", 64) + `","size":9223372036854775807}],"size":-2}}`,
 	} {
 		env, _ := jsonEnvelope(payload)
-		if _, err := s.decode("k1", env); err == nil {
+		if _, err := s.decode("k1", step, env); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -269,7 +280,7 @@ func bucket(t *testing.T, url string) *remote.Bucket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := d.OpenS3(context.Background())
+	b, err := d.OpenS3(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

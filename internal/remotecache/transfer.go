@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,10 @@ import (
 
 // download streams one object into dst, hashing it on the way; a size or
 // digest that differs from the record's is an error and dst is removed.
+// No more than the record's size is ever written: a longer object is
+// caught by reading one byte past it, which is not kept.
 func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
-	o, err := s.be.get(ctx, casName(f.SHA256), f.Size)
+	o, err := s.get(ctx, casName(f.SHA256), f.Size)
 	if errors.Is(err, errNotFound) {
 		return fmt.Errorf("%s: its object %s is missing", f.Path, f.SHA256[:16])
 	}
@@ -39,8 +42,7 @@ func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
 		return err
 	}
 	h := sha256.New()
-	// One byte past the size: a longer object is caught, not truncated.
-	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(o, f.Size+1))
+	n, err := copyAtMost(io.MultiWriter(out, h), o, f.Size)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -50,6 +52,10 @@ func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
+	if n > f.Size {
+		os.Remove(dst)
+		return fmt.Errorf("%s: its object is corrupt (longer than the %d bytes the record says)", f.Path, f.Size)
+	}
 	if n != f.Size || got != f.SHA256 {
 		os.Remove(dst)
 		return fmt.Errorf("%s: its object is corrupt (%d bytes with sha256 %s; the record says %d bytes, %s)", f.Path, n, got[:16], f.Size, f.SHA256[:16])
@@ -58,9 +64,25 @@ func (s *Store) download(ctx context.Context, f fileDigest, dst string) error {
 	return nil
 }
 
+// copyAtMost copies src to dst up to size bytes and never writes more;
+// it then reads one byte more, which it does not write, so that n past
+// size tells a longer src from one of exactly size bytes.
+func copyAtMost(dst io.Writer, src io.Reader, size int64) (n int64, err error) {
+	n, err = io.Copy(dst, io.LimitReader(src, size))
+	if err != nil || n < size {
+		return n, err
+	}
+	var extra [1]byte
+	m, err := io.ReadFull(src, extra[:])
+	if err == io.EOF {
+		err = nil
+	}
+	return n + int64(m), err
+}
+
 // Has reports whether the remote holds a record for key.
 func (s *Store) Has(ctx context.Context, key string) (bool, error) {
-	return s.be.exists(ctx, recordName(key), -1)
+	return s.exists(ctx, recordName(key), -1)
 }
 
 // Upload shares a local entry: every object first, then the record, only
@@ -78,7 +100,8 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 		return quietError{fmt.Errorf("remote cache %s: %w", s.be, errDown)}
 	}
 	ok, err := s.Has(ctx, ent.Key)
-	if err = s.observe(err); err != nil && s.down() {
+	if unanswered(err) {
+		// The server did not answer: the objects would not fare better.
 		return fmt.Errorf("remote cache %s: %w", s.be, err)
 	}
 	if err == nil && ok {
@@ -107,7 +130,7 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 		return err
 	}
 	sum := sha256.Sum256(raw)
-	err = s.be.put(ctx, recordName(ent.Key), bytes.NewReader(raw), int64(len(raw)), hex.EncodeToString(sum[:]), true)
+	err = s.put(ctx, recordName(ent.Key), bytes.NewReader(raw), int64(len(raw)), hex.EncodeToString(sum[:]), true)
 	switch {
 	case errors.Is(err, errExists):
 		s.Stats.RecordsLostRace.Add(1)
@@ -120,9 +143,13 @@ func (s *Store) Upload(ctx context.Context, ent *cache.Entry, verify bool) error
 }
 
 func (s *Store) uploadFile(ctx context.Context, ent *cache.Entry, f fileDigest, verify bool) error {
-	if ok, err := s.be.exists(ctx, casName(f.SHA256), f.Size); err == nil && ok {
+	ok, err := s.exists(ctx, casName(f.SHA256), f.Size)
+	if err == nil && ok {
 		s.Stats.ObjectsSkipped.Add(1)
 		return nil
+	}
+	if unanswered(err) {
+		return err
 	}
 	if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
 		return fmt.Errorf("the path leaves the entry's folder")
@@ -156,7 +183,7 @@ func (s *Store) uploadFile(ctx context.Context, ent *cache.Entry, f fileDigest, 
 			return err
 		}
 	}
-	if err := s.be.put(ctx, casName(f.SHA256), fh, f.Size, f.SHA256, false); err != nil {
+	if err := s.put(ctx, casName(f.SHA256), fh, f.Size, f.SHA256, false); err != nil {
 		return err
 	}
 	s.Stats.BytesUp.Add(f.Size)
@@ -202,7 +229,7 @@ func (s *Store) PutBlob(ctx context.Context, path string) (fileDigest, error) {
 		return fileDigest{}, err
 	}
 	fd := fileDigest{Path: path, SHA256: sum, Size: size}
-	if ok, err := s.be.exists(ctx, casName(fd.SHA256), fd.Size); err == nil && ok {
+	if ok, err := s.exists(ctx, casName(fd.SHA256), fd.Size); err == nil && ok {
 		return fd, nil
 	}
 	f, err := os.Open(path)
@@ -210,7 +237,7 @@ func (s *Store) PutBlob(ctx context.Context, path string) (fileDigest, error) {
 		return fileDigest{}, err
 	}
 	defer f.Close()
-	if err := s.be.put(ctx, casName(fd.SHA256), f, fd.Size, fd.SHA256, false); err != nil {
+	if err := s.put(ctx, casName(fd.SHA256), f, fd.Size, fd.SHA256, false); err != nil {
 		return fileDigest{}, fmt.Errorf("remote cache %s: upload %s: %w", s.be, path, err)
 	}
 	s.Stats.BytesUp.Add(fd.Size)
@@ -224,6 +251,12 @@ func (s *Store) GetBlob(ctx context.Context, f fileDigest, dst string) error {
 	if !isHex64(f.SHA256) {
 		return fmt.Errorf("bad digest %q", f.SHA256)
 	}
+	if f.Size < 0 {
+		return fmt.Errorf("bad size %d", f.Size)
+	}
+	if err := fits(filepath.Dir(dst), f.Size); err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
 	return s.download(ctx, f, dst)
 }
 
@@ -233,3 +266,26 @@ type quietError struct{ error }
 
 func (quietError) Quiet() bool     { return true }
 func (e quietError) Unwrap() error { return e.error }
+
+// fits refuses a download of size bytes into dir's file system when it
+// has less room than that: a record's sizes are the writer's claim, and
+// the bytes land before their digests can be checked.
+func fits(dir string, size int64) error {
+	free, known, err := freeBytes(dir)
+	if err != nil {
+		return fmt.Errorf("check the free space in %s: %w", dir, err)
+	}
+	if known && size > free {
+		return fmt.Errorf("its files add up to %d bytes (%.1f GiB), more than the %d bytes (%.1f GiB) free in the file system of the cache at %s: free some space (`edgepipe cache gc`), or put the cache on a larger disk (EDGEPIPE_CACHE)",
+			size, float64(size)/(1<<30), free, float64(free)/(1<<30), dir)
+	}
+	return nil
+}
+
+// unanswered reports an error of a server that did not answer (or of a
+// store the breaker took out): the next request would not fare better.
+// Any other error (a refusal) may be particular to one request.
+func unanswered(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, errDown)
+}
