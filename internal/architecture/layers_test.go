@@ -41,12 +41,12 @@ var layers = []layer{
 	{name: "records: what edgepipe reads and writes, and where", peers: true, packages: []string{
 		"internal/manifest", "internal/lockfile", "internal/cache", "internal/catalog", "internal/hf", "internal/getter",
 		"internal/oci", "internal/remote", "internal/provenance", "internal/provenance/sigstorecheck", "internal/report",
-		"internal/remotecache",
 	}},
 	{name: "contract: the recipe format and the toolchains", peers: true, packages: []string{
 		"internal/recipe", "internal/recipewrite", "internal/tools", "internal/toolchain",
 	}},
 	{name: "step SDK", peers: true, packages: []string{"steps", "steps/steptest"}},
+	{name: "remote cache: step outputs shared between machines", packages: []string{"internal/remotecache"}},
 	{name: "shared kinds: fetch, the baseline, bench, run and the Python library", peers: true, packages: []string{
 		"pipelines/pylib", "pipelines/shared", "pipelines/shared/report",
 	}},

@@ -29,22 +29,22 @@ func TestCheckIDAcceptsEveryPlannedStep(t *testing.T) {
 		}
 		for _, s := range p.Steps {
 			seen++
-			if err := CheckID(s.ID); err != nil {
+			if err := steps.CheckID(s.ID); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
-			if err := CheckKind(s.Kind); err != nil {
+			if err := steps.CheckKind(s.Kind); err != nil {
 				t.Errorf("%s: step %s: %v", name, s.ID, err)
 			}
 		}
 	}
 	for _, k := range steps.Names() {
-		if err := CheckKind(k); err != nil {
+		if err := steps.CheckKind(k); err != nil {
 			t.Error(err)
 		}
 	}
 	// Options a target sets land in ids; a device name has spaces.
 	for _, id := range []string{"qnn-compile:ai-hub:snapdragon-8-gen-3:int8+hub_device=Samsung Galaxy S24 (Family)", "source", "smoke-test"} {
-		if err := CheckID(id); err != nil {
+		if err := steps.CheckID(id); err != nil {
 			t.Error(err)
 		}
 	}
@@ -53,18 +53,18 @@ func TestCheckIDAcceptsEveryPlannedStep(t *testing.T) {
 
 func TestCheckIDRefusesWhatNoPlanMakes(t *testing.T) {
 	for _, id := range []string{"", "evil step", "Source", ":x", "../x", "a:b\x1b[31m", "a:\n", "a:é", "x:" + strings.Repeat("a", 600)} {
-		err := CheckID(id)
+		err := steps.CheckID(id)
 		if err == nil {
-			t.Errorf("CheckID(%q) accepted it", id)
+			t.Errorf("steps.CheckID(%q) accepted it", id)
 			continue
 		}
 		if strings.ContainsAny(err.Error(), "\x1b\n") {
-			t.Errorf("CheckID(%q) echoes control characters: %q", id, err)
+			t.Errorf("steps.CheckID(%q) echoes control characters: %q", id, err)
 		}
 	}
 	for _, k := range []string{"", "Fetch", "a b", "x:y"} {
-		if CheckKind(k) == nil {
-			t.Errorf("CheckKind(%q) accepted it", k)
+		if steps.CheckKind(k) == nil {
+			t.Errorf("steps.CheckKind(%q) accepted it", k)
 		}
 	}
 }

@@ -42,9 +42,9 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/cache"
 	"github.com/edgepipe/edgepipe/internal/digest"
-	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/provenance"
 	"github.com/edgepipe/edgepipe/internal/remote"
+	"github.com/edgepipe/edgepipe/steps"
 )
 
 // Mode says what a run does with the remote cache.
@@ -308,10 +308,10 @@ func (s *Store) decode(key string, step Step, raw []byte) (*Record, error) {
 // the local plan's. Both are checked for form first, and quoted, so a
 // hostile record cannot put control characters on a terminal.
 func checkStep(rec *Record, step Step) error {
-	if err := plan.CheckKind(rec.Kind); err != nil {
+	if err := steps.CheckKind(rec.Kind); err != nil {
 		return fmt.Errorf("its kind: %v", err)
 	}
-	if err := plan.CheckID(rec.StepID); err != nil {
+	if err := steps.CheckID(rec.StepID); err != nil {
 		return fmt.Errorf("its step: %v", err)
 	}
 	if rec.Kind != step.Kind || rec.StepID != step.ID {
