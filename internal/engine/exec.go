@@ -279,6 +279,7 @@ func (e *Engine) Run(ctx context.Context) (*RunResult, error) {
 func (e *Engine) inputsOf(ctx context.Context, s *plan.Step, full bool) ([]*steps.Output, error) {
 	var ins []*steps.Output
 	for _, n := range s.Needs {
+		e.awaitRebuild(n)
 		e.mu.Lock()
 		out := e.outputs[n]
 		e.mu.Unlock()
@@ -877,6 +878,7 @@ func (e *Engine) SetOnProgress(f func(step, label string, done, total int64)) {
 // rebuilt; rebuilt reports whether any was.
 func (e *Engine) verifyInputs(ctx context.Context, s *plan.Step) (rebuilt bool, err error) {
 	for _, n := range s.Needs {
+		e.awaitRebuild(n)
 		out := e.output(n)
 		if out == nil || out.Key == "" || !out.CacheHit || e.isVerified(out.Key) {
 			continue // a local folder, a publish, or made (and hashed) by this run
@@ -927,6 +929,19 @@ func (e *Engine) rebuild(ctx context.Context, id string) error {
 	delete(e.outputs, id)
 	e.mu.Unlock()
 	return e.runStep(ctx, st)
+}
+
+// awaitRebuild returns once no reader is rebuilding step id: while one is,
+// its output is neither recorded nor cached, and a reader that looked then
+// would take the step for one that never ran.
+func (e *Engine) awaitRebuild(id string) {
+	e.mu.Lock()
+	m, ok := e.rebuilding[id]
+	e.mu.Unlock()
+	if ok {
+		m.Lock()
+		defer m.Unlock() // a barrier: wait for the rebuilding reader, hold nothing
+	}
 }
 
 func (e *Engine) isVerified(key string) bool {
