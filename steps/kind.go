@@ -185,10 +185,8 @@ func (sc *Context) NumThreads() int { return max(sc.Threads, 1) }
 // policy. torch's libgomp spins at every barrier by default; GPTQ and AWQ
 // run thousands of tiny ops per layer, each ending at a barrier, and when
 // the two threads do not each have a core (another step, another program)
-// the spinning thread burns the time its peer needs: measured on this
-// 2-core machine under load, a GPTQ-like column walk over a 1536x576 layer
-// took 4.1-4.5 s with 2 threads, 0.12-0.14 s with 1, and 0.09-0.15 s with
-// 2 threads and PASSIVE (issue 18's "18x slower with two threads").
+// the spinning thread burns the time its peer needs, many times over
+// (docs/results/memory-weights.md, "Threads and OpenMP's wait policy").
 // Kinds whose tools lose by sleeping between parallel regions (llama.cpp:
 // see the gguf package's llamaCppWaitPolicy) set Resources.OwnWaitPolicy.
 func ThreadEnv(threads int, inherited []string, ownWaitPolicy bool) []string {

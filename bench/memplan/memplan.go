@@ -3,8 +3,9 @@
 // the model's size (engine.FormulaMemory) against the peak RSS the step
 // really reached, as the cache's records (internal/runstats) keep it. The
 // prediction never reads a record, so the comparison tests the constants;
-// since the constants of 2026-12-03 were fitted on these two models'
-// records, it is in sample for them, and a check against later runs.
+// since the constants were fitted on these two models' records
+// (docs/results/memory-weights.md), it is in sample for them, and a check
+// against later runs.
 //
 // It is a package of its own, apart from the bench command, so that the
 // comparison can be tested without any tool.

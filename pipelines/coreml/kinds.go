@@ -90,11 +90,8 @@ func (coremlConvert) NewParams() any     { return &ConvertParams{} }
 func (coremlConvert) Tools(any) []string { return []string{ToolCoreMLConvert} }
 func (coremlConvert) Resources(any) steps.Resources {
 	// torch holds the fp32 model and its trace, coremltools a second copy
-	// of the graph while it converts and quantizes: a few GB for 135M.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
-	// coremltools' peak follows the largest tensor (2.9x on Gemma's 262K
-	// vocabulary for 2x the model).
+	// of the graph while it converts and quantizes; coremltools' peak
+	// follows the largest tensor (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1752, TensorFactor: 10.4}
 }
 
@@ -166,9 +163,8 @@ func (coremlValidate) Tools(any) []string { return []string{ToolCoreMLValidate} 
 func (coremlValidate) Resources(any) steps.Resources {
 	// Two fp32 copies of the model (unconverted and simulated INT4) and
 	// the package's weights read back.
-	// On macOS the Core ML model itself is scored too.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
+	// On macOS the Core ML model itself is scored too
+	// (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 442, ModelFactor: 2.92, Host: steps.HostNeeds{PrefersMacOS: true}}
 }
 

@@ -51,9 +51,8 @@ func (ggufConvert) NewParams() any     { return &ConvertParams{} }
 func (ggufConvert) Tools(any) []string { return []string{toolchain.ToolConvertHF} }
 func (ggufConvert) Resources(any) steps.Resources {
 	// The converter holds the whole model in memory, with f32
-	// intermediates: about three times a bf16 checkpoint, plus Python.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
+	// intermediates: about three times a bf16 checkpoint, plus Python
+	// (fitted in docs/results/memory-weights.md).
 	return steps.Resources{Cores: 1, MemoryMB: 115, ModelFactor: 1.62}
 }
 
@@ -92,10 +91,9 @@ type QuantizeParams struct {
 func (ggufQuantize) NewParams() any     { return &QuantizeParams{} }
 func (ggufQuantize) Tools(any) []string { return []string{toolchain.ToolQuantize} }
 func (ggufQuantize) Resources(any) steps.Resources {
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
-	// llama-quantize holds a tensor at a time, so its largest (the embedding:
-	// 5.7x the peak on Gemma's 262K vocabulary for 2x the model) sets it.
+	// llama-quantize holds a tensor at a time, so its largest (the
+	// embedding, on a large vocabulary) sets the peak
+	// (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 16, TensorFactor: 2, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 
@@ -184,8 +182,8 @@ type ImatrixParams struct {
 func (imatrix) NewParams() any     { return &ImatrixParams{} }
 func (imatrix) Tools(any) []string { return []string{toolchain.ToolImatrix} }
 func (imatrix) Resources(any) steps.Resources {
-	// Measured on Gemma 3 only (2026-12-03, 1,086 MiB), +4%; the split
-	// between the fixed part and the model's is assumed.
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 600, ModelFactor: 0.5, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 

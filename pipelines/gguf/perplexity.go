@@ -38,12 +38,11 @@ func (perplexity) Version() int       { return 3 }
 func (perplexity) NewParams() any     { return &PerplexityParams{} }
 func (perplexity) Tools(any) []string { return []string{toolchain.ToolPerplexity} }
 func (perplexity) Resources(any) steps.Resources {
-	// Fitted 2026-12-03 on both built-in models' measured peaks at 8 x 256
-	// tokens, +10% (BENCH memory-plan): the logits over the vocabulary
-	// (the largest tensor's rows) weigh more than the model, which
-	// llama.cpp maps from the GGUF (page cache the kernel can drop). A
-	// longer evaluation weighs more (demo.yaml's 16 x 512: 1,149 MiB
-	// against 402 predicted) until its peak is recorded.
+	// The logits over the vocabulary (the largest tensor's rows) weigh
+	// more than the model, which llama.cpp maps from the GGUF (page cache
+	// the kernel can drop). Fitted to short evaluations: a longer one
+	// weighs more until its own peak is recorded
+	// (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 270, TensorFactor: 1.22, OwnWaitPolicy: llamaCppWaitPolicy}
 }
 

@@ -141,9 +141,8 @@ func (llmcQuantize) Resources(any) steps.Resources {
 	// each on a core; the executor sets OMP_WAIT_POLICY=PASSIVE (see
 	// steps.ThreadEnv), and then two threads beat one. An fp32 copy of the
 	// model, calibration activations and per-layer Hessians, plus torch
-	// itself: about 3 GB for 135M parameters.
-	// Measured 2026-12-03: 2,671 MiB at most for 135M parameters and 2,515
-	// for 270M: the method's settings move it more than the model does.
+	// itself; the method's settings move the peak more than the model's
+	// size does (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 2200, ModelFactor: 0.5}
 }
 
@@ -478,9 +477,8 @@ func (llmcPerplexity) Version() int       { return 1 }
 func (llmcPerplexity) NewParams() any     { return &steps.Eval{} }
 func (llmcPerplexity) Tools(any) []string { return []string{ToolLLMCPerplexity} }
 func (llmcPerplexity) Resources(any) steps.Resources {
-	// compressed-tensors unpacks the INT4 weights to fp32 on load.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
+	// compressed-tensors unpacks the INT4 weights to fp32 on load
+	// (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 236, ModelFactor: 2.77}
 }
 

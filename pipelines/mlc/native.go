@@ -45,10 +45,9 @@ func (mlcNativeConvert) NewParams() any     { return &WeightParams{} }
 func (mlcNativeConvert) Tools(any) []string { return []string{ToolNative} }
 func (mlcNativeConvert) Resources(any) steps.Resources {
 	// The fp32 checkpoint, its float16 copy, one fused tensor at a time and,
-	// with GPTQ rounding (the default), every linear layer's Hessian: peak
-	// RSS 2.16-2.44 GiB on SmolLM2 (2026-12-06, 518 MiB of weights), +5%;
-	// the split between the fixed part and the model's is assumed (BENCH
-	// memory-plan).
+	// with GPTQ rounding (the default), every linear layer's Hessian. One
+	// model's peak; the split between the fixed part and the model's is
+	// assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 1, MemoryMB: 1500, ModelFactor: 2}
 }
 
@@ -127,7 +126,7 @@ func (mlcNativeConfig) Version() int       { return 1 }
 func (mlcNativeConfig) NewParams() any     { return &ConfigParams{} }
 func (mlcNativeConfig) Tools(any) []string { return []string{ToolNative} }
 func (mlcNativeConfig) Resources(any) steps.Resources {
-	// The config and the tokenizer only: 195 MiB at most measured, +10%.
+	// The config and the tokenizer only (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 1, MemoryMB: 216}
 }
 
@@ -282,8 +281,8 @@ func (mlcGate) NewParams() any     { return &steps.Eval{} }
 func (mlcGate) Tools(any) []string { return []string{ToolGate} }
 func (mlcGate) Resources(any) steps.Resources {
 	// The fp32 model, its decoded weights and one chunk's logits.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1000, ModelFactor: 2.5}
 }
 

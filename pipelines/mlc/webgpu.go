@@ -63,8 +63,8 @@ func (mlcWebGPUCheck) Tools(any) []string { return []string{ToolChromium} }
 func (mlcWebGPUCheck) Resources(any) steps.Resources {
 	// Chromium with SwiftShader: the shards, one decoded tensor (113 MB
 	// for the embedding) and its read-back copy.
-	// The browser's largest process measured 206-302 MiB (2026-12-03);
-	// ru_maxrss sees one process, and Chromium runs several.
+	// ru_maxrss sees one process, and Chromium runs several: the weight is
+	// the largest one's (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MemoryMB: 250}
 }
 

@@ -49,9 +49,7 @@ func (onnxExport) NewParams() any     { return &ExportParams{} }
 func (onnxExport) Tools(any) []string { return []string{ToolExport} }
 func (onnxExport) Resources(any) steps.Resources {
 	// The TorchScript exporter holds the fp32 model, its trace and the
-	// serialized graph at once: about 2.5 GB for 135M parameters.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
+	// serialized graph at once (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 785, ModelFactor: 8.07}
 }
 
@@ -119,11 +117,8 @@ type QuantizeParams struct {
 func (onnxQuantize) NewParams() any     { return &QuantizeParams{} }
 func (onnxQuantize) Tools(any) []string { return []string{ToolQuantize} }
 func (onnxQuantize) Resources(any) steps.Resources {
-	// The fp32 graph in memory plus the packed copy it builds.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
-	// The quantizer's peak follows the largest tensor it packs (4.7x on
-	// Gemma's 262K vocabulary for 2x the model).
+	// The fp32 graph in memory plus the packed copy it builds; the peak
+	// follows the largest tensor it packs (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 1, MemoryMB: 524, TensorFactor: 14.3}
 }
 
@@ -223,10 +218,9 @@ type ValidateParams struct {
 func (onnxValidate) NewParams() any     { return &ValidateParams{} }
 func (onnxValidate) Tools(any) []string { return []string{ToolValidate} }
 func (onnxValidate) Resources(any) steps.Resources {
-	// ONNX Runtime's session and the PyTorch reference model at once.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
-	// Logits over the vocabulary weigh most beside the session.
+	// ONNX Runtime's session and the PyTorch reference model at once; the
+	// logits over the vocabulary weigh most beside the session
+	// (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1425, TensorFactor: 6.13}
 }
 

@@ -43,8 +43,8 @@ func (ovExport) NewParams() any     { return &ExportParams{} }
 func (ovExport) Tools(any) []string { return []string{ToolExport} }
 func (ovExport) Resources(any) steps.Resources {
 	// The fp32 model, its TorchScript trace and the converted IR at once.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 900, ModelFactor: 1.8}
 }
 
@@ -157,9 +157,9 @@ func (ovQuantize) NewParams() any     { return &QuantizeParams{} }
 func (ovQuantize) Tools(any) []string { return []string{ToolQuantize} }
 func (ovQuantize) Resources(any) steps.Resources {
 	// The fp32 IR, its compressed copy and, for the data-aware methods,
-	// the activations NNCF collects: 1.6 GB measured for 135M parameters.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
+	// the activations NNCF collects.
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 800, ModelFactor: 1.55}
 }
 
@@ -245,8 +245,8 @@ func (ovValidate) NewParams() any     { return &ValidateParams{} }
 func (ovValidate) Tools(any) []string { return []string{ToolValidate} }
 func (ovValidate) Resources(any) steps.Resources {
 	// OpenVINO's compiled model and the PyTorch reference model at once.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1050, ModelFactor: 2}
 }
 

@@ -52,8 +52,8 @@ func (qnnHTP) Tools(any) []string { return []string{ToolHTP} }
 func (qnnHTP) Resources(any) steps.Resources {
 	// The HTP simulator holds the prepared graph and its weights; PyTorch
 	// is loaded once for the logits check.
-	// Measured on SmolLM2 only (2026-12-03), +10%; the split between the
-	// fixed part and the model's is assumed (BENCH memory-plan).
+	// One model's peak; the split between the fixed part and the model's
+	// is assumed (docs/results/memory-weights.md).
 	// Elastic: ONNX Runtime and torch get the grant (edgepipe_threads.py).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1250, ModelFactor: 2.4}
 }

@@ -73,9 +73,8 @@ func (qnnQDQ) NewParams() any     { return &QDQParams{} }
 func (qnnQDQ) Tools(any) []string { return []string{ToolQDQ} }
 func (qnnQDQ) Resources(params any) steps.Resources {
 	// MinMax calibration keeps every tensor of the graph for every window,
-	// beside the model several times over (fp32, preprocessed, QDQ):
-	// fitted 2026-12-03 on both built-in models' peaks at 4 windows, +10%
-	// (7,720 and 14,484 MiB; BENCH memory-plan); 256 MiB a window assumed.
+	// beside the model several times over (fp32, preprocessed, QDQ); the
+	// cost a window is assumed (docs/results/memory-weights.md).
 	windows := int64(steps.ParamsOf[QDQParams](params).Samples)
 	// Elastic: the calibrator's ONNX Runtime sessions get the grant
 	// (edgepipe_threads.py), so it can run beside a single-threaded AWQ.

@@ -31,8 +31,7 @@ func (hfPerplexity) Tools(any) []string { return []string{toolchain.ToolHFPPL} }
 func (hfPerplexity) Resources(any) steps.Resources {
 	// fp32 weights (0.5 GB for 135M parameters) plus torch and one chunk's
 	// logits; torch uses every core it is given.
-	// Fitted 2026-12-03 on both built-in models' measured peaks, +10%
-	// (BENCH memory-plan).
+	// Fitted to both built-in models' peaks (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 491, ModelFactor: 2.37}
 }
 

@@ -63,7 +63,7 @@ func (nncfQuantize) NewParams() any     { return &NNCFParams{} }
 func (nncfQuantize) Tools(any) []string { return []string{ToolOVQuantize} }
 func (nncfQuantize) Resources(any) steps.Resources {
 	// The ONNX graph, the converted ov.Model, NNCF's statistics and the
-	// compiled model at once: measured 1.1 GB peak on EfficientNet-Lite0.
+	// compiled model at once (docs/results/memory-weights.md).
 	return steps.Resources{Cores: 2, MinCores: 1, MemoryMB: 1536, ModelFactor: 8}
 }
 
