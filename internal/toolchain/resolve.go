@@ -71,7 +71,10 @@ func Resolve(cacheDir, name string) (*Installed, error) {
 			return nil, err
 		}
 		for _, t := range spec.Tools {
-			if strings.HasSuffix(t, ".py") {
+			// A helper no linked package registered is not this program's
+			// to run (a test binary without the families); asking for it
+			// says so (Tool).
+			if _, err := Helper(t); err == nil && strings.HasSuffix(t, ".py") {
 				inst.Tools[t] = filepath.Join(helpers, t)
 			}
 		}
@@ -115,6 +118,9 @@ func readMarker(dir string) (marker, error) {
 func (in *Installed) Tool(tool string) (argv []string, identity string, err error) {
 	p, ok := in.Tools[tool]
 	if !ok {
+		if _, err := Helper(tool); err != nil && strings.HasSuffix(tool, ".py") {
+			return nil, "", fmt.Errorf("toolchain %s: %w", in.Name, err)
+		}
 		return nil, "", fmt.Errorf("toolchain %s has no tool %s", in.Name, tool)
 	}
 	identity = in.LockDigest
