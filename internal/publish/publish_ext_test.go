@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,13 +114,19 @@ func TestJudgeEdges(t *testing.T) {
 		{10, 11, manifest.VerdictOK},
 		{10, 12, manifest.VerdictOK}, // delta == max_delta is not over it
 		{10, 12.0001, manifest.VerdictFail},
-		{10, nan(), manifest.VerdictFail},
+		{10, math.NaN(), manifest.VerdictFail},
+		// A baseline that is not a number compares with nothing: its
+		// delta is NaN, which is neither over max_delta nor under
+		// warn_delta, and must not pass as ok.
+		{math.NaN(), 10, manifest.VerdictFail},
+		{math.Inf(1), 10, manifest.VerdictFail},
+		{10, math.Inf(-1), manifest.VerdictFail},
 	} {
 		d, r, v := Judge(tc.baseline, tc.converted, 0.5, 2)
 		if v != tc.want {
 			t.Errorf("Judge(%g, %g) = %s, want %s", tc.baseline, tc.converted, v, tc.want)
 		}
-		if tc.converted == tc.converted && (d != tc.converted-tc.baseline || r != tc.converted/tc.baseline) {
+		if v != manifest.VerdictFail && (d != tc.converted-tc.baseline || r != tc.converted/tc.baseline) {
 			t.Errorf("Judge(%g, %g): delta %g ratio %g", tc.baseline, tc.converted, d, r)
 		}
 	}
@@ -134,21 +141,16 @@ func TestJudgeAccuracyEdges(t *testing.T) {
 		{0.80, 0.80, 0.01, manifest.VerdictExcellent}, // no drop
 		{0.80, 0.79, 0.01, manifest.VerdictOK},        // a drop of exactly max_drop, in floating point
 		{0.80, 0.7899, 0.01, manifest.VerdictFail},
-		{nan(), 0.80, 0.01, manifest.VerdictFail},
-		{0.80, nan(), 0.01, manifest.VerdictFail},
+		{math.NaN(), 0.80, 0.01, manifest.VerdictFail},
+		{0.80, math.NaN(), 0.01, manifest.VerdictFail},
 	} {
 		if _, v := JudgeAccuracy(tc.ref, tc.conv, tc.max); v != tc.want {
 			t.Errorf("JudgeAccuracy(%g, %g, %g) = %s, want %s", tc.ref, tc.conv, tc.max, v, tc.want)
 		}
 	}
-	if JudgeAgreement(nan(), 0.5) != manifest.VerdictFail {
+	if JudgeAgreement(math.NaN(), 0.5) != manifest.VerdictFail {
 		t.Error("a NaN agreement passed")
 	}
-}
-
-func nan() float64 {
-	zero := 0.0
-	return zero / zero
 }
 
 // A perplexity over max_delta fails the target: nothing is published,
