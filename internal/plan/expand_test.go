@@ -347,6 +347,16 @@ func TestGraphErrors(t *testing.T) {
 	if len(d) != 1 || !strings.Contains(d[0].Msg, "the steps form a cycle: gguf-convert:f16 -> smoke -> publish:t -> gguf-quantize:q8_0 -> gguf-convert:f16") {
 		t.Errorf("cycle through generated steps: %v", d)
 	}
+	// Reported where the recipe added the need that closes it.
+	if d[0].Pos.Line != 8 {
+		t.Errorf("cycle through generated steps reported at %d:%d, want line 8", d[0].Pos.Line, d[0].Pos.Col)
+	}
+
+	// A need that names nothing, added to a generated step.
+	d = diags(t, head+"  gguf-convert:f16: {needs: [gguf-convert:f32]}\n")
+	if len(d) != 1 || d[0].Pos.Line != 7 || !strings.Contains(d[0].Msg, `step gguf-convert:f16 needs "gguf-convert:f32"`) {
+		t.Errorf("unknown need on a generated step: %v at %d:%d", d, d[0].Pos.Line, d[0].Pos.Col)
+	}
 }
 
 // A kind the registry does not know is refused at expansion with the
