@@ -152,6 +152,12 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			if d := overrideParams(s, us); d != nil {
 				diags = append(diags, *d)
 			}
+			if len(needs) > 0 {
+				// A need that names nothing, or closes a cycle, is one the
+				// recipe added here: the graph's errors point at it (a
+				// family's steps have no place in the recipe of their own).
+				s.Pos = us.Pos
+			}
 			s.Needs = appendUnique(s.Needs, needs...)
 			if us.TimeoutS > 0 {
 				s.TimeoutS = us.TimeoutS

@@ -65,12 +65,14 @@ func (e *GateError) Error() string {
 func (e *GateError) Contained() bool { return true }
 
 // Judge applies the domain brief's thresholds: under warn_delta is
-// excellent, over max_delta is a failure.
+// excellent, over max_delta is a failure. A perplexity that is not a
+// finite number, on either side, fails: its delta would be NaN (neither
+// over max_delta nor under warn_delta, so "ok") or infinite.
 func Judge(baseline, converted, warnDelta, maxDelta float64) (delta, ratio float64, verdict string) {
 	delta = converted - baseline
 	ratio = converted / baseline
 	switch {
-	case math.IsNaN(converted) || delta > maxDelta:
+	case !finite(baseline) || !finite(converted) || delta > maxDelta:
 		verdict = manifest.VerdictFail
 	case delta < warnDelta:
 		verdict = manifest.VerdictExcellent
@@ -79,6 +81,8 @@ func Judge(baseline, converted, warnDelta, maxDelta float64) (delta, ratio float
 	}
 	return delta, ratio, verdict
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // IsGateFailure reports whether err is (or wraps) a failed quality gate.
 func IsGateFailure(err error) bool {
