@@ -189,15 +189,27 @@ func provisionBuiltin(ctx context.Context, cacheDir, name string, progress io.Wr
 			return marker{}, err
 		}
 		fmt.Fprintf(progress, "builtin:%s: convert the GGUF to a Hugging Face checkpoint\n", name)
+		logPath := filepath.Join(filepath.Dir(root), "logs", name+".log")
 		err = proc.Run(ctx, proc.Cmd{
 			Argv:    append(argv, "--gguf", gguf, "--out", filepath.Join(tmp, "hf"), "--info", filepath.Join(tmp, BuiltinInfoFile)),
 			Dir:     tmp,
 			Env:     append(os.Environ(), "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"),
-			LogPath: filepath.Join(filepath.Dir(root), "logs", name+".log"),
+			LogPath: logPath,
 			Stdout:  progress,
 		})
 		if err != nil {
 			return marker{}, fmt.Errorf("convert built-in model %s: %w", name, err)
+		}
+		// A converter that exits 0 without a checkpoint must not leave a
+		// model folder every later run trusts.
+		for _, f := range []string{"config.json", "model.safetensors", BuiltinInfoFile} {
+			dir := filepath.Join(tmp, "hf")
+			if f == BuiltinInfoFile {
+				dir = tmp
+			}
+			if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+				return marker{}, fmt.Errorf("convert built-in model %s: %s wrote no %s (see %s)", name, ToolGGUFToHF, f, logPath)
+			}
 		}
 		return marker{Versions: map[string]string{"model": m.version, "gguf_sha256": m.ggufSHA256, "toolchain": llama.LockDigest}}, nil
 	})

@@ -93,14 +93,14 @@ func TestMaterializeHelpersWritesEveryRegisteredFileOnce(t *testing.T) {
 // helper says it is not registered, not that the install is damaged.
 func TestResolveSkipsUnregisteredHelpers(t *testing.T) {
 	cache := t.TempDir()
-	spec := Spec{Name: "fake-helpers", Kind: KindPython, Lock: "fake lock\n", Tools: []string{ToolHFPPL, "nobody_ships_this.py"}, Needs: []string{UV}}
+	spec := Spec{Name: "fake-helpers", Kind: KindPython, Lock: "fake lock\n", Tools: []string{"closure_leaf.py", "nobody_ships_this.py"}, Needs: []string{UV}}
 	Register(spec)
 	fakeInstall(t, cache, spec, map[string]string{"bin/python": ""}, spec.Digest())
 	inst, err := Resolve(cache, spec.Name)
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
-	if _, _, err := inst.Tool(ToolHFPPL); err != nil {
+	if _, _, err := inst.Tool("closure_leaf.py"); err != nil {
 		t.Fatalf("a registered helper: %v", err)
 	}
 	if _, _, err := inst.Tool("nobody_ships_this.py"); err == nil || !strings.Contains(err.Error(), "no helper script nobody_ships_this.py is registered") {

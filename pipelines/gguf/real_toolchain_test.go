@@ -1,7 +1,9 @@
-package toolchain
+package gguf_test
 
 import (
 	"context"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
+	_ "github.com/edgepipe/edgepipe/pipelines/shared" // the helpers the built-in model is made with
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +13,9 @@ import (
 	"time"
 )
 
-// TestRealGGUFPath installs the real toolchains (about 2.8 GB of wheels and a
+// TestRealGGUFPath (here, where the real helper scripts are linked, not in
+// internal/toolchain, whose tests register stand-ins for them) installs
+// the real toolchains (about 2.8 GB of wheels and a
 // llama.cpp build: allow an hour cold on two cores), provisions the
 // built-in model and runs the converter, llama-quantize and
 // llama-perplexity on it. Opt in with EDGEPIPE_REAL=1; the toolchains go to
@@ -31,14 +35,14 @@ func TestRealGGUFPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
 	defer cancel()
 
-	lc, err := Install(ctx, cache, LlamaCpp, testWriter{t})
+	lc, err := toolchain.Install(ctx, cache, toolchain.LlamaCpp, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lc.Python == "" || lc.Versions["build"] == "" {
 		t.Fatalf("llamacpp resolved without the llama Python or a build version: %+v", lc)
 	}
-	hf, err := BuiltinModel(ctx, cache, "builtin:smollm2-135m")
+	hf, err := toolchain.BuiltinModel(ctx, cache, "builtin:smollm2-135m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +54,13 @@ func TestRealGGUFPath(t *testing.T) {
 
 	work := t.TempDir()
 	f16 := filepath.Join(work, "f16.gguf")
-	convert, _, err := lc.Tool(ToolConvertHF)
+	convert, _, err := lc.Tool(toolchain.ToolConvertHF)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, ctx, append(convert, hf, "--outtype", "f16", "--outfile", f16)...)
 	q := filepath.Join(work, "q4_k_m.gguf")
-	out := run(t, ctx, lc.Tools[ToolQuantize], f16, q, "Q4_K_M")
+	out := run(t, ctx, lc.Tools[toolchain.ToolQuantize], f16, q, "Q4_K_M")
 	// SmolLM2's rows are 576 wide: K-quants (blocks of 256) must fall back.
 	if !regexp.MustCompile(`(?m)not divisible by 256 .*-> falling back to`).MatchString(out) {
 		t.Errorf("llama-quantize reported no fallback for 576-wide tensors:\n%s", tail(out))
@@ -67,7 +71,7 @@ func TestRealGGUFPath(t *testing.T) {
 	}
 	var ppl [2]float64
 	for i, m := range []string{f16, q} {
-		out := run(t, ctx, lc.Tools[ToolPerplexity], "-m", m, "-f", eval, "-c", "512", "-b", "512", "--chunks", "4")
+		out := run(t, ctx, lc.Tools[toolchain.ToolPerplexity], "-m", m, "-f", eval, "-c", "512", "-b", "512", "--chunks", "4")
 		mm := regexp.MustCompile(`Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)`).FindStringSubmatch(out)
 		if mm == nil {
 			t.Fatalf("no final estimate from llama-perplexity:\n%s", tail(out))
