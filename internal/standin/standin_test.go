@@ -178,6 +178,30 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// As its comment says, and as the real tools' argparse does: a flag after
+// a positional is parsed, not silently left at its default.
+func TestParseFlagsAfterPositionals(t *testing.T) {
+	fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+	out, n := fs.String("out", "", ""), fs.Int("n", 1, "")
+	if err := ParseFlags(fs, []string{"a", "--out", "o", "b", "-n", "4", "c"}); err != nil || *out != "o" || *n != 4 {
+		t.Errorf("flags after positionals: out %q, n %d, %v", *out, *n, err)
+	}
+	if !slices.Equal(fs.Args(), []string{"a", "b", "c"}) {
+		t.Errorf("positionals %q, want a b c in order", fs.Args())
+	}
+	// "--" still ends the flags.
+	fs = flag.NewFlagSet("tool", flag.ContinueOnError)
+	out = fs.String("out", "", "")
+	if err := ParseFlags(fs, []string{"a", "--", "--out", "o"}); err != nil || *out != "" || !slices.Equal(fs.Args(), []string{"a", "--out", "o"}) {
+		t.Errorf("after --: out %q, args %q, %v", *out, fs.Args(), err)
+	}
+	fs = flag.NewFlagSet("tool", flag.ContinueOnError)
+	fs.String("out", "", "")
+	if err := ParseFlags(fs, []string{"a", "--nope"}); err == nil {
+		t.Error("an unknown flag after a positional: want an error")
+	}
+}
+
 func TestCopyCheckpointFiles(t *testing.T) {
 	from, to := t.TempDir(), t.TempDir()
 	keep := map[string]string{"config.json": `{"a": 1}`, "tokenizer.json": "tok", "generation_config.json": "gen"}
