@@ -110,6 +110,9 @@ func Resample(p []byte, frac float64) []byte {
 // its word count, and how many chunks of nctx "tokens" (words) a scorer would evaluate,
 // bounded by chunks when positive, the way llama-perplexity counts them.
 func EvalChunks(textFile string, nctx, chunks int) (ppl float64, tokens, n int, err error) {
+	if nctx < 1 {
+		return 0, 0, 0, fmt.Errorf("--ctx must be at least 1, not %d: it is the number of tokens in a chunk", nctx)
+	}
 	text, err := os.ReadFile(textFile)
 	if err != nil {
 		return 0, 0, 0, err

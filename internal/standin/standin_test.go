@@ -130,6 +130,18 @@ func TestEvalChunks(t *testing.T) {
 	}
 }
 
+// A context of no words cannot be cut into chunks: a clear refusal, not
+// a division by zero.
+func TestEvalChunksRefusesAContextUnderOneWord(t *testing.T) {
+	text := writeFile(t, filepath.Join(t.TempDir(), "eval.txt"), "a b c d")
+	for _, nctx := range []int{0, -4} {
+		_, _, n, err := EvalChunks(text, nctx, 0)
+		if err == nil || !strings.Contains(err.Error(), "--ctx must be at least 1") {
+			t.Errorf("EvalChunks(ctx %d) = %d chunks, %v; want a refusal", nctx, n, err)
+		}
+	}
+}
+
 func TestArgs(t *testing.T) {
 	pos, flags, err := Args([]string{"serve", "--model", "m", "-x", "-1", "--mode=fast", "dir", "--empty="})
 	if err != nil {
