@@ -467,6 +467,28 @@ func TestPerplexityRefusals(t *testing.T) {
 	}
 }
 
+// Like the real llama-perplexity (perplexity.cpp: tokens < 2*n_ctx), a
+// text needs two contexts' worth of tokens, not one; and a context under
+// one token is refused rather than divided by.
+func TestPerplexityNeedsTwoContextsOfText(t *testing.T) {
+	in := f16(t, "512")
+	text := write(t, filepath.Join(filepath.Dir(in), "eval.txt"), evalText) // 27 words
+	for _, c := range []string{"16", "14"} {
+		out, _, err := run(t, "llama-perplexity", "-m", in, "-f", text, "-c", c)
+		if err == nil || !strings.Contains(err.Error(), "you need at least") || strings.Contains(out, "Final estimate") {
+			t.Errorf("27 words at -c %s: %v, %q; want a refusal", c, err, out)
+		}
+	}
+	if _, _, err := run(t, "llama-perplexity", "-m", in, "-f", text, "-c", "13"); err != nil {
+		t.Errorf("27 words at -c 13: %v", err)
+	}
+	for _, c := range []string{"0", "-1"} {
+		if _, _, err := run(t, "llama-perplexity", "-m", in, "-f", text, "-c", c); err == nil || !strings.Contains(err.Error(), "-c must be at least 1") {
+			t.Errorf("-c %s: %v", c, err)
+		}
+	}
+}
+
 func TestImatrix(t *testing.T) {
 	in := f16(t, "512")
 	dir := filepath.Dir(in)
