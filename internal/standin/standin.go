@@ -110,6 +110,9 @@ func Resample(p []byte, frac float64) []byte {
 // its word count, and how many chunks of nctx "tokens" (words) a scorer would evaluate,
 // bounded by chunks when positive, the way llama-perplexity counts them.
 func EvalChunks(textFile string, nctx, chunks int) (ppl float64, tokens, n int, err error) {
+	if nctx < 1 {
+		return 0, 0, 0, fmt.Errorf("--ctx must be at least 1, not %d: it is the number of tokens in a chunk", nctx)
+	}
 	text, err := os.ReadFile(textFile)
 	if err != nil {
 		return 0, 0, 0, err
@@ -147,10 +150,29 @@ func Args(args []string) (pos []string, flags map[string]string, err error) {
 	return pos, flags, nil
 }
 
-// ParseFlags parses args with fs, allowing flags after positionals.
+// ParseFlags parses args with fs, allowing flags after positionals (as
+// the real tools' argparse does; flag.Parse alone stops at the first one
+// and would leave the later flags at their defaults): the positionals end
+// up in fs.Args(), in order, and "--" still ends the flags.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	return fs.Parse(args)
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) > 0 {
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
+		args = rest
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 // CopyCheckpointFiles copies config and tokenizer files (everything but

@@ -235,13 +235,16 @@ func perplexity(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *nctx < 1 {
+		return fmt.Errorf("the stand-in's -c must be at least 1, not %d", *nctx)
+	}
 	ppl, tokens := standin.TextPerplexity(text)
+	if tokens < 2**nctx {
+		return fmt.Errorf("you need at least %d tokens to evaluate perplexity with a context of %d; the text has %d", 2**nctx, *nctx, tokens)
+	}
 	n := tokens / *nctx
 	if *chunks > 0 && *chunks < n {
 		n = *chunks
-	}
-	if n == 0 {
-		return fmt.Errorf("you need at least %d tokens to evaluate perplexity with a context of %d; the text has %d", 2**nctx, *nctx, tokens)
 	}
 	ppl += standin.Drift(h.Bits)
 	fmt.Fprintf(stdout, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, n_seq=1\n", n, *nctx, *nctx)
