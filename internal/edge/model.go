@@ -1,11 +1,13 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/catalog"
 )
 
@@ -19,6 +21,10 @@ type Model struct {
 	// MaxContext is the model's max_position_embeddings (0: unknown).
 	MaxContext int      `json:"max_context,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// Problems make the source unusable for any run (a weights file that
+	// is a FIFO, an index naming a file outside the folder): plan refuses
+	// the recipe at model.source, pick refuses the model.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // HasKVShape reports whether the KV cache can be sized.
@@ -75,6 +81,31 @@ func (m *Model) note(format string, args ...any) {
 	m.Notes = append(m.Notes, fmt.Sprintf(format, args...))
 }
 
+func (m *Model) problem(format string, args ...any) {
+	m.Problems = append(m.Problems, fmt.Sprintf(format, args...))
+}
+
+// unusable reports whether err means no run can use the source, rather
+// than that its shape is unknown: a file that is not a regular file (a
+// FIFO would block every reader), one far over what such a file can be,
+// an index naming files outside the folder.
+func unusable(err error) bool {
+	var notRegular *boundedfile.NotRegularError
+	var tooLarge *boundedfile.TooLargeError
+	var entry *IndexEntryError
+	return errors.As(err, &notRegular) || errors.As(err, &tooLarge) || errors.As(err, &entry)
+}
+
+// unusableProblem is err as a problem sentence, with the fix.
+func (m *Model) unusableProblem(label string, err error) {
+	var notRegular *boundedfile.NotRegularError
+	if errors.As(err, &notRegular) {
+		m.problem("%s: %v: a model folder holds regular files only; put the real file there, or remove it", label, err)
+		return
+	}
+	m.problem("%s: %v", label, err)
+}
+
 // readFolder reads config.json for the layer and head counts and the
 // safetensors headers for the parameter count, falling back to an estimate
 // from the config's dimensions.
@@ -84,7 +115,10 @@ func (m *Model) readFolder(dir, label string) {
 		return
 	}
 	cfg, err := readHFConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
+	switch {
+	case unusable(err):
+		m.unusableProblem(label, err)
+	case err != nil:
 		m.note("%s: %v", label, err)
 	}
 	m.Shape = cfg.shape()
@@ -98,6 +132,8 @@ func (m *Model) readFolder(dir, label string) {
 
 	params, files, stErr := safetensorsParams(dir)
 	switch {
+	case unusable(stErr):
+		m.unusableProblem(label, stErr)
 	case stErr == nil && params > 0:
 		m.Shape.Params = params
 		from = append(from, fmt.Sprintf("%d safetensors header(s)", files))

@@ -30,6 +30,12 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 	}
 	model := ResolveModel(r.Model.Source, r.Dir())
 	var diags recipe.Diagnostics
+	if len(model.Problems) > 0 {
+		for _, p := range model.Problems {
+			diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: "model.source: " + p})
+		}
+		return diags, nil
+	}
 	fits := make([]TargetFit, 0, len(r.Targets))
 	for _, t := range r.Targets {
 		pred := Predict(model, Request{

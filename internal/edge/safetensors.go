@@ -51,15 +51,17 @@ func sumTensors(dir string, count func(headerTensor) (int64, error)) (total int6
 }
 
 // safetensorsFiles prefers the index's shard list: some repositories ship
-// the same weights twice (consolidated.safetensors beside the shards).
+// the same weights twice (consolidated.safetensors beside the shards). An
+// index naming a file outside the folder is an IndexEntryError, not skipped:
+// no tool should read weights from where the index points.
 func safetensorsFiles(dir string) ([]string, error) {
-	b, err := boundedfile.Read(filepath.Join(dir, "model.safetensors.index.json"), boundedfile.ModelJSONLimit)
+	b, err := boundedfile.Read(filepath.Join(dir, indexFile), boundedfile.ModelJSONLimit)
 	if err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
 		if err := json.Unmarshal(b, &idx); err != nil {
-			return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+			return nil, fmt.Errorf("%s: %w", indexFile, err)
 		}
 		var names []string
 		for _, f := range idx.WeightMap {
@@ -68,7 +70,17 @@ func safetensorsFiles(dir string) ([]string, error) {
 			}
 		}
 		slices.Sort(names)
+		for _, f := range names {
+			if !localName(f) {
+				return nil, &IndexEntryError{Index: indexFile, Entry: f}
+			}
+		}
 		return names, nil
+	}
+	var notRegular *boundedfile.NotRegularError
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &notRegular) || errors.As(err, &tooLarge) {
+		return nil, err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -81,6 +93,22 @@ func safetensorsFiles(dir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+const indexFile = "model.safetensors.index.json"
+
+// localName reports whether an index entry names a file inside the folder:
+// relative, without "..", and not empty.
+func localName(name string) bool {
+	return name != "" && !strings.Contains(name, "\\") && filepath.IsLocal(filepath.FromSlash(name))
+}
+
+// IndexEntryError is a weights index that names a file outside the model
+// folder (an absolute path, or one that climbs out with "..").
+type IndexEntryError struct{ Index, Entry string }
+
+func (e *IndexEntryError) Error() string {
+	return fmt.Sprintf("%s names %q, which is outside the model folder: an index may name only files in its own folder; fix or remove the index", e.Index, e.Entry)
 }
 
 // LargestTensorBytes is the size of the largest tensor in the folder's
@@ -155,7 +183,7 @@ type headerTensor struct {
 // readHeader reads one file's header: an 8-byte little-endian length, then
 // that many bytes of JSON mapping tensor names to dtype, shape and offsets.
 func readHeader(path string) ([]headerTensor, error) {
-	f, err := os.Open(path)
+	f, fi, err := boundedfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +194,9 @@ func readHeader(path string) ([]headerTensor, error) {
 	}
 	if n < 2 || n > maxHeaderBytes {
 		return nil, fmt.Errorf("not a safetensors file (header length %d)", n)
+	}
+	if n > uint64(fi.Size()-8) {
+		return nil, fmt.Errorf("not a safetensors file (header cut short: %d bytes claimed, the file holds %d)", n, fi.Size()-8)
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(f, hdr); err != nil {

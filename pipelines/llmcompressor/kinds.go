@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -443,7 +442,7 @@ type safetensorsEntry struct {
 // readSafetensorsHeader reads a safetensors file's JSON header (an 8-byte
 // little-endian length, then the JSON), without reading the tensors.
 func readSafetensorsHeader(path string) (map[string]safetensorsEntry, error) {
-	f, err := os.Open(path)
+	f, _, err := boundedfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -150,18 +150,11 @@ func recordGGUFInfo(res *steps.Result, b []byte) error {
 // checkGGUFMagic refuses a file that is not a GGUF before a converter
 // parses it: a mistyped path or an HTML error page says so plainly.
 func checkGGUFMagic(path string) error {
-	f, err := os.Open(path)
+	f, _, err := boundedfile.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
 	magic := make([]byte, 4)
 	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
 		return fmt.Errorf("%s is not a GGUF file (it does not start with the GGUF magic): check model.source", filepath.Base(path))
