@@ -85,6 +85,7 @@ func TestScripts(t *testing.T) {
 			"mktar":           mktarCmd,
 			"mkfifo":          mkfifoCmd,
 			"isfifo":          isfifoCmd,
+			"mkgguf":          mkggufCmd,
 		},
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 // Model is what plan time knows about a model source: its shape, where the
@@ -25,6 +26,9 @@ type Model struct {
 	// is a FIFO, an index naming a file outside the folder): plan refuses
 	// the recipe at model.source, pick refuses the model.
 	Problems []string `json:"problems,omitempty"`
+	// GGUF is what a GGUF source's header says of its quantization (nil
+	// for any other source).
+	GGUF *GGUFSource `json:"gguf,omitempty"`
 }
 
 // HasKVShape reports whether the KV cache can be sized.
@@ -37,7 +41,7 @@ func (m Model) HasParams() bool { return m.Shape.Params > 0 }
 
 // ResolveModel learns a model's shape from its source without the network:
 // built-in models are known, a local folder (relative to baseDir) is read,
-// an hf:// source is read from the local Hugging Face cache when it is
+// a local GGUF's header is read, an hf:// source is read from the local Hugging Face cache when it is
 // there. Anything else leaves the shape unknown, with a note.
 func ResolveModel(source, baseDir string) Model {
 	m := Model{Source: source}
@@ -68,6 +72,16 @@ func ResolveModel(source, baseDir string) Model {
 	case source == "":
 		m.note("the recipe names no model source")
 	default:
+		if path, ok, err := shared.LocalGGUF(source, baseDir); err != nil {
+			m.problem("%v", err)
+			return m
+		} else if ok {
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(baseDir, path)
+			}
+			m.readGGUF(path, source)
+			return m
+		}
 		dir := source
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(baseDir, dir)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/internal/gguf"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
@@ -90,13 +91,13 @@ func baseNames(paths []string) []string {
 // fetchGGUF brings a GGUF source (a local file by its data role, or a
 // download) and converts it into the step's output.
 func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
-	var gguf string
+	var ggufPath string
 	if IsLocalSource(src) {
 		p, err := sc.Data(DataGGUF)
 		if err != nil {
 			return err
 		}
-		gguf = p
+		ggufPath = p
 	} else {
 		dir := filepath.Join(sc.Scratch, "fetched")
 		if _, err := download(ctx, sc, src, dir); err != nil {
@@ -106,13 +107,16 @@ func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
 		if len(found) != 1 {
 			return fmt.Errorf("the download holds %d .gguf files, not one: name a single GGUF file in model.source", len(found))
 		}
-		gguf = found[0]
+		ggufPath = found[0]
 	}
-	if err := checkGGUFMagic(gguf); err != nil {
+	// The header is read before a converter parses the file: a download
+	// cut short, an HTML error page or a header whose counts cannot be
+	// says so plainly.
+	if _, err := gguf.ReadFile(ggufPath); err != nil {
 		return err
 	}
 	info := filepath.Join(sc.Scratch, "gguf-info.json")
-	if err := sc.RunTool(ctx, toolchain.ToolGGUFToHF, "--gguf", gguf, "--out", sc.Out, "--info", info); err != nil {
+	if err := sc.RunTool(ctx, toolchain.ToolGGUFToHF, "--gguf", ggufPath, "--out", sc.Out, "--info", info); err != nil {
 		return fmt.Errorf("dequantize the GGUF into a checkpoint: %w", err)
 	}
 	b, err := boundedfile.Read(info, boundedfile.ModelJSONLimit)
@@ -143,21 +147,6 @@ func recordGGUFInfo(res *steps.Result, b []byte) error {
 	}
 	if gi.Tokenizer != "" {
 		res.SetFact(FactTokenizer, gi.Tokenizer)
-	}
-	return nil
-}
-
-// checkGGUFMagic refuses a file that is not a GGUF before a converter
-// parses it: a mistyped path or an HTML error page says so plainly.
-func checkGGUFMagic(path string) error {
-	f, _, err := boundedfile.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	magic := make([]byte, 4)
-	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
-		return fmt.Errorf("%s is not a GGUF file (it does not start with the GGUF magic): check model.source", filepath.Base(path))
 	}
 	return nil
 }
