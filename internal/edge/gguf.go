@@ -50,7 +50,12 @@ func (m *Model) readGGUF(path, label string) {
 		return
 	}
 	arch := h.Architecture()
+	no, count, split := h.Split()
 	switch {
+	case split:
+		m.problem("%s is part %d of a split GGUF of %d parts (its split.no and split.count say so, though its name does not): a part is not the model; give the parts llama.cpp's names (NAME-00001-of-%05d.gguf) and merge them with `llama-gguf-split --merge`, then point model.source at the merged file",
+			label, no+1, count, count)
+		return
 	case len(h.Tensors) == 0:
 		m.problem("%s holds no tensors (a vocabulary-only GGUF?): point model.source at the model's GGUF", label)
 		return

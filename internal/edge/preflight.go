@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 )
@@ -32,7 +33,10 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 	var diags recipe.Diagnostics
 	if len(model.Problems) > 0 {
 		for _, p := range model.Problems {
-			diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: "model.source: " + p})
+			if !strings.HasPrefix(p, "model.source") {
+				p = "model.source: " + p
+			}
+			diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: p})
 		}
 		return diags, nil
 	}
