@@ -86,6 +86,7 @@ func TestScripts(t *testing.T) {
 			"mkfifo":          mkfifoCmd,
 			"isfifo":          isfifoCmd,
 			"mkgguf":          mkggufCmd,
+			"mknpz":           mknpzCmd,
 		},
 	})
 }
