@@ -22,17 +22,22 @@ const imageSetHint = "an image set is an .npz of two arrays: images, uint8 (N, H
 
 // CheckData checks the data sets the plan reads before anything runs, so
 // a set every tool would refuse is an error at the recipe's data: key
-// (exit 2), not a failed step. An image-classification recipe's sets that
-// are files are checked against the tools' contract (internal/npz: dtype,
-// shape, labels within the model's classes where they are known, a cap
-// on the expanded size, no pickled objects). A file that is not there is
-// left to the run, which says where it looked.
+// (exit 2), not a failed step: a data file that is a FIFO or a device;
+// an image-classification recipe's set files against the tools' contract
+// (internal/npz: dtype, shape, labels within the model's classes where
+// they are known, a cap on the expanded size, no pickled objects); and
+// calibration data that overlaps the evaluation data (checkOverlap),
+// unless the recipe allows it. A file that is not there is left to the
+// run, which says where it looked.
 func CheckData(r *recipe.Recipe, use DataUse) recipe.Diagnostics {
 	var diags recipe.Diagnostics
-	if !r.IsVision() {
-		return nil
+	add := func(msg, hint string) {
+		diags = append(diags, recipe.Diagnostic{Pos: r.Data.Pos, Msg: msg, Hint: hint})
 	}
-	classes := visionClasses(r)
+	classes := 0
+	if r.IsVision() {
+		classes = visionClasses(r)
+	}
 	checked := map[string]bool{}
 	for _, d := range []struct {
 		key, ref string
@@ -46,11 +51,35 @@ func CheckData(r *recipe.Recipe, use DataUse) recipe.Diagnostics {
 			continue
 		}
 		checked[path] = true
-		if _, err := npz.CheckImageSet(path, classes); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			diags = append(diags, recipe.Diagnostic{Pos: r.Data.Pos, Msg: fmt.Sprintf("%s %s: %v", d.key, d.ref, err), Hint: imageSetHint})
+		if err := checkDataFile(path); err != nil {
+			add(fmt.Sprintf("%s %s: %v", d.key, d.ref, err), "a data file is a regular file: put the file itself there")
+			continue
+		}
+		if r.IsVision() {
+			if _, err := npz.CheckImageSet(path, classes); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				add(fmt.Sprintf("%s %s: %v", d.key, d.ref, err), imageSetHint)
+			}
+		}
+	}
+	if len(diags) == 0 && use.Calibration && use.Eval {
+		if d := checkOverlap(r); d != nil {
+			diags = append(diags, *d)
 		}
 	}
 	return diags
+}
+
+// checkDataFile refuses a data file that is not a regular file (opening
+// it without waiting on a FIFO); one that is not there passes.
+func checkDataFile(path string) error {
+	f, _, err := boundedfile.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // dataPath is a data file's path: relative to the recipe's folder.

@@ -21,7 +21,7 @@ func TestCheckDataImageSets(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "digits.npz"), string(digits))
 	writeFile(t, filepath.Join(dir, "model", "config.json"), `{"num_classes": 5}`)
 	r := &recipe.Recipe{Path: filepath.Join(dir, "r.yaml"), Task: recipe.TaskImageClassification,
-		Model: recipe.Model{Source: "./model"}, Data: recipe.Data{Calibration: "digits.npz", Eval: "builtin:digits-test", Pos: recipe.Pos{Line: 6, Col: 1}}}
+		Model: recipe.Model{Source: "./model"}, Data: recipe.Data{Calibration: "digits.npz", Eval: "builtin:digits-calibration", Pos: recipe.Pos{Line: 6, Col: 1}}}
 	diags := CheckData(r, DataUse{Calibration: true, Eval: true})
 	if len(diags) != 1 || diags[0].Pos.Line != 6 || !strings.Contains(diags[0].Msg, "data.calibration digits.npz: ") || !strings.Contains(diags[0].Msg, "but the model has 5 classes") {
 		t.Errorf("5 classes: %v", diags)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"io"
 )
 
@@ -160,4 +161,51 @@ func (a *Array) intAt(b []byte) int64 {
 // String names the set's shape, for messages.
 func (s *ImageSet) String() string {
 	return fmt.Sprintf("%d images %v", s.N, s.Images.Shape[1:])
+}
+
+// ImageHashes is a 64-bit hash of every image of a set, in order (the
+// image's pixels and its dimensions), for telling whether two sets share
+// images; it streams the images and keeps only the hashes. The set must
+// pass CheckImageSet's header checks.
+func ImageHashes(r io.ReaderAt, size int64) ([]uint64, error) {
+	f, err := Read(r, size, []string{"images", "labels"}, MaxImageSetBytes)
+	if err != nil {
+		return nil, err
+	}
+	set, err := checkArrays(f)
+	if err != nil {
+		return nil, err
+	}
+	im := set.Images
+	rc, err := im.Data()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	if im.FortranOrder {
+		// Column-major: an image's pixels are spread over the whole array,
+		// so only the set as a whole is compared.
+		h := fnv.New64a()
+		fmt.Fprint(h, im.Shape)
+		if _, err := io.Copy(h, br); err != nil {
+			return nil, fail("its images cannot be read (%v)", err)
+		}
+		return []uint64{h.Sum64()}, nil
+	}
+	row := make([]byte, im.DataBytes/set.N)
+	out := make([]uint64, 0, set.N)
+	for range set.N {
+		if _, err := io.ReadFull(br, row); err != nil {
+			return nil, fail("its images are cut short (%v)", err)
+		}
+		h := fnv.New64a()
+		fmt.Fprint(h, im.Shape[1:])
+		h.Write(row)
+		out = append(out, h.Sum64())
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return nil, fail("its images cannot be read (%v)", err)
+	}
+	return out, nil
 }
