@@ -86,6 +86,8 @@ func TestScripts(t *testing.T) {
 			"mkfifo":          mkfifoCmd,
 			"isfifo":          isfifoCmd,
 			"hang-serve":      hangServe,
+			"mkgguf":          mkggufCmd,
+			"mknpz":           mknpzCmd,
 		},
 	})
 }

@@ -1,7 +1,9 @@
 // Package boundedfile reads files that come from users and downloads
-// (recipes, manifests, locks, model configs) with a size cap, and only when
-// they are regular files: /dev/zero, a FIFO or a 200 MB config.json gets a
-// clear error instead of exhausting memory or blocking forever.
+// (recipes, manifests, locks, model configs, weights headers, data sets)
+// with a size cap, and only when they are regular files: /dev/zero, a FIFO
+// or a 200 MB config.json gets a clear error instead of exhausting memory
+// or blocking forever. Every reader of such a file opens it here (Read for
+// a whole small file, Open for a header or a stream).
 package boundedfile
 
 import (
@@ -69,10 +71,21 @@ func ReadNoFollow(path string, limit int64) ([]byte, error) {
 	return read(path, limit, false)
 }
 
-func read(path string, limit int64, follow bool) ([]byte, error) {
+// Open opens the regular file at path (links followed) for reading, and
+// returns it with its FileInfo. It is the way to open a file a user or a
+// download supplied when the caller reads only part of it (a header) or
+// streams it: a FIFO, device, socket or folder is a NotRegularError, and
+// opening it never waits for a writer.
+func Open(path string) (*os.File, fs.FileInfo, error) { return open(path, true) }
+
+// OpenNoFollow is Open for a path that must not be a link.
+func OpenNoFollow(path string) (*os.File, fs.FileInfo, error) { return open(path, false) }
+
+func open(path string, follow bool) (*os.File, fs.FileInfo, error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; the mode is
 	// checked on the open file, so a swap between a stat and the open
-	// cannot slip a FIFO or device in.
+	// cannot slip a FIFO or device in. On a regular file O_NONBLOCK
+	// changes nothing, so the file is returned as opened.
 	flags := os.O_RDONLY | syscall.O_NONBLOCK
 	if !follow {
 		flags |= syscall.O_NOFOLLOW
@@ -80,18 +93,28 @@ func read(path string, limit int64, follow bool) ([]byte, error) {
 	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		if !follow && errors.Is(err, syscall.ELOOP) {
-			return nil, &NotRegularError{Path: path, Mode: fs.ModeSymlink}
+			return nil, nil, &NotRegularError{Path: path, Mode: fs.ModeSymlink}
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &NotRegularError{Path: path, Mode: fi.Mode()}
+	}
+	return f, fi, nil
+}
+
+func read(path string, limit int64, follow bool) ([]byte, error) {
+	f, fi, err := open(path, follow)
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &NotRegularError{Path: path, Mode: fi.Mode()}
-	}
+	defer f.Close()
 	if fi.Size() > limit {
 		return nil, &TooLargeError{Path: path, Limit: limit}
 	}

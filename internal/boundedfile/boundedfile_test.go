@@ -50,3 +50,48 @@ func TestRead(t *testing.T) {
 		t.Errorf("Read(missing) = %v, want ErrNotExist", err)
 	}
 }
+
+// TestOpen: Open hands back a regular file to stream, and refuses a FIFO
+// without waiting for a writer, a device and a folder.
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	os.WriteFile(small, []byte("hello"), 0o644)
+	link := filepath.Join(dir, "link")
+	os.Symlink(small, link)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, fi, err := Open(link)
+	if err != nil || fi.Size() != 5 {
+		t.Fatalf("Open(link) = %v, %v", fi, err)
+	}
+	b := make([]byte, 5)
+	if _, err := f.Read(b); err != nil || string(b) != "hello" {
+		t.Errorf("read %q, %v", b, err)
+	}
+	f.Close()
+	var notRegular *NotRegularError
+	for _, p := range []string{"/dev/zero", dir, fifo} {
+		done := make(chan error, 1)
+		go func() {
+			f, _, err := Open(p)
+			if f != nil {
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.As(err, &notRegular) {
+				t.Errorf("Open(%s) = %v, want NotRegularError", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Open(%s) blocked", p)
+		}
+	}
+	if _, _, err := OpenNoFollow(link); !errors.As(err, &notRegular) {
+		t.Errorf("OpenNoFollow(link) = %v, want NotRegularError", err)
+	}
+}

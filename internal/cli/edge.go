@@ -147,7 +147,8 @@ func (p *pickFlags) pick() (edge.Pick, error) {
 	})
 	var unknown *edge.UnknownPlatformError
 	var badFormat *edge.FormatError
-	if errors.As(err, &unknown) || errors.As(err, &badFormat) {
+	var badModel *edge.ModelError
+	if errors.As(err, &unknown) || errors.As(err, &badFormat) || errors.As(err, &badModel) {
 		return pk, usageErr("%v", err)
 	}
 	return pk, err

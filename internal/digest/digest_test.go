@@ -609,3 +609,32 @@ func BenchmarkFile(b *testing.B) {
 		}
 	}
 }
+
+// TestFileRefusesFIFO: hashing a path that is a FIFO (a data file swapped
+// for one, say) is an error at once, with and without a memo, not a wait
+// for a writer that never comes.
+func TestFileRefusesFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "eval.txt")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	memo, err := OpenMemo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hash := range map[string]func() error{
+		"File":      func() error { _, _, err := File(fifo); return err },
+		"memo.hash": func() error { return memo.hashAndRemember(fifo).err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- hash() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "named pipe") {
+				t.Errorf("%s(FIFO) = %v, want a named-pipe error", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s(FIFO) blocked", name)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 )
 
 const (
@@ -45,15 +47,12 @@ func MappedBytes() int64 { return mappedBytes.Load() }
 
 // File returns the sha256 (lowercase hex) and size of the file at path.
 func File(path string) (sha256hex string, size int64, err error) {
-	f, err := os.Open(path)
+	// A FIFO or device is refused, never waited on or read forever.
+	f, st, err := boundedfile.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, fmt.Errorf("hash %s: %w", path, err)
-	}
 	sum, n, err := hashOpenFile(f, st, nil)
 	if err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", path, err)

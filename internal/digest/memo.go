@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
+
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 )
 
 // fileIdentity is what must be unchanged for a remembered digest to still
@@ -287,18 +289,11 @@ func (m *Memo) digest(abs string) (string, int64, error) {
 func (m *Memo) hashAndRemember(abs string) *hashCall {
 	for range 3 {
 		start := time.Now()
-		f, err := os.Open(abs)
+		// Swapped for a FIFO since the stat, the file is refused, not
+		// waited on.
+		f, before, err := boundedfile.Open(abs)
 		if err != nil {
 			return &hashCall{err: fmt.Errorf("hash %s: %w", abs, err)}
-		}
-		before, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return &hashCall{err: fmt.Errorf("hash %s: %w", abs, err)}
-		}
-		if !before.Mode().IsRegular() {
-			f.Close()
-			return &hashCall{err: fmt.Errorf("hash %s: not a regular file", abs)}
 		}
 		var progress func(int64)
 		if fn := m.progress.Load(); fn != nil && before.Size() >= progressMinBytes {

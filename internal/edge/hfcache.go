@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/hf"
 )
 
@@ -29,7 +30,7 @@ func hfCachedSnapshot(source string) (string, error) {
 	root := filepath.Join(cacheDir, kind+strings.ReplaceAll(repo.ID, "/", "--"))
 	commit := repo.Revision
 	if !commitSHA.MatchString(commit) {
-		b, err := os.ReadFile(filepath.Join(root, "refs", filepath.FromSlash(repo.Revision)))
+		b, err := boundedfile.Read(filepath.Join(root, "refs", filepath.FromSlash(repo.Revision)), 4<<10)
 		if err != nil {
 			return "", fmt.Errorf("%s is not in the local Hugging Face cache (%s)", source, cacheDir)
 		}

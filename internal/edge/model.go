@@ -1,12 +1,15 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 // Model is what plan time knows about a model source: its shape, where the
@@ -19,6 +22,13 @@ type Model struct {
 	// MaxContext is the model's max_position_embeddings (0: unknown).
 	MaxContext int      `json:"max_context,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// Problems make the source unusable for any run (a weights file that
+	// is a FIFO, an index naming a file outside the folder): plan refuses
+	// the recipe at model.source, pick refuses the model.
+	Problems []string `json:"problems,omitempty"`
+	// GGUF is what a GGUF source's header says of its quantization (nil
+	// for any other source).
+	GGUF *GGUFSource `json:"gguf,omitempty"`
 }
 
 // HasKVShape reports whether the KV cache can be sized.
@@ -31,7 +41,7 @@ func (m Model) HasParams() bool { return m.Shape.Params > 0 }
 
 // ResolveModel learns a model's shape from its source without the network:
 // built-in models are known, a local folder (relative to baseDir) is read,
-// an hf:// source is read from the local Hugging Face cache when it is
+// a local GGUF's header is read, an hf:// source is read from the local Hugging Face cache when it is
 // there. Anything else leaves the shape unknown, with a note.
 func ResolveModel(source, baseDir string) Model {
 	m := Model{Source: source}
@@ -62,6 +72,16 @@ func ResolveModel(source, baseDir string) Model {
 	case source == "":
 		m.note("the recipe names no model source")
 	default:
+		if path, ok, err := shared.LocalGGUF(source, baseDir); err != nil {
+			m.problem("%v", err)
+			return m
+		} else if ok {
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(baseDir, path)
+			}
+			m.readGGUF(path, source)
+			return m
+		}
 		dir := source
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(baseDir, dir)
@@ -75,6 +95,31 @@ func (m *Model) note(format string, args ...any) {
 	m.Notes = append(m.Notes, fmt.Sprintf(format, args...))
 }
 
+func (m *Model) problem(format string, args ...any) {
+	m.Problems = append(m.Problems, fmt.Sprintf(format, args...))
+}
+
+// unusable reports whether err means no run can use the source, rather
+// than that its shape is unknown: a file that is not a regular file (a
+// FIFO would block every reader), one far over what such a file can be,
+// an index naming files outside the folder.
+func unusable(err error) bool {
+	var notRegular *boundedfile.NotRegularError
+	var tooLarge *boundedfile.TooLargeError
+	var entry *IndexEntryError
+	return errors.As(err, &notRegular) || errors.As(err, &tooLarge) || errors.As(err, &entry)
+}
+
+// unusableProblem is err as a problem sentence, with the fix.
+func (m *Model) unusableProblem(label string, err error) {
+	var notRegular *boundedfile.NotRegularError
+	if errors.As(err, &notRegular) {
+		m.problem("%s: %v: a model folder holds regular files only; put the real file there, or remove it", label, err)
+		return
+	}
+	m.problem("%s: %v", label, err)
+}
+
 // readFolder reads config.json for the layer and head counts and the
 // safetensors headers for the parameter count, falling back to an estimate
 // from the config's dimensions.
@@ -84,7 +129,10 @@ func (m *Model) readFolder(dir, label string) {
 		return
 	}
 	cfg, err := readHFConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
+	switch {
+	case unusable(err):
+		m.unusableProblem(label, err)
+	case err != nil:
 		m.note("%s: %v", label, err)
 	}
 	m.Shape = cfg.shape()
@@ -98,6 +146,8 @@ func (m *Model) readFolder(dir, label string) {
 
 	params, files, stErr := safetensorsParams(dir)
 	switch {
+	case unusable(stErr):
+		m.unusableProblem(label, stErr)
 	case stErr == nil && params > 0:
 		m.Shape.Params = params
 		from = append(from, fmt.Sprintf("%d safetensors header(s)", files))

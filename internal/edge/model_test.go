@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
 )
@@ -220,5 +222,70 @@ func TestResolveHFFromLocalCache(t *testing.T) {
 	}
 	if m = ResolveModel("hf://meta-llama/Meta-Llama-3-8B@v2", ""); m.HasParams() {
 		t.Errorf("a revision that was never downloaded resolved: %+v", m)
+	}
+}
+
+// TestResolveModelRefusesUnusableFiles: a weights file or config.json that
+// is a FIFO, and an index naming files outside the folder, make the source
+// unusable (a Problem, which plan and pick refuse), and reading them never
+// waits for a writer.
+func TestResolveModelRefusesUnusableFiles(t *testing.T) {
+	cfg := `{"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}`
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"FIFO weights", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "model.safetensors"))
+		}, "model.safetensors is a named pipe (FIFO), not a regular file: a model folder holds regular files only"},
+		{"FIFO config.json", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "config.json"))
+			mkfifo(t, filepath.Join(dir, "config.json"))
+		}, "config.json is a named pipe (FIFO)"},
+		{"FIFO index", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, indexFile))
+		}, "model.safetensors.index.json is a named pipe (FIFO)"},
+		{"FIFO shard named by the index", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, indexFile), `{"weight_map": {"a": "part-1.safetensors"}}`)
+			mkfifo(t, filepath.Join(dir, "part-1.safetensors"))
+		}, "part-1.safetensors is a named pipe (FIFO)"},
+		{"index climbing out", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(filepath.Dir(dir), "x"))
+			writeFile(t, filepath.Join(dir, indexFile), `{"weight_map": {"a": "../x"}}`)
+		}, `names "../x", which is outside the model folder`},
+		{"index naming an absolute path", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, indexFile), `{"weight_map": {"a": "/etc/passwd"}}`)
+		}, `names "/etc/passwd", which is outside the model folder`},
+		{"index naming a Windows path", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, indexFile), `{"weight_map": {"a": "..\\x"}}`)
+		}, `which is outside the model folder`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "model")
+			writeFile(t, filepath.Join(dir, "config.json"), cfg)
+			tc.setup(t, dir)
+			done := make(chan Model, 1)
+			go func() { done <- ResolveModel(dir, "") }()
+			var m Model
+			select {
+			case m = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("ResolveModel blocked")
+			}
+			if got := strings.Join(m.Problems, "\n"); !strings.Contains(got, tc.want) {
+				t.Errorf("problems %q, want one containing %q (notes %q)", got, tc.want, m.Notes)
+			}
+			if _, err := PickTarget(PickRequest{Platform: "ios", Model: m}); err == nil {
+				t.Error("PickTarget took an unusable model")
+			}
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

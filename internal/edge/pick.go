@@ -58,6 +58,16 @@ func (e *UnknownPlatformError) Error() string {
 	return fmt.Sprintf("unknown platform %q: use one of %s", e.Platform, strings.Join(Platforms(), ", "))
 }
 
+// ModelError is a model no run can use (Model.Problems).
+type ModelError struct {
+	Source   string
+	Problems []string
+}
+
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("model %s cannot be used: %s", e.Source, strings.Join(e.Problems, "; "))
+}
+
 // PickTarget chooses the device, format and KV cache for a platform by the
 // domain brief's rules, checking each candidate with the same pre-flight
 // and ceiling math plan uses: the first candidate that fits and meets the
@@ -67,6 +77,9 @@ func PickTarget(req PickRequest) (Pick, error) {
 	rule, ok := ruleFor(req.Platform)
 	if !ok {
 		return Pick{}, &UnknownPlatformError{Platform: req.Platform}
+	}
+	if len(req.Model.Problems) > 0 {
+		return Pick{}, &ModelError{Source: req.Model.Source, Problems: req.Model.Problems}
 	}
 	if req.Context <= 0 {
 		req.Context = DefaultContext

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
 )
@@ -30,6 +31,15 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 	}
 	model := ResolveModel(r.Model.Source, r.Dir())
 	var diags recipe.Diagnostics
+	if len(model.Problems) > 0 {
+		for _, p := range model.Problems {
+			if !strings.HasPrefix(p, "model.source") {
+				p = "model.source: " + p
+			}
+			diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: p})
+		}
+		return diags, nil
+	}
 	fits := make([]TargetFit, 0, len(r.Targets))
 	for _, t := range r.Targets {
 		pred := Predict(model, Request{

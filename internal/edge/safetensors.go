@@ -61,15 +61,17 @@ func sumTensors(dir string, count func(headerTensor) (int64, error)) (total int6
 }
 
 // safetensorsFiles prefers the index's shard list: some repositories ship
-// the same weights twice (consolidated.safetensors beside the shards).
+// the same weights twice (consolidated.safetensors beside the shards). An
+// index naming a file outside the folder is an IndexEntryError, not skipped:
+// no tool should read weights from where the index points.
 func safetensorsFiles(dir string) ([]string, error) {
-	b, err := boundedfile.Read(filepath.Join(dir, "model.safetensors.index.json"), boundedfile.ModelJSONLimit)
+	b, err := boundedfile.Read(filepath.Join(dir, indexFile), boundedfile.ModelJSONLimit)
 	if err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
 		if err := json.Unmarshal(b, &idx); err != nil {
-			return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+			return nil, fmt.Errorf("%s: %w", indexFile, err)
 		}
 		var names []string
 		for _, f := range idx.WeightMap {
@@ -78,7 +80,17 @@ func safetensorsFiles(dir string) ([]string, error) {
 			}
 		}
 		slices.Sort(names)
+		for _, f := range names {
+			if !localName(f) {
+				return nil, &IndexEntryError{Index: indexFile, Entry: f}
+			}
+		}
 		return names, nil
+	}
+	var notRegular *boundedfile.NotRegularError
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &notRegular) || errors.As(err, &tooLarge) {
+		return nil, err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -91,6 +103,22 @@ func safetensorsFiles(dir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+const indexFile = "model.safetensors.index.json"
+
+// localName reports whether an index entry names a file inside the folder:
+// relative, without "..", and not empty.
+func localName(name string) bool {
+	return name != "" && !strings.Contains(name, "\\") && filepath.IsLocal(filepath.FromSlash(name))
+}
+
+// IndexEntryError is a weights index that names a file outside the model
+// folder (an absolute path, or one that climbs out with "..").
+type IndexEntryError struct{ Index, Entry string }
+
+func (e *IndexEntryError) Error() string {
+	return fmt.Sprintf("%s names %q, which is outside the model folder: an index may name only files in its own folder; fix or remove the index", e.Index, e.Entry)
 }
 
 // LargestTensorBytes is the size of the largest tensor in the folder's
@@ -166,7 +194,7 @@ type headerTensor struct {
 // entry's, whatever the header's size; a name listed twice is passed
 // twice (a hostile header can claim any shape anyway).
 func eachTensor(path string, fn func(headerTensor) error) error {
-	f, err := os.Open(path)
+	f, fi, err := boundedfile.Open(path)
 	if err != nil {
 		return err
 	}
@@ -182,8 +210,8 @@ func eachTensor(path string, fn func(headerTensor) error) error {
 		return fmt.Errorf("its safetensors header is %d bytes (%.0f MiB), more than the %d MiB edgepipe reads: real headers, even of 70B models, are a few MB at most, so this file is not a checkpoint edgepipe can size",
 			n, float64(n)/(1<<20), maxHeaderBytes>>20)
 	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && uint64(st.Size())-8 < n {
-		return fmt.Errorf("not a safetensors file (header cut short: %d bytes of %d)", st.Size()-8, n)
+	if n > uint64(fi.Size()-8) {
+		return fmt.Errorf("not a safetensors file (header cut short: %d bytes claimed, the file holds %d)", n, fi.Size()-8)
 	}
 	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(f, int64(n))))
 	notJSON := func(err error) error {

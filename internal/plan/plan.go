@@ -174,12 +174,25 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		add(st, "")
 	}
 
+	diags = append(diags, edge.CheckData(r, p.dataUse())...)
 	diags = append(diags, p.checkGraph()...)
 	if len(diags) > 0 {
 		sort.SliceStable(diags, func(i, j int) bool { return diags[i].Pos.Line < diags[j].Pos.Line })
 		return nil, diags
 	}
 	return p, nil
+}
+
+// dataUse says which of the recipe's data sets a step reads.
+func (p *Plan) dataUse() edge.DataUse {
+	var u edge.DataUse
+	for _, s := range p.Steps {
+		_, cal := s.Data[steps.DataCalibration]
+		_, ev := s.Data[steps.DataEval]
+		u.Calibration = u.Calibration || cal
+		u.Eval = u.Eval || ev
+	}
+	return u
 }
 
 // AddFunc adds a step to the plan for a target and returns it; a step

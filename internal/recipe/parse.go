@@ -735,6 +735,7 @@ func (p *parser) data(k, v *yaml.Node, d *Data) {
 				d.Eval = s
 			}
 		}},
+		{"allow_overlap", func(_, v *yaml.Node) { d.AllowOverlap, _ = p.boolean(v, "data.allow_overlap") }},
 	})
 }
 

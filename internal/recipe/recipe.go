@@ -77,7 +77,11 @@ type Model struct {
 type Data struct {
 	Calibration string `json:"calibration"`
 	Eval        string `json:"eval"`
-	Pos         Pos    `json:"-"`
+	// AllowOverlap accepts calibration data that overlaps the evaluation
+	// data, which plan refuses by default: a gate scored on the data the
+	// model was calibrated on flatters it.
+	AllowOverlap bool `json:"allow_overlap,omitempty"`
+	Pos          Pos  `json:"-"`
 }
 
 // Quality is the quality gate configuration: perplexity drift for text

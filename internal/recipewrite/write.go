@@ -48,7 +48,7 @@ func Write(r *recipe.Recipe, header []string) []byte {
 	if r.Model.TrustRemoteCode {
 		line(1, "trust_remote_code: true")
 	}
-	if (r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration) || (r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval) {
+	if (r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration) || (r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval) || r.Data.AllowOverlap {
 		b.WriteByte('\n')
 		line(0, "data:")
 		if r.Data.Calibration != "" && r.Data.Calibration != recipe.DefaultCalibration {
@@ -56,6 +56,9 @@ func Write(r *recipe.Recipe, header []string) []byte {
 		}
 		if r.Data.Eval != "" && r.Data.Eval != recipe.DefaultEval {
 			line(1, "eval: %s", Scalar(r.Data.Eval))
+		}
+		if r.Data.AllowOverlap {
+			line(1, "allow_overlap: true")
 		}
 	}
 	if g := gateDiff(r.Quality.Perplexity, defaultGate); len(g) > 0 {

@@ -12,7 +12,7 @@ import (
 func TestWriteRoundTrips(t *testing.T) {
 	r := &recipe.Recipe{Edgepipe: 1, Name: "phone", Description: "yes: a colon, and # a hash",
 		Model:   recipe.Model{Source: "../models/llama 3", AllowPickle: true},
-		Data:    recipe.Data{Calibration: "calib.txt", Eval: recipe.DefaultEval},
+		Data:    recipe.Data{Calibration: "calib.txt", Eval: recipe.DefaultEval, AllowOverlap: true},
 		Quality: recipe.Quality{Perplexity: recipe.PerplexityGate{Context: 256, WarnDelta: 0.25, MaxDelta: 1.5, MaxChunks: 4}},
 		Targets: []recipe.Target{
 			{Name: "a", Device: "x86-laptop", Format: "gguf-q4_k_m", Context: 4096, KVDtype: "q8",
@@ -31,7 +31,7 @@ func TestWriteRoundTrips(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if got.Name != r.Name || got.Description != r.Description || got.Model.Source != r.Model.Source || !got.Model.AllowPickle ||
-		got.Data != (recipe.Data{Calibration: "calib.txt", Eval: recipe.DefaultEval, Pos: got.Data.Pos}) || got.Quality != r.Quality {
+		got.Data != (recipe.Data{Calibration: "calib.txt", Eval: recipe.DefaultEval, AllowOverlap: true, Pos: got.Data.Pos}) || got.Quality != r.Quality {
 		t.Errorf("recipe fields differ:\n%s", out)
 	}
 	for i, tg := range got.Targets {

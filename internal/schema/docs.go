@@ -85,6 +85,8 @@ var fieldDocs = map[string]fieldDoc{
 		Default: recipe.DefaultCalibration, Examples: []any{recipe.DefaultCalibration, "data/calibration.txt"}},
 	"Data.Eval": {Desc: "Text the perplexity gate is measured on, or for an image-classification recipe the image set (.npz; default builtin:digits-test, labelled; builtin:skimage-photos has no labels and needs quality.agreement) the accuracy or agreement gate is: builtin:NAME or a file path relative to the recipe.",
 		Default: recipe.DefaultEval, Examples: []any{recipe.DefaultEval, "data/eval.txt"}},
+	"Data.AllowOverlap": {Desc: "Accept calibration data that overlaps the evaluation data (the same bytes; texts sharing a 256-byte stretch, whitespace runs as one space; image sets sharing 1% or more of the evaluation images), which is refused by default: a gate scored on what the model was calibrated on flatters it.",
+		Default: false},
 
 	"Quality.Perplexity": {Desc: "The perplexity gate (text generation only).", Nullable: true},
 	"Quality.Accuracy":   {Desc: "The top-1 accuracy gate (task: image-classification only; the default gate, max_drop 0.01, unless the recipe sets quality.agreement).", Nullable: true},

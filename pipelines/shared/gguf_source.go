@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/internal/gguf"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
@@ -48,7 +49,10 @@ func IsGGUFSource(src string) bool {
 
 // LocalGGUF returns the GGUF file a local source names: the file itself,
 // or the one .gguf file of a folder that holds no config.json. ok is false
-// for a source that is not a local GGUF (a checkpoint folder, a URL).
+// for a source that is not a local GGUF (a checkpoint folder, a URL). A
+// part of a split GGUF (NAME-00001-of-00003.gguf, named directly or the
+// only GGUF of a folder) is never taken for the model, nor is a folder of
+// every part: the error says which parts are missing, or how to merge them.
 func LocalGGUF(src, recipeDir string) (path string, ok bool, err error) {
 	if !IsLocalSource(src) {
 		return "", false, nil
@@ -58,6 +62,9 @@ func LocalGGUF(src, recipeDir string) (path string, ok bool, err error) {
 		p = filepath.Join(recipeDir, p)
 	}
 	if IsGGUFSource(src) {
+		if prefix, _, count, split := gguf.SplitName(filepath.Base(p)); split {
+			return "", true, fmt.Errorf("model.source %s: %w", src, gguf.CheckSplit(filepath.Dir(p), prefix, count))
+		}
 		return src, true, nil
 	}
 	st, err := os.Stat(p)
@@ -69,6 +76,9 @@ func LocalGGUF(src, recipeDir string) (path string, ok bool, err error) {
 	}
 	ggufs, _ := filepath.Glob(filepath.Join(p, "*.gguf"))
 	sort.Strings(ggufs)
+	if prefix, count, ok := oneSplitSet(ggufs); ok {
+		return "", true, fmt.Errorf("model.source %s holds %s: %w", src, strings.Join(baseNames(ggufs), ", "), gguf.CheckSplit(p, prefix, count))
+	}
 	switch {
 	case len(ggufs) == 0:
 		return "", false, nil
@@ -77,6 +87,36 @@ func LocalGGUF(src, recipeDir string) (path string, ok bool, err error) {
 			src, len(ggufs), strings.Join(baseNames(ggufs), ", "))
 	}
 	return filepath.Join(src, filepath.Base(ggufs[0])), true, nil
+}
+
+// oneSplitSet reports whether the files are all parts of one split set
+// (llama.cpp's names, one prefix and count).
+func oneSplitSet(paths []string) (prefix string, count int, ok bool) {
+	for i, p := range paths {
+		pre, _, n, split := gguf.SplitName(filepath.Base(p))
+		if !split || i > 0 && (pre != prefix || n != count) {
+			return "", 0, false
+		}
+		prefix, count = pre, n
+	}
+	return prefix, count, len(paths) > 0
+}
+
+// checkSplitURL refuses a download that names one part of a split GGUF:
+// it would bring one file of several.
+func checkSplitURL(src string) error {
+	if !IsGGUFSource(src) {
+		return nil
+	}
+	name := src
+	if i := strings.IndexAny(name, "?#"); i >= 0 {
+		name = name[:i]
+	}
+	name = name[strings.LastIndex(name, "/")+1:]
+	if _, no, count, split := gguf.SplitName(name); split {
+		return fmt.Errorf("%s is part %d of a split GGUF of %d parts, and a download is one file: merge the parts with `llama-gguf-split --merge` and download the merged file", name, no, count)
+	}
+	return nil
 }
 
 func baseNames(paths []string) []string {
@@ -90,13 +130,13 @@ func baseNames(paths []string) []string {
 // fetchGGUF brings a GGUF source (a local file by its data role, or a
 // download) and converts it into the step's output.
 func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
-	var gguf string
+	var ggufPath string
 	if IsLocalSource(src) {
 		p, err := sc.Data(DataGGUF)
 		if err != nil {
 			return err
 		}
-		gguf = p
+		ggufPath = p
 	} else {
 		dir := filepath.Join(sc.Scratch, "fetched")
 		if _, err := download(ctx, sc, src, dir); err != nil {
@@ -106,13 +146,21 @@ func fetchGGUF(ctx context.Context, sc *steps.Context, src string) error {
 		if len(found) != 1 {
 			return fmt.Errorf("the download holds %d .gguf files, not one: name a single GGUF file in model.source", len(found))
 		}
-		gguf = found[0]
+		ggufPath = found[0]
 	}
-	if err := checkGGUFMagic(gguf); err != nil {
+	// The header is read before a converter parses the file: a download
+	// cut short, an HTML error page or a header whose counts cannot be
+	// says so plainly, and so does one part of a split GGUF.
+	h, err := gguf.ReadFile(ggufPath)
+	if err != nil {
 		return err
 	}
+	if no, count, split := h.Split(); split {
+		return fmt.Errorf("%s is part %d of a split GGUF of %d parts (its split.no and split.count say so), not the model: merge the parts into one file with `llama-gguf-split --merge FIRST-PART OUT.gguf` and name that file in model.source",
+			filepath.Base(ggufPath), no+1, count)
+	}
 	info := filepath.Join(sc.Scratch, "gguf-info.json")
-	if err := sc.RunTool(ctx, toolchain.ToolGGUFToHF, "--gguf", gguf, "--out", sc.Out, "--info", info); err != nil {
+	if err := sc.RunTool(ctx, toolchain.ToolGGUFToHF, "--gguf", ggufPath, "--out", sc.Out, "--info", info); err != nil {
 		return fmt.Errorf("dequantize the GGUF into a checkpoint: %w", err)
 	}
 	b, err := boundedfile.Read(info, boundedfile.ModelJSONLimit)
@@ -143,28 +191,6 @@ func recordGGUFInfo(res *steps.Result, b []byte) error {
 	}
 	if gi.Tokenizer != "" {
 		res.SetFact(FactTokenizer, gi.Tokenizer)
-	}
-	return nil
-}
-
-// checkGGUFMagic refuses a file that is not a GGUF before a converter
-// parses it: a mistyped path or an HTML error page says so plainly.
-func checkGGUFMagic(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
-	magic := make([]byte, 4)
-	if _, err := f.Read(magic); err != nil || string(magic) != "GGUF" {
-		return fmt.Errorf("%s is not a GGUF file (it does not start with the GGUF magic): check model.source", filepath.Base(path))
 	}
 	return nil
 }

@@ -5,11 +5,11 @@ package standin
 import (
 	"sort"
 
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/gguf"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"io"
@@ -20,10 +20,11 @@ import (
 func init() { standin.Tools["gguf_to_hf.py"] = ggufToHF }
 
 // ggufToHF: gguf_to_hf.py --gguf FILE --out DIR [--info FILE]. Like the
-// real script it refuses a file without the GGUF magic; the checkpoint it
-// writes is the GGUF's bytes after the magic (so a changed GGUF changes
-// the weights), a config.json and a tokenizer file. The "file type" is
-// read from a "file_type=NAME" marker in the bytes, so tests can name one.
+// real script it reads the GGUF's header (gguf-py there, internal/gguf
+// here) and refuses a file that is not one; the file type and tensor
+// types it reports are the header's, and the checkpoint it writes is the
+// GGUF's bytes after the magic (so a changed GGUF changes the weights), a
+// config.json and a tokenizer file.
 func ggufToHF(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gguf_to_hf", flag.ContinueOnError)
 	in := fs.String("gguf", "", "")
@@ -35,21 +36,15 @@ func ggufToHF(args []string, stdout, stderr io.Writer) error {
 	if *in == "" || *out == "" {
 		return errors.New("usage: gguf_to_hf.py --gguf FILE --out DIR [--info FILE]")
 	}
+	h, err := gguf.ReadFile(*in)
+	if err != nil {
+		return err
+	}
 	b, err := os.ReadFile(*in)
 	if err != nil {
 		return err
 	}
-	if !bytes.HasPrefix(b, []byte("GGUF")) {
-		return fmt.Errorf("%s is not a GGUF file", *in)
-	}
-	fileType := "unknown"
-	if i := bytes.Index(b, []byte("file_type=")); i >= 0 {
-		rest := b[i+len("file_type="):]
-		if j := bytes.IndexAny(rest, " \n"); j >= 0 {
-			rest = rest[:j]
-		}
-		fileType = string(rest)
-	}
+	fileType, _ := h.FileType()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -68,8 +63,8 @@ func ggufToHF(args []string, stdout, stderr io.Writer) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	line, err := json.Marshal(report.GGUFToHF{Out: *out, Architecture: "LlamaForCausalLM", Parameters: int64(len(b) - 4), Tokenizer: "stand-in",
-		AddBOS: true, FileType: fileType, TensorTypes: map[string]int{fileType: 1}, Files: names})
+	line, err := json.Marshal(report.GGUFToHF{Out: *out, Architecture: "LlamaForCausalLM", Parameters: h.Params(), Tokenizer: "stand-in",
+		AddBOS: true, FileType: fileType, TensorTypes: h.TensorTypes(), Files: names})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/gguf/gguftest"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
@@ -16,14 +17,16 @@ import (
 func TestStandInReportsDecodeStrictly(t *testing.T) {
 	dir := t.TempDir()
 	gguf := filepath.Join(dir, "m.gguf")
-	os.WriteFile(gguf, []byte("GGUF file_type=Q8_0 weights"), 0o644)
+	if err := gguftest.Tiny().File().Write(gguf); err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	if err := standin.Tools["gguf_to_hf.py"]([]string{"--gguf", gguf, "--out", filepath.Join(dir, "ckpt")}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	var g report.GGUFToHF
 	steptest.CheckReport(t, "gguf_to_hf.py", bytes.TrimSpace(out.Bytes()), &g)
-	if g.FileType != "Q8_0" || len(g.Files) != 3 {
+	if g.FileType != "Q8_0" || g.TensorTypes["Q8_0"] != 16 || g.Parameters != gguftest.Tiny().Params() || len(g.Files) != 3 {
 		t.Fatalf("report %+v", g)
 	}
 
