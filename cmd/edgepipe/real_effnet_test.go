@@ -23,6 +23,7 @@ import (
 // for hexagon-int8 (qnn-int8 on QNN's HTP simulator). It checks what
 // was measured, not what the recipe asked for.
 func TestRealEfficientNet(t *testing.T) {
+	t.Parallel() // two real tests at a time share the cores (README, Testing)
 	run, work := realEdgepipe(t, "installs the vision toolchain (torch, timm, the EfficientNet-Lite0 wheel, scikit-image, ONNX Runtime); imports the built-in model")
 	run("toolchain", "install", "vision", "builtin:efficientnet-lite0")
 	src, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-efficientnet.yaml"))

@@ -40,6 +40,7 @@ targets:
 // (README). A published folder must verify, say the source was a Q4_K_M
 // GGUF, and (Core ML) carry the sliding-window mask input.
 func TestRealGemma(t *testing.T) {
+	t.Parallel() // two real tests at a time share the cores (README, Testing)
 	run, work := realEdgepipe(t, "edgepipe toolchain install llama llamacpp onnx coreml llmcompressor builtin:gemma3-270m")
 	if err := os.WriteFile(filepath.Join(work, "gemma.yaml"), []byte(gemmaRecipe), 0o644); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 //
 //	edgepipe toolchain install llama llmcompressor builtin:smollm2-135m
 func TestRealGPUServerRecipe(t *testing.T) {
+	t.Parallel() // two real tests at a time share the cores (README, Testing)
 	if os.Getenv("EDGEPIPE_REAL") != "1" {
 		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install llama llmcompressor builtin:smollm2-135m`")
 	}

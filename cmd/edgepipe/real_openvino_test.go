@@ -16,6 +16,7 @@ import (
 // run shares that baseline), and a short bench; then it checks what the
 // manifest says ran and where.
 func TestRealOpenVINO(t *testing.T) {
+	t.Parallel() // two real tests at a time share the cores (README, Testing)
 	run, work := realEdgepipe(t, "installs torch, optimum-intel, NNCF and OpenVINO")
 	run("toolchain", "install", "llama", "openvino", "builtin:smollm2-135m")
 	// The shipped recipe keeps the default gate, which Intel's NPU settings

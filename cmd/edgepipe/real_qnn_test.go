@@ -39,6 +39,7 @@ targets:
 // version, the SoC and where the gate ran, and that nothing was a stand-in.
 // Opt in with EDGEPIPE_REAL=1.
 func TestRealQNNHTP(t *testing.T) {
+	t.Parallel() // two real tests at a time share the cores (README, Testing)
 	run, work := realEdgepipe(t, "installs torch, ONNX Runtime and onnxruntime-qnn (QNN's HTP backend)")
 	run("toolchain", "install", "llama", "onnx", "qnn", "builtin:smollm2-135m")
 	recipe := filepath.Join(work, "qnn.yaml")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -127,4 +128,15 @@ func get(ts *testscript.TestScript, cl *s3.Client, bucket, key string) []byte {
 	b, err := io.ReadAll(out.Body)
 	ts.Check(err)
 	return b
+}
+
+// TestRealSeaweedInstalled: the remote-cache scripts and tests skip where
+// SeaweedFS is not installed; the real tier, which CI runs after
+// installing every toolchain, fails instead, so CI never passes without
+// them having run.
+func TestRealSeaweedInstalled(t *testing.T) {
+	realTier(t)
+	if _, err := testseaweed.Weed(); err != nil {
+		t.Fatalf("the real tier needs SeaweedFS (`edgepipe toolchain install seaweedfs`, which `go tool task toolchains` runs): %v", err)
+	}
 }

@@ -25,10 +25,10 @@ with open(notes) as f:
 print(json.dumps({"model": model, "sha256": digest, "notes": text, "snapshot": snapshot_download(repo)}))
 `
 
-// TestPythonHuggingFaceHubReadsOurCache needs a Python with huggingface_hub
+// TestRealPythonHuggingFaceHubReadsOurCache needs a Python with huggingface_hub
 // (tested with huggingface_hub 2.4.0; pip install huggingface_hub). It uses
 // $EDGEPIPE_TEST_PYTHON, else python3.
-func TestPythonHuggingFaceHubReadsOurCache(t *testing.T) {
+func TestRealPythonHuggingFaceHubReadsOurCache(t *testing.T) {
 	python := os.Getenv("EDGEPIPE_TEST_PYTHON")
 	real := os.Getenv("EDGEPIPE_REAL") == "1"
 	if python == "" && real {

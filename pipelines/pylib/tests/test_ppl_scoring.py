@@ -1,6 +1,6 @@
 """Tests of ppl_scoring.py, the one perplexity scorer of every helper (numpy only).
 
-    EDGEPIPE_REAL=1 go test ./pipelines -run TestPythonModules/test_ppl_scoring
+    EDGEPIPE_REAL=1 go test ./pipelines -run TestRealPythonModules/test_ppl_scoring
 
 TestScheme checks the scheme against a literal transcription of llama.cpp's
 tools/perplexity/perplexity.cpp loop on synthetic logits. TestPinnedToLlamaPerplexity (run

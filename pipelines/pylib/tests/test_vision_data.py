@@ -1,7 +1,7 @@
 """Tests of vision_data.py, what every vision helper reads images and models with
 (numpy, torch, scikit-learn: the vision toolchain).
 
-    EDGEPIPE_REAL=1 go test ./pipelines -run TestPythonModules/test_vision_data
+    EDGEPIPE_REAL=1 go test ./pipelines -run TestRealPythonModules/test_vision_data
 
 EDGEPIPE_VISION_DATA names the repository's data/ folder: the built-in image sets there
 must be exactly what digits_split and save_set make (byte for byte).

@@ -3,7 +3,7 @@
 Runs in the litert toolchain (skips cleanly elsewhere); pipelines/python_test.go runs it with the
 helpers written out in one folder (EDGEPIPE_HELPERS), as edgepipe runs them:
 
-    EDGEPIPE_REAL=1 go test ./pipelines -run TestPythonModules/test_litert
+    EDGEPIPE_REAL=1 go test ./pipelines -run TestRealPythonModules/test_litert
 
 The model is random (seeded): its BatchNorm statistics are set from data and its last layer
 is scaled so its logits spread like a trained classifier's; nothing is trained. Each helper runs

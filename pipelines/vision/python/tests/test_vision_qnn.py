@@ -4,7 +4,7 @@ backend and its simulator.
 Runs in the qnn toolchain (skips cleanly elsewhere); pipelines/python_test.go runs it with the
 helpers written out in one folder (EDGEPIPE_HELPERS), as edgepipe runs them:
 
-    EDGEPIPE_REAL=1 go test ./pipelines -run TestPythonModules/test_vision_qnn
+    EDGEPIPE_REAL=1 go test ./pipelines -run TestRealPythonModules/test_vision_qnn
 
 Each subcommand runs as a subprocess, the way edgepipe runs it: quantize fixes the exported
 dynamic batch to 1 and quantizes every Conv and Gemm (their weights per channel); compile writes
