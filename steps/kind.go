@@ -304,6 +304,12 @@ type Perplexity struct {
 	// distributions (llama.cpp's --kl-divergence); nil when not measured.
 	KLDivergence  *float64 `json:"kl_divergence,omitempty"`
 	Top1Agreement *float64 `json:"top1_agreement,omitempty"`
+	// DeltaLow and DeltaHigh bound the delta (PPL - Baseline) at 95%;
+	// Interval says how (a paired bootstrap over the tokens, or
+	// llama.cpp's own estimate). Absent when not measured.
+	DeltaLow  *float64 `json:"delta_low,omitempty"`
+	DeltaHigh *float64 `json:"delta_high,omitempty"`
+	Interval  string   `json:"interval,omitempty"`
 	// Backend is what computed it (llama.cpp, transformers, onnxruntime).
 	Backend string `json:"backend"`
 }

@@ -178,6 +178,12 @@ type Perplexity struct {
 	Chunks     int     `json:"chunks"`
 	// Backend is the runtime that evaluated both models (llama.cpp, onnxruntime).
 	Backend string `json:"backend"`
+	// DeltaCI95 is the delta's 95% interval, [low, high], and Interval
+	// how it was found; TokensToDecide, when the interval straddles
+	// MaxDelta, about how many scored tokens would put it on one side.
+	DeltaCI95      *[2]float64 `json:"delta_ci95,omitempty"`
+	Interval       string      `json:"interval,omitempty"`
+	TokensToDecide int         `json:"tokens_to_decide,omitempty"`
 }
 
 // Accuracy is an image classifier's quality gate: top-1 accuracy of the

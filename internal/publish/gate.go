@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,40 @@ type GateResult struct {
 	MaxDelta  float64 `json:"max_delta"`
 	Verdict   string  `json:"verdict"`
 	Step      string  `json:"step"`
+	// Low and High bound the delta at 95% when the check step measured
+	// it; TokensToDecide is set when they straddle MaxDelta.
+	Low            *float64 `json:"delta_low,omitempty"`
+	High           *float64 `json:"delta_high,omitempty"`
+	Interval       string   `json:"interval,omitempty"`
+	TokensToDecide int      `json:"tokens_to_decide,omitempty"`
+	tokens         int
+}
+
+// withInterval takes the check step's interval into the gate's record.
+func (g *GateResult) withInterval(p *steps.Perplexity) {
+	if p.DeltaLow == nil || p.DeltaHigh == nil {
+		return
+	}
+	g.Low, g.High, g.Interval, g.tokens = p.DeltaLow, p.DeltaHigh, p.Interval, p.EvalTokens
+	g.TokensToDecide = pplstat.TokensToDecide(pplstat.Interval{Delta: g.Delta, Low: *p.DeltaLow, High: *p.DeltaHigh, Tokens: p.EvalTokens}, g.MaxDelta)
+}
+
+// DeltaText is the delta with its interval, "+0.412 [+0.301, +0.523]".
+func (g *GateResult) DeltaText() string {
+	if g.Low == nil || g.High == nil {
+		return fmt.Sprintf("%+.4f", g.Delta)
+	}
+	return fmt.Sprintf("%+.4f [%+.4f, %+.4f]", g.Delta, *g.Low, *g.High)
+}
+
+// undecided says, when the interval straddles max_delta, how many more
+// scored tokens would decide the verdict.
+func (g *GateResult) undecided() string {
+	if g.TokensToDecide <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; its 95%% interval straddles max_delta %.2f: about %d scored tokens (now %d) would decide it (quality.perplexity.max_chunks: 0 scores the whole text; a longer data.eval scores more)",
+		g.MaxDelta, g.TokensToDecide, g.tokens)
 }
 
 // GateError is a target whose quality gate failed: nothing was published.
@@ -51,8 +86,8 @@ func (e *GateError) Error() string {
 			e.Target, e.Check.Name, e.Step, e.Check.Detail)
 	} else {
 		g := e.Gate
-		msg = fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %+.4f, over max_delta %.2f; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
-			g.Target, g.Converted, g.Baseline, g.Delta, g.MaxDelta)
+		msg = fmt.Sprintf("target %s failed its quality gate: perplexity %.4f against baseline %.4f is a delta of %s, over max_delta %.2f%s; nothing was published. Investigate the conversion (a delta over 2.0 usually means it is broken), use more bits, or raise quality.perplexity.max_delta for this target if the loss is acceptable",
+			g.Target, g.Converted, g.Baseline, g.DeltaText(), g.MaxDelta, g.undecided())
 	}
 	if e.Earlier != "" {
 		msg += fmt.Sprintf(". %s still holds an earlier run's artifacts, which this run did not replace: they are not this recipe's result (delete the folder if nothing may pick them up)", e.Earlier)

@@ -265,8 +265,9 @@ func (p *Publisher) judge(req *Request) (*GateResult, *AccuracyResult, *Agreemen
 		d, r, v := Judge(base, conv, warn, max)
 		gate = &GateResult{Target: t.Target, Baseline: base, Converted: conv, Delta: d, Ratio: r,
 			WarnDelta: warn, MaxDelta: max, Verdict: v, Step: in.StepID}
+		gate.withInterval(pp)
 		p.emit(event.Event{Type: event.Gate, Step: req.StepID, Target: t.Target,
-			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %+.4f -> %s", conv, base, d, v)})
+			Message: fmt.Sprintf("perplexity %.4f vs baseline %.4f: delta %s -> %s%s", conv, base, gate.DeltaText(), v, gate.undecided())})
 		if v == manifest.VerdictFail {
 			return gate, acc, agr, &GateError{Target: t.Target, Gate: gate}
 		}
@@ -380,9 +381,13 @@ func (p *Publisher) manifestFor(req *Request, gate *GateResult, size int64) *man
 			p.EvalTokens, p.Context, p.Chunks, p.Backend = cp.EvalTokens, cp.Context, cp.Chunks, cp.Backend
 			m.Metrics.KLDivergence, m.Metrics.Top1Agreement = cp.KLDivergence, cp.Top1Agreement
 		}
+		if gate.Low != nil && gate.High != nil {
+			p.DeltaCI95 = &[2]float64{*gate.Low, *gate.High}
+			p.Interval, p.TokensToDecide = gate.Interval, gate.TokensToDecide
+		}
 		m.Metrics.Perplexity = p
 		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "perplexity gate", Passed: gate.Verdict != manifest.VerdictFail,
-			Detail: fmt.Sprintf("delta %+.4f (warn %.2f, max %.2f): %s", gate.Delta, gate.WarnDelta, gate.MaxDelta, gate.Verdict)})
+			Detail: fmt.Sprintf("delta %s (warn %.2f, max %.2f): %s", gate.DeltaText(), gate.WarnDelta, gate.MaxDelta, gate.Verdict)})
 	}
 	sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	return m

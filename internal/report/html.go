@@ -49,6 +49,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"top1":  func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
 	"f4":    func(v float64) string { return fmt.Sprintf("%.4f", v) },
 	"delta": func(v float64) string { return fmt.Sprintf("%+.3f", v) },
+	"deltaci": DeltaCell,
 	"ppl":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"toks":  tokS,
 	"pct":   percent,
@@ -98,7 +99,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td class="name">{{.Name}}</td><td><code>{{.Format}}</code></td><td class="name">{{.Device}}</td>
 <td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
 {{- if .Perplexity}}
-<td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{delta .Perplexity.Delta}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
+<td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{deltaci .Perplexity.Delta .Perplexity.DeltaCI95}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
 {{- else if .Accuracy}}
 <td class="n">{{top1 .Accuracy.Reference}}<br/><span class="note">top-1, PyTorch fp32</span></td><td class="n">{{top1 .Accuracy.Converted}}<br/><span class="note">top-1</span></td><td class="n">drop {{top1 .Accuracy.Drop}}<br/><span class="note">max {{top1 .Accuracy.MaxDrop}}</span></td>
 {{- else if .Agreement}}

@@ -36,7 +36,7 @@ func Markdown(r Report) []byte {
 		}
 		if p := t.Perplexity; p != nil {
 			ppl = fmt.Sprintf("%.3f", p.Converted)
-			delta = fmt.Sprintf("%+.3f", p.Delta)
+			delta = DeltaCell(p.Delta, p.DeltaCI95)
 		}
 		if a := t.Accuracy; a != nil {
 			ppl = fmt.Sprintf("top-1 %.2f%%", 100*a.Converted)

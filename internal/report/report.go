@@ -93,6 +93,8 @@ type Target struct {
 // Perplexity is the gate's measurement.
 type Perplexity struct {
 	Baseline, Converted, Delta, WarnDelta, MaxDelta float64
+	// DeltaCI95 is the delta's 95% interval, nil when not measured.
+	DeltaCI95 *[2]float64
 }
 
 // Accuracy is an image classifier's gate: top-1 of the reference and of
@@ -178,6 +180,15 @@ func (c Ceiling) efficiency() float64 {
 		return math.NaN()
 	}
 	return *c.MeasuredTokS / c.CeilingTokS
+}
+
+// DeltaCell is a perplexity delta with its 95% interval when measured:
+// "+0.412 [+0.30, +0.52]".
+func DeltaCell(delta float64, ci *[2]float64) string {
+	if ci == nil {
+		return fmt.Sprintf("%+.3f", delta)
+	}
+	return fmt.Sprintf("%+.3f [%+.2f, %+.2f]", delta, ci[0], ci[1])
 }
 
 // HumanBytes prints a size in binary units, as the run summary does.

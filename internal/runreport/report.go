@@ -43,6 +43,9 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 		if g := o.Gate; g != nil {
 			t.Perplexity = &report.Perplexity{Baseline: g.Baseline, Converted: g.Converted, Delta: g.Delta,
 				WarnDelta: g.WarnDelta, MaxDelta: g.MaxDelta}
+			if g.Low != nil && g.High != nil {
+				t.Perplexity.DeltaCI95 = &[2]float64{*g.Low, *g.High}
+			}
 		}
 		if a := o.Accuracy; a != nil {
 			t.Accuracy = &report.Accuracy{Reference: a.Reference, Converted: a.Converted, Drop: a.Drop, MaxDrop: a.MaxDrop}

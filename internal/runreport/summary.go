@@ -49,7 +49,11 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 		size, ppl, delta, verdict, where := "-", "-", "-", "-", "-"
 		if g := res.Gates[t.Name]; g != nil {
 			ppl = fmt.Sprintf("%.3f", g.Converted)
-			delta = fmt.Sprintf("%+.3f", g.Delta)
+			var ci *[2]float64
+			if g.Low != nil && g.High != nil {
+				ci = &[2]float64{*g.Low, *g.High}
+			}
+			delta = report.DeltaCell(g.Delta, ci)
 			verdict = g.Verdict
 		}
 		if a := res.Accuracy[t.Name]; a != nil {

@@ -36,8 +36,11 @@ func TestParsePerplexityLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(k.PPL-25.3343) > 1e-3 || math.Abs(k.KLD-0.046472) > 1e-6 || math.Abs(k.SameTop-0.87304) > 1e-6 {
+	if math.Abs(k.PPL-25.3343) > 1e-3 || math.Abs(k.KLD-0.046472) > 1e-6 || math.Abs(k.SameTop-0.87304) > 1e-6 || k.DeltaSE != 0.151090 {
 		t.Errorf("kl: %+v", k)
+	}
+	if !math.IsNaN(b.DeltaSE) {
+		t.Errorf("the baseline's log has no delta, parsed %v", b.DeltaSE)
 	}
 	if _, err := ParsePerplexityLog("no numbers here"); err == nil {
 		t.Error("a log without a final estimate parsed")

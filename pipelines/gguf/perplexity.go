@@ -34,7 +34,7 @@ const (
 )
 
 func (perplexity) Name() string       { return "perplexity" }
-func (perplexity) Version() int       { return 3 }
+func (perplexity) Version() int       { return 4 }
 func (perplexity) NewParams() any     { return &PerplexityParams{} }
 func (perplexity) Tools(any) []string { return []string{toolchain.ToolPerplexity} }
 func (perplexity) Resources(any) steps.Resources {
@@ -120,6 +120,14 @@ func (perplexity) Run(ctx context.Context, sc *steps.Context) error {
 		top := m.SameTop
 		res.Top1Agreement = &top
 	}
+	if !math.IsNaN(m.DeltaSE) {
+		// llama.cpp pairs the two models token by token and treats the
+		// tokens as independent, as the other families' bootstrap does.
+		d := res.PPL - res.Baseline
+		lo, hi := d-1.96*m.DeltaSE, d+1.96*m.DeltaSE
+		res.DeltaLow, res.DeltaHigh = &lo, &hi
+		res.Interval = fmt.Sprintf("llama.cpp's standard error, paired over %d tokens (±1.96)", res.EvalTokens)
+	}
 	return nil
 }
 
@@ -139,6 +147,9 @@ type PerplexityLog struct {
 	Chunks      int
 	KLD         float64 // NaN when not computed
 	SameTop     float64 // fraction 0..1, NaN when not computed
+	// DeltaSE is the standard error llama.cpp gives PPL(Q)-PPL(base),
+	// pairing the two models token by token; NaN when not computed.
+	DeltaSE float64
 }
 
 var (
@@ -149,11 +160,12 @@ var (
 	// In --kl-divergence mode the final estimate line is replaced by a
 	// statistics block whose first line is the converted model's PPL.
 	meanPPLQ = regexp.MustCompile(`Mean PPL\(Q\)\s*:\s+([0-9.eE+-]+)\s*±\s*([0-9.eE+-]+)`)
+	deltaPPL = regexp.MustCompile(`Mean PPL\(Q\)-PPL\(base\)\s*:\s+([0-9.eE+-]+)\s*±\s*([0-9.eE+-]+)`)
 )
 
 // ParsePerplexityLog extracts the numbers from llama-perplexity's output.
 func ParsePerplexityLog(log string) (PerplexityLog, error) {
-	out := PerplexityLog{KLD: math.NaN(), SameTop: math.NaN()}
+	out := PerplexityLog{KLD: math.NaN(), SameTop: math.NaN(), DeltaSE: math.NaN()}
 	if m := finalPPL.FindStringSubmatch(log); m != nil {
 		out.PPL, _ = strconv.ParseFloat(m[1], 64)
 		if m[2] != "" {
@@ -170,6 +182,9 @@ func ParsePerplexityLog(log string) (PerplexityLog, error) {
 	}
 	if m := chunksRe.FindStringSubmatch(log); m != nil {
 		out.Chunks, _ = strconv.Atoi(m[1])
+	}
+	if m := deltaPPL.FindStringSubmatch(log); m != nil {
+		out.DeltaSE, _ = strconv.ParseFloat(m[2], 64)
 	}
 	if m := meanKLD.FindStringSubmatch(log); m != nil {
 		out.KLD, _ = strconv.ParseFloat(m[1], 64)

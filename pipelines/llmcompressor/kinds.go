@@ -472,7 +472,7 @@ func readSafetensorsHeader(path string) (map[string]safetensorsEntry, error) {
 }
 
 func (llmcPerplexity) Name() string       { return "llmc-perplexity" }
-func (llmcPerplexity) Version() int       { return 1 }
+func (llmcPerplexity) Version() int       { return 2 }
 func (llmcPerplexity) NewParams() any     { return &steps.Eval{} }
 func (llmcPerplexity) Tools(any) []string { return []string{ToolLLMCPerplexity} }
 func (llmcPerplexity) Resources(any) steps.Resources {
@@ -490,7 +490,8 @@ func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := shared.RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), ToolLLMCPerplexity, model.Dir)
+	res, err := shared.RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), ToolLLMCPerplexity, model.Dir,
+		"--scores-out", sc.Out, "--baseline-scores", base.Dir)
 	if err != nil {
 		return err
 	}
@@ -500,6 +501,9 @@ func (llmcPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	got := shared.TransformersPerplexity(res, "transformers+compressed-tensors")
 	got.Baseline = bp.PPL
+	if err := shared.Interval(base, sc.Out, got); err != nil {
+		return err
+	}
 	sc.Result.Perplexity = got
 	// The baseline ran in another toolchain (another transformers); the
 	// numbers only compare if both tokenized the text the same way and

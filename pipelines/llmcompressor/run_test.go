@@ -34,7 +34,7 @@ func newFake(t *testing.T, params any, inputs ...steps.Input) *fakeTools {
 		t.Fatal(err)
 	}
 	f := &fakeTools{reports: map[string]string{ToolLLMCQuantize: strings.TrimSpace(string(b)),
-		ToolLLMCPerplexity: `{"add_bos": false, "chunks": 8, "ctx": 256, "ppl": 22.405, "scored": 1016, "tokens": 24236}`},
+		ToolLLMCPerplexity: `{"add_bos": false, "chunks": 8, "ctx": 256, "kl_divergence": 0.052, "ppl": 22.405, "scored": 1016, "tokens": 24236, "top1_agreement": 0.91}`},
 		writes: map[string][]byte{}}
 	out := filepath.Join(dir, "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
@@ -188,12 +188,13 @@ func TestPerplexityArgvAndCheck(t *testing.T) {
 	if err := (llmcPerplexity{}).Run(context.Background(), f.sc); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"/opt/tools/llmc_perplexity.py", "--model", "/cache/gptq", "--text", "/data/eval.txt", "--ctx", "256", "--chunks", "8"}
+	want := []string{"/opt/tools/llmc_perplexity.py", "--model", "/cache/gptq", "--text", "/data/eval.txt", "--ctx", "256", "--chunks", "8", "--scores-out", f.sc.Out, "--baseline-scores", ""}
 	if !slices.Equal(f.argv[0], want) {
 		t.Errorf("argv %q\nwant %q", f.argv[0], want)
 	}
 	pp := f.sc.Result.Perplexity
-	if pp.PPL != 22.405 || pp.Baseline != 21.238 || pp.Backend != "transformers+compressed-tensors" || len(f.sc.Result.Checks) != 1 || !f.sc.Result.Checks[0].Passed {
+	if pp.PPL != 22.405 || pp.Baseline != 21.238 || pp.Backend != "transformers+compressed-tensors" || len(f.sc.Result.Checks) != 1 || !f.sc.Result.Checks[0].Passed ||
+		pp.KLDivergence == nil || *pp.KLDivergence != 0.052 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.91 {
 		t.Errorf("result %+v %+v", pp, f.sc.Result.Checks)
 	}
 

@@ -1,9 +1,12 @@
 package shared
 
 import (
+	"os"
+	"path/filepath"
+
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps"
 	"math"
@@ -25,7 +28,7 @@ var HFPerplexity steps.Kind = hfPerplexity{}
 func init() { steps.Register(hfPerplexity{}) }
 
 func (hfPerplexity) Name() string       { return "hf-perplexity" }
-func (hfPerplexity) Version() int       { return 1 }
+func (hfPerplexity) Version() int       { return 2 }
 func (hfPerplexity) NewParams() any     { return &steps.Eval{} }
 func (hfPerplexity) Tools(any) []string { return []string{toolchain.ToolHFPPL} }
 func (hfPerplexity) Resources(any) steps.Resources {
@@ -40,7 +43,11 @@ func (hfPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), toolchain.ToolHFPPL, src.Dir)
+	// The baseline keeps every token's score and its top tokens: the
+	// converted models' intervals and KL divergences are taken against
+	// them.
+	res, err := RunTransformersPerplexity(ctx, sc, *steps.ParamsOf[steps.Eval](sc.Params), toolchain.ToolHFPPL, src.Dir,
+		"--scores-out", sc.Out, "--keep-topk")
 	if err != nil {
 		return err
 	}
@@ -51,13 +58,42 @@ func (hfPerplexity) Run(ctx context.Context, sc *steps.Context) error {
 // TransformersPerplexity is a perplexity script's report as a step
 // records it.
 func TransformersPerplexity(r report.Perplexity, backend string) *steps.Perplexity {
-	return &steps.Perplexity{PPL: r.PPL, EvalTokens: r.Scored, Chunks: r.Chunks, Context: r.Ctx, Backend: backend}
+	return &steps.Perplexity{PPL: r.PPL, EvalTokens: r.Scored, Chunks: r.Chunks, Context: r.Ctx, Backend: backend,
+		KLDivergence: r.KLDivergence, Top1Agreement: r.Top1Agreement}
+}
+
+// Interval gives p (a converted model's perplexity against base, the
+// baseline step) the 95% interval of its delta, from the per-token scores
+// both steps wrote (scores.nll in base's folder and in out). The baseline's
+// file must be there; a converted model that wrote none gets no interval.
+func Interval(base steps.Input, out string, p *steps.Perplexity) error {
+	convPath := filepath.Join(out, pplstat.NLLFile)
+	if _, err := os.Stat(convPath); err != nil {
+		return nil
+	}
+	b, err := pplstat.ReadNLL(filepath.Join(base.Dir, pplstat.NLLFile))
+	if err != nil {
+		return fmt.Errorf("the baseline step %s kept no per-token scores to pair with: %w", base.StepID, err)
+	}
+	c, err := pplstat.ReadNLL(convPath)
+	if err != nil {
+		return err
+	}
+	iv, err := pplstat.PairedDelta(b, c)
+	if err != nil {
+		return fmt.Errorf("%w (baseline %s)", err, base.StepID)
+	}
+	// The interval is around the delta the scores give; the recorded
+	// perplexities are the helpers' own sums, equal to rounding.
+	p.DeltaLow, p.DeltaHigh = &iv.Low, &iv.High
+	p.Interval = fmt.Sprintf("paired bootstrap over %d tokens (%d resamples)", iv.Tokens, pplstat.Resamples)
+	return nil
 }
 
 // RunTransformersPerplexity runs a perplexity script (hf_perplexity.py or
 // one that wraps it in another toolchain) on modelDir with ev's chunks
 // and the step's evaluation text, and reads its JSON result line.
-func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.Eval, tool, modelDir string) (report.Perplexity, error) {
+func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.Eval, tool, modelDir string, extra ...string) (report.Perplexity, error) {
 	var res report.Perplexity
 	text, err := sc.Data(steps.DataEval)
 	if err != nil {
@@ -67,7 +103,7 @@ func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.
 	if n := ev.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
-	if err := sc.RunTool(ctx, tool, args...); err != nil {
+	if err := sc.RunTool(ctx, tool, append(args, extra...)...); err != nil {
 		return res, err
 	}
 	if err := steps.ReadReport(tool, sc.LogPath, &res); err != nil {
@@ -85,6 +121,12 @@ func RunTransformersPerplexity(ctx context.Context, sc *steps.Context, ev steps.
 type Scored struct {
 	PPL                 float64
 	Tokens, Chunks, Ctx int
+	// KLDivergence and Top1Agreement compare the model with the
+	// baseline's top tokens (nil when the helper did not).
+	KLDivergence, Top1Agreement *float64
+	// Out is the step's output folder, where the helper left its
+	// per-token scores (scores.nll) for the delta's interval.
+	Out string
 }
 
 // AgainstBaseline turns a converted model's score into the gate's
@@ -104,16 +146,12 @@ func AgainstBaseline(base steps.Input, tool, logPath string, s Scored, backend s
 		return nil, fmt.Errorf("%s: the baseline %s scored %d chunks of %d tokens, this model %d of %d: they do not compare",
 			tool, base.StepID, bpp.Chunks, bpp.Context, s.Chunks, s.Ctx)
 	}
-	return &steps.Perplexity{PPL: s.PPL, Baseline: bpp.PPL, EvalTokens: s.Tokens, Chunks: s.Chunks, Context: s.Ctx, Backend: backend}, nil
-}
-
-// ReadJSONLine decodes the last JSON line of a step log leniently. It is
-// what the families read their helpers' output with before each helper
-// had a report type; steps.ReadReport replaces it family by family.
-func ReadJSONLine(logPath string, v any) error {
-	line, err := steps.LastJSONLine(logPath)
-	if err != nil {
-		return err
+	p := &steps.Perplexity{PPL: s.PPL, Baseline: bpp.PPL, EvalTokens: s.Tokens, Chunks: s.Chunks, Context: s.Ctx, Backend: backend,
+		KLDivergence: s.KLDivergence, Top1Agreement: s.Top1Agreement}
+	if s.Out != "" {
+		if err := Interval(base, s.Out, p); err != nil {
+			return nil, fmt.Errorf("%s: %w", tool, err)
+		}
 	}
-	return json.Unmarshal(line, v)
+	return p, nil
 }

@@ -5,6 +5,7 @@
 package standin
 
 import (
+	"math"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -225,8 +226,12 @@ func perplexity(args []string, stdout, stderr io.Writer) error {
 			d *= 0.8
 		}
 		ppl := base.PPL + d
-		fmt.Fprintf(stdout, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, n_seq=1\n", base.Chunks, base.Context, base.Context)
-		fmt.Fprintf(stdout, "Final estimate: PPL = %.4f +/- 0.05000\n\n", ppl)
+		// What llama-perplexity prints in this mode: no final estimate and
+		// no chunk count, a statistics block instead.
+		fmt.Fprintf(stdout, "====== Perplexity statistics ======\n")
+		fmt.Fprintf(stdout, "Mean PPL(Q)                   : %10.6f ± %10.6f\n", ppl, 0.05)
+		fmt.Fprintf(stdout, "Mean PPL(base)                : %10.6f ± %10.6f\n", base.PPL, 0.05)
+		fmt.Fprintf(stdout, "Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n\n", d, 0.01+math.Abs(d)/10)
 		fmt.Fprintf(stdout, "====== KL divergence statistics ======\nMean    KLD:   %.6f ±   0.000100\n", d/10)
 		fmt.Fprintf(stdout, "====== Token probability statistics ======\nSame top p: %.3f ± 0.100 %%\n", 100*(1-d/5))
 		return nil

@@ -375,8 +375,10 @@ func TestPerplexityBaselineAndKLDivergence(t *testing.T) {
 		t.Fatalf("%v in %q", err, stdout)
 	}
 	d := standin.Drift(4.85)
-	if !near(k.PPL, ppl+d, 1e-4) || !near(k.KLD, d/10, 1e-6) || !near(k.SameTop, 1-d/5, 1e-5) || k.Chunks != 6 {
-		t.Errorf("converted %+v, want PPL %.4f, KLD %.6f, same top %.5f over the baseline's 6 chunks", k, ppl+d, d/10, 1-d/5)
+	// As the real tool in this mode: no chunk count (the kind takes the
+	// baseline's), and the delta's paired standard error.
+	if !near(k.PPL, ppl+d, 1e-4) || !near(k.KLD, d/10, 1e-6) || !near(k.SameTop, 1-d/5, 1e-5) || k.Chunks != 0 || !near(k.DeltaSE, 0.01+d/10, 1e-6) {
+		t.Errorf("converted %+v, want PPL %.4f, KLD %.6f, same top %.5f, delta SE %.6f", k, ppl+d, d/10, 1-d/5, 0.01+d/10)
 	}
 
 	// The drift is the converted model's beyond the baseline's: a model

@@ -202,6 +202,7 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", -1, "")
 	fs.String("add-bos", "auto", "")
 	fs.Int("threads", 0, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -226,7 +227,8 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	if !ok || g.Weights.GroupSize <= 0 {
 		return fmt.Errorf("%s is not a compressed-tensors checkpoint", *model)
 	}
-	if _, err := standin.CheckpointDigest(*model); err != nil {
+	ckpt, err := standin.CheckpointDigest(*model)
+	if err != nil {
 		return err
 	}
 	ppl, tokens, n, err := standin.EvalChunks(*textFile, *nctx, *chunks)
@@ -239,8 +241,13 @@ func llmcPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	ppl += d
 	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)
+	scored := n * (*nctx - 1 - *nctx/2)
+	kl, top1, err := scores.Scores(ppl, scored, []byte(ckpt))
+	if err != nil {
+		return err
+	}
 	return json.NewEncoder(stdout).Encode(shared.Perplexity{PPL: ppl, Tokens: tokens, Chunks: n, Ctx: *nctx,
-		Scored: n * (*nctx - 1 - *nctx/2), AddBOS: false})
+		Scored: scored, AddBOS: false, KLDivergence: kl, Top1Agreement: top1})
 }
 
 func intField(m map[string]any, k string) int {

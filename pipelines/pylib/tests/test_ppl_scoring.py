@@ -125,6 +125,50 @@ class TestScheme(unittest.TestCase):
                          ppl_scoring.score(padded, tokens, 16, 2, False, None, log=None))
 
 
+class TestPerTokenFiles(unittest.TestCase):
+    """scores.nll pairs token for token; the comparison with a baseline's top tokens."""
+
+    def setUp(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp()
+
+    def test_nll_file_sums_to_the_perplexity(self):
+        tokens = list(range(2, 50))
+        model = fake_model(60, seed=5)
+        s = ppl_scoring.Scorer(16, log=None, keep_topk=True)
+        ppl, count = ppl_scoring.score(model, tokens, 16, 3, False, None, scorer_=s)
+        s.save(self.dir)
+        nll = np.fromfile(os.path.join(self.dir, ppl_scoring.NLL_FILE), dtype="<f8")
+        self.assertEqual(len(nll), count)
+        self.assertAlmostEqual(math.exp(nll.mean()), ppl, places=9)
+        with np.load(os.path.join(self.dir, ppl_scoring.TOPK_FILE)) as z:
+            self.assertEqual(z["ids"].shape, (count, ppl_scoring.TOPK))
+            self.assertTrue((np.diff(z["logp"], axis=1) <= 0).all(), "top tokens in order, most likely first")
+
+    def test_the_same_model_agrees_fully_and_another_does_not(self):
+        tokens = list(range(2, 50))
+        base = fake_model(60, seed=5)
+        b = ppl_scoring.Scorer(16, log=None, keep_topk=True)
+        ppl_scoring.score(base, tokens, 16, 3, False, None, scorer_=b)
+        b.save(self.dir)
+        topk = os.path.join(self.dir, ppl_scoring.TOPK_FILE)
+        same = ppl_scoring.Scorer(16, log=None, compare=topk)
+        ppl_scoring.score(base, tokens, 16, 3, False, None, scorer_=same)
+        kl, top1 = same.agreement()
+        self.assertAlmostEqual(kl, 0.0, places=6)
+        self.assertEqual(top1, 1.0)
+        noisy = lambda inputs: base(inputs) + np.random.default_rng(9).normal(0, 2.0, (16, 60))
+        other = ppl_scoring.Scorer(16, log=None, compare=topk)
+        ppl_scoring.score(noisy, tokens, 16, 3, False, None, scorer_=other)
+        kl, top1 = other.agreement()
+        self.assertGreater(kl, 0.05)
+        self.assertLess(top1, 1.0)
+        short = ppl_scoring.Scorer(16, log=None, compare=topk)
+        ppl_scoring.score(base, tokens, 16, 2, False, None, scorer_=short)
+        with self.assertRaises(ppl_scoring.EvalError):
+            short.agreement()
+
+
 def llama_running_ppl(log):
     """The running perplexities llama-perplexity prints: [1]26.4644,[2]24.4887,..."""
     return [float(v) for _, v in re.findall(r"\[(\d+)\]([0-9.]+),", log)]

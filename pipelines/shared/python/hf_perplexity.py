@@ -23,6 +23,7 @@ def main() -> int:
     ap.add_argument("--add-bos", choices=["auto", "yes", "no"], default="auto",
                     help="put BOS first in every chunk; auto: if the tokenizer adds BOS itself")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: all cores)")
+    ppl_scoring.add_score_args(ap)
     args = ap.parse_args()
 
     edgepipe_env.offline()
@@ -44,13 +45,21 @@ def main() -> int:
     except ppl_scoring.EvalError as e:
         print(f"hf_perplexity: {e}", file=sys.stderr)
         return 2
-    ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk, add_bos, bos)
-    edgepipe_report.emit(report(ppl, len(tokens), n_chunk, args.ctx, count, add_bos))
+    scorer = ppl_scoring.scorer(args, args.ctx)
+    try:
+        ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk, add_bos, bos, scorer_=scorer)
+        kl, top1 = scorer.agreement()
+    except ppl_scoring.EvalError as e:
+        print(f"hf_perplexity: {e}", file=sys.stderr)
+        return 2
+    scorer.save(args.scores_out)
+    edgepipe_report.emit(report(ppl, len(tokens), n_chunk, args.ctx, count, add_bos, kl, top1))
     return 0
 
 
-def report(ppl, tokens, chunks, ctx, scored, add_bos):
-    return {"ppl": ppl, "tokens": tokens, "chunks": chunks, "ctx": ctx, "scored": scored, "add_bos": add_bos}
+def report(ppl, tokens, chunks, ctx, scored, add_bos, kl, top1):
+    return {"ppl": ppl, "tokens": tokens, "chunks": chunks, "ctx": ctx, "scored": scored, "add_bos": add_bos,
+            "kl_divergence": kl, "top1_agreement": top1}
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ type Perplexity struct {
 	Ctx    int     `json:"ctx"`
 	Scored int     `json:"scored"`
 	AddBOS bool    `json:"add_bos"`
+	// KLDivergence and Top1Agreement compare the model with a baseline's
+	// top tokens (--baseline-scores); null for the baseline itself.
+	KLDivergence  *float64 `json:"kl_divergence"`
+	Top1Agreement *float64 `json:"top1_agreement"`
 }
 
 // Types maps each helper to a new value of its report type.

@@ -24,13 +24,15 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", -1, "")
 	fs.String("add-bos", "auto", "")
 	fs.Int("threads", 0, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *model == "" || *textFile == "" {
 		return errors.New("usage: hf_perplexity.py --model DIR --text FILE [--ctx N] [--chunks K]")
 	}
-	if _, err := standin.CheckpointDigest(*model); err != nil {
+	ckpt, err := standin.CheckpointDigest(*model)
+	if err != nil {
 		return err
 	}
 	ppl, tokens, n, err := standin.EvalChunks(*textFile, *nctx, *chunks)
@@ -39,5 +41,10 @@ func hfPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	scored := n * (*nctx - 1 - *nctx/2)
 	fmt.Fprintf(stderr, "[%d/%d] ppl so far %.4f\n", n, n, ppl)
-	return json.NewEncoder(stdout).Encode(report.Perplexity{PPL: ppl, Tokens: tokens, Chunks: n, Ctx: *nctx, Scored: scored})
+	kl, top1, err := scores.Scores(ppl, scored, []byte(ckpt))
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(report.Perplexity{PPL: ppl, Tokens: tokens, Chunks: n, Ctx: *nctx, Scored: scored,
+		KLDivergence: kl, Top1Agreement: top1})
 }
