@@ -1,9 +1,9 @@
 package publish
 
 import (
-	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"errors"
 	"fmt"
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"math"
 
 	"github.com/edgepipe/edgepipe/internal/manifest"

@@ -44,20 +44,20 @@ func HTML(r Report) ([]byte, error) {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"top1":  func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
-	"f4":    func(v float64) string { return fmt.Sprintf("%.4f", v) },
-	"delta": func(v float64) string { return fmt.Sprintf("%+.3f", v) },
+	"f":       func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"top1":    func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) },
+	"f4":      func(v float64) string { return fmt.Sprintf("%.4f", v) },
+	"delta":   func(v float64) string { return fmt.Sprintf("%+.3f", v) },
 	"deltaci": DeltaCell,
-	"ppl":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"toks":  tokS,
-	"pct":   percent,
-	"agree": Agreement,
-	"deref": func(p *float64) float64 { return *p },
-	"line":  printable,
-	"minus": func(a, b float64) float64 { return a - b },
-	"base":  path.Base,
+	"ppl":     func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"toks":    tokS,
+	"pct":     percent,
+	"agree":   Agreement,
+	"deref":   func(p *float64) float64 { return *p },
+	"line":    printable,
+	"minus":   func(a, b float64) float64 { return a - b },
+	"base":    path.Base,
 }).Parse(pageTemplate))
 
 const pageTemplate = `<!DOCTYPE html>

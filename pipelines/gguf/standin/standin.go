@@ -5,7 +5,6 @@
 package standin
 
 import (
-	"math"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -15,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
