@@ -35,7 +35,7 @@ func CheckData(r *recipe.Recipe, use DataUse) recipe.Diagnostics {
 		diags = append(diags, recipe.Diagnostic{Pos: r.Data.Pos, Msg: msg, Hint: hint})
 	}
 	classes := 0
-	if r.IsVision() {
+	if r.Traits().Images {
 		classes = visionClasses(r)
 	}
 	checked := map[string]bool{}
@@ -55,7 +55,7 @@ func CheckData(r *recipe.Recipe, use DataUse) recipe.Diagnostics {
 			add(fmt.Sprintf("%s %s: %v", d.key, d.ref, err), "a data file is a regular file: put the file itself there")
 			continue
 		}
-		if r.IsVision() {
+		if r.Traits().Images {
 			if _, err := npz.CheckImageSet(path, classes); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				add(fmt.Sprintf("%s %s: %v", d.key, d.ref, err), imageSetHint)
 			}

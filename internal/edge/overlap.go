@@ -106,7 +106,7 @@ func checkOverlap(r *recipe.Recipe) *recipe.Diagnostic {
 	if same, err := sameBytes(c, e); err == nil && same {
 		return diag("are the same bytes")
 	}
-	if r.IsVision() {
+	if r.Traits().Images {
 		if msg := imageOverlap(c, e); msg != "" {
 			return diag(msg)
 		}

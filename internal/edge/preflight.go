@@ -24,7 +24,7 @@ type TargetFit struct {
 // cannot know (a model downloaded at run time, time to first token) is a
 // note on the TargetFit, not an error.
 func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
-	if r.IsVision() {
+	if !r.Traits().Generates {
 		// Weights, KV cache and decode ceilings are an LLM's; an image
 		// classifier's memory and latency are not predicted yet.
 		return nil, nil

@@ -209,7 +209,7 @@ func Notes(p *Plan) recipe.Diagnostics {
 }
 
 func noPipeline(r *recipe.Recipe, t *recipe.Target) recipe.Diagnostic {
-	if r.IsVision() {
+	if !r.Traits().Generates {
 		return recipe.Diagnostic{Pos: t.FormatPos,
 			Msg:  fmt.Sprintf("format %s has no image-classification pipeline", t.Format),
 			Hint: "image-classification targets take " + strings.Join(TaskFormats(r.Task), ", ")}

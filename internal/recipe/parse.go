@@ -681,7 +681,7 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 		"add model: {source: hf://OWNER/REPO} (or builtin:NAME, https://..., ./dir)")
 	missing("targets", `missing "targets:", the artifacts to build`,
 		"add targets: {NAME: {device: DEVICE, format: FORMAT}}; `edgepipe devices` lists the devices")
-	if r.IsVision() {
+	if r.Traits().Images {
 		p.applyTask(r) // the defaults targets start from
 	}
 	if targetsKey != nil {

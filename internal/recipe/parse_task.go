@@ -92,7 +92,7 @@ func (p *parser) agreement(k, v *yaml.Node, path string, q *Quality) {
 // (the accuracy gate, the built-in digits sets) and reports keys written
 // for the other task.
 func (p *parser) applyTask(r *Recipe) {
-	if r.IsVision() {
+	if r.Traits().Images {
 		// The accuracy gate is the default, unless the recipe gates on
 		// agreement (which needs no labels) instead.
 		if r.Quality.Accuracy == nil && r.Quality.Agreement == nil {
@@ -106,18 +106,18 @@ func (p *parser) applyTask(r *Recipe) {
 		}
 	}
 	for i := range r.Targets {
-		if r.IsVision() && r.Targets[i].KVDtypePos.Line == 0 {
+		if r.Traits().Images && r.Targets[i].KVDtypePos.Line == 0 {
 			r.Targets[i].KVDtype = "" // an image classifier has no KV cache
 		}
-		benchForTask(r.Targets[i].Bench, r.IsVision())
+		benchForTask(r.Targets[i].Bench, r.Traits().Images)
 	}
-	benchForTask(r.Bench, r.IsVision())
+	benchForTask(r.Bench, r.Traits().Images)
 	p.checkUnlabelled(r)
 	for _, k := range p.taskKeys {
 		switch {
-		case k.vision && !r.IsVision():
+		case k.vision && !r.Traits().Images:
 			p.report(k.node, k.hint, "%s applies only to image-classification recipes (task: image-classification)", k.path)
-		case !k.vision && r.IsVision():
+		case !k.vision && r.Traits().Images:
 			p.report(k.node, k.hint, "%s applies only to text-generation recipes, and this one has task: image-classification", k.path)
 		}
 	}
@@ -141,7 +141,7 @@ func benchForTask(b *BenchSpec, vision bool) {
 // labels: top-1 accuracy cannot be measured there, agreement can. (A set
 // given as a file is only read when the run scores it, and fails then.)
 func (p *parser) checkUnlabelled(r *Recipe) {
-	if !r.IsVision() || !slices.Contains(UnlabelledVisionSets, r.Data.Eval) {
+	if !r.Traits().Images || !slices.Contains(UnlabelledVisionSets, r.Data.Eval) {
 		return
 	}
 	for _, t := range r.Targets {

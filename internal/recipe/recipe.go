@@ -61,8 +61,24 @@ const (
 // Tasks lists the tasks a recipe may name.
 var Tasks = []string{TaskTextGeneration, TaskImageClassification}
 
-// IsVision reports whether the recipe classifies images.
-func (r *Recipe) IsVision() bool { return r.Task == TaskImageClassification }
+// Traits are what a recipe's task means to the rest of edgepipe, said in
+// one place: code asks for the trait it depends on, not for a task.
+type Traits struct {
+	// Generates: the model decodes text token by token: its gate is
+	// perplexity drift, it has a KV cache and a decode ceiling.
+	Generates bool
+	// Images: its data sets are image sets (.npz), its gate top-1
+	// accuracy or agreement with the reference.
+	Images bool
+}
+
+// Traits of the recipe's task.
+func (r *Recipe) Traits() Traits {
+	if r.Task == TaskImageClassification {
+		return Traits{Images: true}
+	}
+	return Traits{Generates: true}
+}
 
 // Model names the source weights and what the recipe allows them to contain.
 type Model struct {

@@ -146,7 +146,7 @@ func validateTargets(r *Recipe, cat Catalog) Diagnostics {
 		}
 		formatOK := t.Format != "" && cat.ValidFormat(t.Format)
 		tc, tasks := cat.(TaskCatalog)
-		vision := r.IsVision() && tasks
+		vision := r.Traits().Images && tasks
 		if vision && t.Format != "" {
 			formats := tc.TaskFormats(r.Task)
 			if formatOK = slices.Contains(formats, t.Format); !formatOK {

@@ -38,7 +38,7 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	q1, q2 := "PPL", "DELTA"
-	if pl.Recipe.IsVision() {
+	if !pl.Recipe.Traits().Generates {
 		q1, q2 = "TOP-1", "DROP"
 		if agreementOnly(pl) {
 			q1, q2 = "AGREEMENT", "MIN"
@@ -146,7 +146,7 @@ func agreementOnly(pl *plan.Plan) bool {
 // (report.Decision): per target its quality beside the latency and
 // memory its bench measured, gate failures included.
 func writeDecision(w io.Writer, pl *plan.Plan, res *engine.RunResult) {
-	if !pl.Recipe.IsVision() {
+	if pl.Recipe.Traits().Generates {
 		return
 	}
 	var r report.Report
