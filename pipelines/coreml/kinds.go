@@ -30,6 +30,14 @@ const (
 // CoreMLPackage is the name of the converted package inside the step output.
 const CoreMLPackage = "model.mlpackage"
 
+// Where coreml_validate.py's per-token scores lie in the step's output:
+// the simulated INT4 model's at the top, the unconverted model's (its own
+// baseline) and Core ML's in these folders.
+const (
+	ScoresBaseline = "baseline"
+	ScoresCoreML   = "coreml"
+)
+
 func (coremlConvert) Name() string { return "coreml-convert" }
 func (coremlConvert) Version() int { return 3 }
 
@@ -150,7 +158,7 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (coremlValidate) Name() string { return "coreml-validate" }
-func (coremlValidate) Version() int { return 3 }
+func (coremlValidate) Version() int { return 4 }
 
 // ValidateParams are a coreml-validate step's.
 type ValidateParams struct {
@@ -192,6 +200,9 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
+	// It scores its own baseline (not hf-perplexity's): it keeps both
+	// models' per-token scores for the delta's interval.
+	args = append(args, "--scores-out", sc.Out)
 	if err := sc.RunTool(ctx, ToolCoreMLValidate, args...); err != nil {
 		return err
 	}
@@ -211,15 +222,20 @@ func (coremlValidate) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	// On macOS the Core ML model itself is scored; that number is the one
 	// the gate judges. Elsewhere it is the simulated quantization.
-	ppl := res.PPL
+	ppl, kl, top1, scores := res.PPL, res.KLDivergence, res.Top1Agreement, sc.Out
 	backend := "transformers, " + res.Simulated + ", " + res.Compute
 	if res.RanCoreML && res.CoreMLPPL != nil && *res.CoreMLPPL > 0 {
-		ppl = *res.CoreMLPPL
+		ppl, kl, top1, scores = *res.CoreMLPPL, res.CoreMLKLDivergence, res.CoreMLTop1Agreement, filepath.Join(sc.Out, ScoresCoreML)
 		sc.Result.SetMetric("simulated_ppl", res.PPL)
 		backend = "Core ML (" + res.Compute + ")"
 	}
-	sc.Result.Perplexity = &steps.Perplexity{PPL: ppl, Baseline: res.BaselinePPL, EvalTokens: res.Scored,
-		Chunks: res.Chunks, Context: res.Ctx, Backend: backend}
+	pp := &steps.Perplexity{PPL: ppl, Baseline: res.BaselinePPL, EvalTokens: res.Scored,
+		Chunks: res.Chunks, Context: res.Ctx, Backend: backend, KLDivergence: kl, Top1Agreement: top1}
+	own := steps.Input{StepID: sc.StepID + " (its own baseline)", Dir: filepath.Join(sc.Out, ScoresBaseline)}
+	if err := shared.Interval(own, scores, pp); err != nil {
+		return fmt.Errorf("%s: %w", ToolCoreMLValidate, err)
+	}
+	sc.Result.Perplexity = pp
 	sc.Result.SetMetric("quantized_weights", float64(res.QuantizedWeights))
 	sc.Result.SetMetric("package_bytes", float64(res.PackageBytes))
 	ran := "no: " + res.CoreMLReason

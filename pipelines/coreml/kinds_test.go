@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -123,16 +124,37 @@ func TestConvertRefusesAnotherReport(t *testing.T) {
 	}
 }
 
+// writeScores leaves what coreml_validate.py writes with --scores-out:
+// scores.nll of n tokens in each of sc.Out's folders named (relative), the
+// i-th's values v + i/10 and every other one step higher.
+func writeScores(t *testing.T, sc *steps.Context, n int, step float64, folders ...string) {
+	t.Helper()
+	for i, f := range folders {
+		nll := make([]float64, n)
+		for j := range nll {
+			nll[j] = 3.2 + float64(i)/10 + step*float64(j%2)
+		}
+		if err := os.MkdirAll(filepath.Join(sc.Out, f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := pplstat.WriteNLL(filepath.Join(sc.Out, f, pplstat.NLLFile), nll); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestValidateArgvAndGate(t *testing.T) {
 	pkg := steps.Input{StepID: "coreml-convert:int4@c4096", Kind: "coreml-convert", Dir: "/cache/conv",
 		Result: &steps.Result{Files: map[string]string{"model": CoreMLPackage}}}
 	p := &ValidateParams{Eval: steps.Eval{Chunk: 256, MaxChunks: 8}, Weights: Weights{BlockSize: 32, Mode: ModeAffine, VDownBits: 8}}
 	sc, argvs := fakeStep(t, p, []steps.Input{pkg, source}, golden(t, ToolCoreMLValidate))
+	writeScores(t, sc, 1016, 0.2, ScoresBaseline, ".")
 	if err := (coremlValidate{}).Run(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"/tools/python", ToolCoreMLValidate, "--package", "/cache/conv/" + CoreMLPackage, "--model", "/cache/source",
-		"--text", "/data/eval.txt", "--ctx", "256", "--threads", "3", "--block-size", "32", "--mode", "affine", "--v-down-bits", "8", "--chunks", "8"}
+		"--text", "/data/eval.txt", "--ctx", "256", "--threads", "3", "--block-size", "32", "--mode", "affine", "--v-down-bits", "8", "--chunks", "8",
+		"--scores-out", sc.Out}
 	if len(*argvs) != 1 || !slices.Equal((*argvs)[0], want) {
 		t.Fatalf("argv %q\nwant %q", *argvs, want)
 	}
@@ -142,19 +164,38 @@ func TestValidateArgvAndGate(t *testing.T) {
 		!strings.HasPrefix(pp.Backend, "transformers, the package's INT4 codes") {
 		t.Fatalf("perplexity %+v", pp)
 	}
+	// KL and top-1 against the helper's own baseline, and the delta's
+	// interval from the two models' per-token scores.
+	if pp.KLDivergence == nil || *pp.KLDivergence != 0.0391 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.9016 ||
+		pp.DeltaLow == nil || pp.DeltaHigh == nil || !(*pp.DeltaLow > 0 && *pp.DeltaLow < *pp.DeltaHigh) ||
+		!strings.HasPrefix(pp.Interval, "paired bootstrap over 1016 tokens") {
+		t.Errorf("against its own baseline: %+v", pp)
+	}
 	if len(r.Checks) != 6 || !strings.HasPrefix(r.Facts["coreml_prediction"], "no: Core ML prediction needs macOS") {
 		t.Errorf("checks %d, facts %v", len(r.Checks), r.Facts)
 	}
 
-	// On macOS Core ML's own perplexity is the one gated.
+	// On macOS Core ML's own perplexity is the one gated, with its KL,
+	// top-1 and scores.
 	line := bytes.Replace(golden(t, ToolCoreMLValidate), []byte(`"coreml_ppl":null`), []byte(`"coreml_ppl":25.9`), 1)
 	line = bytes.Replace(line, []byte(`"ran_coreml":false`), []byte(`"ran_coreml":true`), 1)
+	line = bytes.Replace(line, []byte(`"coreml_kl_divergence":null`), []byte(`"coreml_kl_divergence":0.047`), 1)
+	line = bytes.Replace(line, []byte(`"coreml_top1_agreement":null`), []byte(`"coreml_top1_agreement":0.89`), 1)
 	sc, _ = fakeStep(t, p, []steps.Input{pkg, source}, line)
+	writeScores(t, sc, 1016, 0.2, ScoresBaseline, ScoresCoreML)
 	if err := (coremlValidate{}).Run(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
-	if pp := sc.Result.Perplexity; pp.PPL != 25.9 || sc.Result.Metrics["simulated_ppl"] != 25.558 || sc.Result.Facts["coreml_prediction"] != "yes" {
+	if pp := sc.Result.Perplexity; pp.PPL != 25.9 || sc.Result.Metrics["simulated_ppl"] != 25.558 || sc.Result.Facts["coreml_prediction"] != "yes" ||
+		pp.KLDivergence == nil || *pp.KLDivergence != 0.047 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.89 || pp.DeltaLow == nil {
 		t.Errorf("perplexity %+v, metrics %v", pp, sc.Result.Metrics)
+	}
+
+	// Scores without the baseline's to pair with fail the step.
+	sc, _ = fakeStep(t, p, []steps.Input{pkg, source}, golden(t, ToolCoreMLValidate))
+	writeScores(t, sc, 1016, 0.2, ".")
+	if err := (coremlValidate{}).Run(context.Background(), sc); err == nil || !strings.Contains(err.Error(), "kept no per-token scores") {
+		t.Errorf("no baseline scores: %v", err)
 	}
 
 	// No usable perplexity fails the step.

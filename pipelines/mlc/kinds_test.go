@@ -16,6 +16,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/mlc/standin" // the stand-ins the fake steps run
 	"github.com/edgepipe/edgepipe/pipelines/shared"
+	_ "github.com/edgepipe/edgepipe/pipelines/shared/standin" // the baseline's scores
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -258,8 +259,15 @@ func TestNativeConfigRefusesNoContext(t *testing.T) {
 func TestGateArgvAndBaseline(t *testing.T) {
 	f := newFixture(t)
 	weights, _ := nativeFolder(t, f, "q4f16_1", 1024)
+	// The baseline's per-token scores and top tokens, as the
+	// hf-perplexity stand-in leaves them.
+	baseDir := t.TempDir()
+	if err := standin.Tools["hf_perplexity.py"]([]string{"--model", f.model, "--text", f.eval, "--ctx", "512", "--chunks", "49",
+		"--scores-out", baseDir, "--keep-topk"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
 	base := func(pp *steps.Perplexity) steps.Input {
-		return steps.Input{StepID: "hf-perplexity:baseline", Kind: shared.HFPerplexity.Name(), Result: &steps.Result{Perplexity: pp}}
+		return steps.Input{StepID: "hf-perplexity:baseline", Kind: shared.HFPerplexity.Name(), Dir: baseDir, Result: &steps.Result{Perplexity: pp}}
 	}
 	same := &steps.Perplexity{PPL: 24.982, EvalTokens: 12495, Chunks: 49, Context: 512}
 	s := f.step(t, &steps.Eval{Chunk: 512, MaxChunks: 49}, weights, base(same), f.source())
@@ -268,11 +276,17 @@ func TestGateArgvAndBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.argv(t, "/toolchain/bin/python", ToolGate, "--mlc", weights.Dir, "--model", f.model, "--text", f.eval, "--ctx", "512",
-		"--digests", filepath.Join(s.Out, DecodedDigests), "--threads", "3", "--chunks", "49")
+		"--digests", filepath.Join(s.Out, DecodedDigests), "--threads", "3", "--chunks", "49", "--scores-out", s.Out, "--baseline-scores", baseDir)
 	r := s.Result
 	if pp := r.Perplexity; pp == nil || pp.PPL != 26.377 || pp.Baseline != 24.982 || pp.EvalTokens != 12495 || pp.Chunks != 49 ||
 		pp.Backend != "transformers, MLC shards read back and dequantized (float32)" {
 		t.Fatalf("perplexity %+v", pp)
+	}
+	// KL and top-1 against the baseline's top tokens, and the delta's
+	// interval from both steps' per-token scores.
+	if pp := r.Perplexity; pp.KLDivergence == nil || *pp.KLDivergence != 0.0694 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.8641 ||
+		pp.DeltaLow == nil || pp.DeltaHigh == nil || !(*pp.DeltaLow < *pp.DeltaHigh) || !strings.HasPrefix(pp.Interval, "paired bootstrap over ") {
+		t.Errorf("against the baseline's scores: %+v", pp)
 	}
 	if len(r.Checks) != 1 || !r.Checks[0].Passed || r.Metrics["decoded_tensors"] != 182 || r.Files["digests"] != DecodedDigests {
 		t.Errorf("checks %+v metrics %v files %v", r.Checks, r.Metrics, r.Files)

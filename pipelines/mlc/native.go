@@ -276,7 +276,7 @@ func modelName(srcDir string) string {
 }
 
 func (mlcGate) Name() string       { return "mlc-gate" }
-func (mlcGate) Version() int       { return 1 }
+func (mlcGate) Version() int       { return 2 }
 func (mlcGate) NewParams() any     { return &steps.Eval{} }
 func (mlcGate) Tools(any) []string { return []string{ToolGate} }
 func (mlcGate) Resources(any) steps.Resources {
@@ -311,6 +311,9 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	if ev.MaxChunks > 0 {
 		args = append(args, "--chunks", strconv.Itoa(ev.MaxChunks))
 	}
+	// Per-token scores for the delta's interval, and the KL divergence
+	// and top-1 agreement against the baseline's top tokens.
+	args = append(args, "--scores-out", sc.Out, "--baseline-scores", base.Dir)
 	if err := sc.RunTool(ctx, ToolGate, args...); err != nil {
 		return err
 	}
@@ -325,9 +328,17 @@ func (mlcGate) Run(ctx context.Context, sc *steps.Context) error {
 	if bp == nil {
 		return fmt.Errorf("the baseline step %s recorded no perplexity", base.StepID)
 	}
-	sc.Result.Perplexity = &steps.Perplexity{PPL: res.PPL, Baseline: bp.PPL, EvalTokens: res.Scored, Chunks: res.Chunks,
-		Context: res.Ctx, Backend: "transformers, MLC shards read back and dequantized (" + res.Compute + ")"}
+	pp := &steps.Perplexity{PPL: res.PPL, Baseline: bp.PPL, EvalTokens: res.Scored, Chunks: res.Chunks,
+		Context: res.Ctx, Backend: "transformers, MLC shards read back and dequantized (" + res.Compute + ")",
+		KLDivergence: res.KLDivergence, Top1Agreement: res.Top1Agreement}
+	sc.Result.Perplexity = pp
 	same := bp.EvalTokens == res.Scored && bp.Chunks == res.Chunks && bp.Context == res.Ctx
+	// Other tokens fail the check below; only the same ones pair.
+	if same {
+		if err := shared.Interval(base, sc.Out, pp); err != nil {
+			return fmt.Errorf("%s: %w", ToolGate, err)
+		}
+	}
 	sc.Result.Checks = append(sc.Result.Checks, steps.Check{Name: "same evaluation tokens as the baseline", Passed: same,
 		Detail: fmt.Sprintf("MLC: %d tokens scored in %d chunks of %d; baseline %s: %d in %d chunks of %d",
 			res.Scored, res.Chunks, res.Ctx, base.StepID, bp.EvalTokens, bp.Chunks, bp.Context)})

@@ -205,7 +205,7 @@ func (onnxQuantize) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (onnxValidate) Name() string { return "onnx-validate" }
-func (onnxValidate) Version() int { return 1 }
+func (onnxValidate) Version() int { return 2 }
 
 // ValidateParams are an onnx-validate step's.
 type ValidateParams struct {
@@ -254,6 +254,9 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if n := p.MaxChunks; n > 0 {
 		args = append(args, "--chunks", strconv.Itoa(n))
 	}
+	// Per-token scores for the delta's interval, and the KL divergence
+	// and top-1 agreement against the baseline's top tokens.
+	args = append(args, "--scores-out", sc.Out, "--baseline-scores", base.Dir)
 	if err := sc.RunTool(ctx, ToolValidate, args...); err != nil {
 		return err
 	}
@@ -264,7 +267,8 @@ func (onnxValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if !res.Ran() {
 		return fmt.Errorf("%s reported no logits comparison (see %s)", ToolValidate, sc.LogPath)
 	}
-	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx,
+		KLDivergence: res.KLDivergence, Top1Agreement: res.BaselineTop1, Out: sc.Out},
 		"onnxruntime "+strings.Join(res.Providers, ","))
 	if err != nil {
 		return err

@@ -2,16 +2,19 @@ package onnx
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -278,14 +281,30 @@ func validateInputs(chunks, ctx int) []steps.Input {
 	}
 }
 
+// nllFile is a scores.nll of n tokens, each with negative
+// log-likelihood v, and the next one's v+step.
+func nllFile(n int, v, step float64) []byte {
+	var b []byte
+	for i := range n {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v+step*float64(i%2)))
+	}
+	return b
+}
+
 func TestValidateArgvAndGate(t *testing.T) {
 	p := &ValidateParams{Eval: steps.Eval{Chunk: 256, MaxChunks: 8}, MaxAbsLogitDiff: 25}
-	f := newFake(t, p, validateInputs(8, 256)...)
+	in := validateInputs(8, 256)
+	in[2].Dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(in[2].Dir, pplstat.NLLFile), nllFile(1016, 3, 0.1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t, p, in...)
+	f.writes[pplstat.NLLFile] = nllFile(1016, 3, 0.12)
 	if err := (onnxValidate{}).Run(context.Background(), f.sc); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"/opt/tools/onnx_validate.py", "--onnx", "/cache/int4/model.onnx", "--hf", "/models/src", "--text", "/data/eval.txt",
-		"--ctx", "256", "--chunks", "8"}
+		"--ctx", "256", "--chunks", "8", "--scores-out", f.sc.Out, "--baseline-scores", in[2].Dir}
 	if !slices.Equal(f.argv[0], want) {
 		t.Errorf("argv %q, want %q", f.argv[0], want)
 	}
@@ -293,6 +312,21 @@ func TestValidateArgvAndGate(t *testing.T) {
 	if len(r.Checks) != 1 || !r.Checks[0].Passed || r.Perplexity == nil || r.Perplexity.PPL != 21.23706 || r.Perplexity.Baseline != 21.18 ||
 		r.Perplexity.Backend != "onnxruntime CPUExecutionProvider" || r.Metrics["logits_top1_agreement"] != 1 {
 		t.Errorf("result %+v %+v", r, r.Perplexity)
+	}
+	// KL and top-1 against the baseline's top tokens, and the delta's
+	// interval from both steps' per-token scores.
+	if pp := r.Perplexity; pp.KLDivergence == nil || *pp.KLDivergence != 2.13e-05 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.999 ||
+		pp.DeltaLow == nil || pp.DeltaHigh == nil || !(*pp.DeltaLow > 0 && *pp.DeltaLow < *pp.DeltaHigh) ||
+		!strings.HasPrefix(pp.Interval, "paired bootstrap over 1016 tokens") {
+		t.Errorf("against the baseline's scores: %+v", pp)
+	}
+
+	// A baseline that kept no scores to pair with.
+	in[2].Dir = t.TempDir()
+	f = newFake(t, p, in...)
+	f.writes[pplstat.NLLFile] = nllFile(1016, 3, 0.12)
+	if err := (onnxValidate{}).Run(context.Background(), f.sc); err == nil || !strings.Contains(err.Error(), "kept no per-token scores") {
+		t.Errorf("no baseline scores: %v", err)
 	}
 
 	// Over the limit: the check fails, the step does not.

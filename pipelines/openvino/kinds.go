@@ -228,7 +228,7 @@ func (ovQuantize) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (ovValidate) Name() string { return "openvino-validate" }
-func (ovValidate) Version() int { return 1 }
+func (ovValidate) Version() int { return 2 }
 
 // DefaultPrecision is the CPU plugin's inference precision in the gate:
 // f32, so what moves perplexity is the weight compression, not the CPU's
@@ -276,6 +276,9 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if p.MaxChunks > 0 {
 		args = append(args, "--chunks", strconv.Itoa(p.MaxChunks))
 	}
+	// Per-token scores for the delta's interval, and the KL divergence
+	// and top-1 agreement against the baseline's top tokens.
+	args = append(args, "--scores-out", sc.Out, "--baseline-scores", base.Dir)
 	if err := sc.RunTool(ctx, ToolValidate, args...); err != nil {
 		return err
 	}
@@ -283,7 +286,8 @@ func (ovValidate) Run(ctx context.Context, sc *steps.Context) error {
 	if err := steps.ReadReport(ToolValidate, sc.LogPath, &res); err != nil {
 		return err
 	}
-	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx},
+	pp, err := shared.AgainstBaseline(base, ToolValidate, sc.LogPath, shared.Scored{PPL: res.PPL, Tokens: res.Scored, Chunks: res.Chunks, Ctx: res.Ctx,
+		KLDivergence: res.KLDivergence, Top1Agreement: res.BaselineTop1, Out: sc.Out},
 		fmt.Sprintf("openvino %s CPU plugin (%s)", res.OpenVINO, res.InferencePrecision))
 	if err != nil {
 		return err

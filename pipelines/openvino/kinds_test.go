@@ -2,15 +2,18 @@ package openvino
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -212,14 +215,30 @@ func validateInputs(chunks int) []steps.Input {
 	}
 }
 
+// nllFile is a scores.nll of n tokens, each with negative
+// log-likelihood v, and the next one's v+step.
+func nllFile(n int, v, step float64) []byte {
+	var b []byte
+	for i := range n {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v+step*float64(i%2)))
+	}
+	return b
+}
+
 func TestValidateArgvAndReport(t *testing.T) {
 	p := &ValidateParams{Eval: steps.Eval{Chunk: 256, MaxChunks: 8}, Precision: DefaultPrecision}
-	f := newFake(t, p, validateInputs(8)...)
+	in := validateInputs(8)
+	in[2].Dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(in[2].Dir, pplstat.NLLFile), nllFile(1016, 3.2, 0.01), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t, p, in...)
+	f.writes[pplstat.NLLFile] = nllFile(1016, 3.4, 0.3)
 	if err := (ovValidate{}).Run(context.Background(), f.sc); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"/opt/tools/openvino_validate.py", "--ir", "/cache/int4", "--hf", "/models/src", "--text", "/data/eval.txt", "--ctx", "256",
-		"--precision", "f32", "--threads", "2", "--chunks", "8"}
+		"--precision", "f32", "--threads", "2", "--chunks", "8", "--scores-out", f.sc.Out, "--baseline-scores", in[2].Dir}
 	if !slices.Equal(f.argv[0], want) {
 		t.Errorf("argv %q\nwant %q", f.argv[0], want)
 	}
@@ -227,6 +246,20 @@ func TestValidateArgvAndReport(t *testing.T) {
 	if r.Perplexity.PPL != 31.811 || r.Perplexity.Baseline != 24.5868 || !strings.HasPrefix(r.Perplexity.Backend, "openvino 2026.4.1-20443") ||
 		r.Metrics["max_abs_logit_diff"] != 6.3214 || r.Facts["inference_precision"] != "f32" {
 		t.Errorf("result %+v %+v", r, r.Perplexity)
+	}
+	// KL and top-1 against the baseline's top tokens (the logits check's
+	// top-1 stays a metric), and the delta's interval from both steps'
+	// per-token scores.
+	if pp := r.Perplexity; pp.KLDivergence == nil || *pp.KLDivergence != 0.0412 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.8917 ||
+		r.Metrics["logits_top1_agreement"] != 0.73828125 || pp.DeltaLow == nil || pp.DeltaHigh == nil || !(*pp.DeltaLow > 0 && *pp.DeltaLow < *pp.DeltaHigh) ||
+		!strings.HasPrefix(pp.Interval, "paired bootstrap over 1016 tokens") {
+		t.Errorf("against the baseline's scores: %+v", pp)
+	}
+	// Scores that do not pair with the baseline's.
+	f = newFake(t, p, in...)
+	f.writes[pplstat.NLLFile] = nllFile(1000, 3.4, 0.3)
+	if err := (ovValidate{}).Run(context.Background(), f.sc); err == nil || !strings.Contains(err.Error(), "they do not pair") {
+		t.Errorf("unpaired scores: %v", err)
 	}
 
 	// --no-logits-check's nulls: perplexity only.

@@ -32,7 +32,7 @@ const (
 )
 
 func (qnnHTP) Name() string { return "qnn-htp" }
-func (qnnHTP) Version() int { return 1 }
+func (qnnHTP) Version() int { return 2 }
 
 // HTPParams are a qnn-htp step's.
 type HTPParams struct {
@@ -89,6 +89,14 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 	if p.MaxChunks > 0 {
 		args = append(args, "--chunks", strconv.Itoa(p.MaxChunks))
 	}
+	// Per-token scores for the delta's interval, and the KL divergence
+	// and top-1 agreement against the baseline's top tokens. Out is the
+	// published model: the scores go to scratch.
+	scores := filepath.Join(sc.Scratch, "scores")
+	if err := os.MkdirAll(scores, 0o755); err != nil {
+		return err
+	}
+	args = append(args, "--scores-out", scores, "--baseline-scores", base.Dir)
 	if err := sc.RunTool(ctx, ToolHTP, args...); err != nil {
 		if refused := RefusedNodes(sc.LogPath); refused != "" {
 			return fmt.Errorf("QNN's HTP backend refused nodes of the graph for %s (CPU fallback is disabled, so none runs on the CPU):\n%s\n%w", p.Device, refused, err)
@@ -103,7 +111,8 @@ func (qnnHTP) Run(ctx context.Context, sc *steps.Context) error {
 		return err
 	}
 	g := res.Gate
-	pp, err := shared.AgainstBaseline(base, ToolHTP, sc.LogPath, shared.Scored{PPL: g.PPL, Tokens: g.Scored, Chunks: g.Chunks, Ctx: g.Ctx}, "")
+	pp, err := shared.AgainstBaseline(base, ToolHTP, sc.LogPath, shared.Scored{PPL: g.PPL, Tokens: g.Scored, Chunks: g.Chunks, Ctx: g.Ctx,
+		KLDivergence: g.KLDivergence, Top1Agreement: g.BaselineTop1, Out: scores}, "")
 	if err != nil {
 		return err
 	}

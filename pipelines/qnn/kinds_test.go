@@ -2,16 +2,19 @@ package qnn
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -248,15 +251,40 @@ func htpParams() *HTPParams {
 	return &HTPParams{Eval: steps.Eval{Chunk: 64, MaxChunks: 2}, Device: "snapdragon-8-gen-3", SoCModel: 57, HTPArch: 75, MaxAbsLogitDiff: 20, MinTop1: 0.6}
 }
 
+// nllFile is a scores.nll of n tokens, each with negative
+// log-likelihood v, and the next one's v+step.
+func nllFile(n int, v, step float64) []byte {
+	var b []byte
+	for i := range n {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v+step*float64(i%2)))
+	}
+	return b
+}
+
 func TestHTPArgvAndGate(t *testing.T) {
-	f := newFake(t, htpParams(), htpInputs(t, 2, 64)...)
+	in := htpInputs(t, 2, 64)
+	in[2].Dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(in[2].Dir, pplstat.NLLFile), nllFile(62, 2.9, 0.2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(t, htpParams(), in...)
 	f.writes["model_ctx.onnx"] = onnxFile
 	f.writes["model_ctx_qnn.bin"] = []byte("context binary")
+	// What qnn_htp.py leaves in --scores-out: scratch, not the published
+	// folder.
+	scores := filepath.Join(f.sc.Scratch, "scores")
+	if err := os.MkdirAll(scores, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scores, pplstat.NLLFile), nllFile(62, 2.95, 0.1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := (qnnHTP{}).Run(context.Background(), f.sc); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"/opt/tools/qnn_htp.py", "--qdq", filepath.Join(f.sc.Inputs[0].Dir, "model.onnx"), "--hf", "/models/src",
-		"--text", "/data/eval.txt", "--out", f.sc.Out, "--ctx", "64", "--soc-model", "57", "--htp-arch", "75", "--chunks", "2"}
+		"--text", "/data/eval.txt", "--out", f.sc.Out, "--ctx", "64", "--soc-model", "57", "--htp-arch", "75", "--chunks", "2",
+		"--scores-out", scores, "--baseline-scores", in[2].Dir}
 	if !slices.Equal(f.argv[0], want) {
 		t.Errorf("argv %q\nwant %q", f.argv[0], want)
 	}
@@ -265,6 +293,17 @@ func TestHTPArgvAndGate(t *testing.T) {
 		r.Versions["qnn"] != "2.51.0" || r.Files["context_binary"] != "model_ctx_qnn.bin" || r.Metrics["simulator_seconds_per_chunk"] != 40.21 ||
 		!strings.Contains(r.Perplexity.Backend, "HTP simulator on x86-64") {
 		t.Errorf("result %+v %+v", r, r.Perplexity)
+	}
+	// KL and top-1 against the baseline's top tokens (the logits check's
+	// top-1 stays a check), and the delta's interval from both steps'
+	// per-token scores.
+	if pp := r.Perplexity; pp.KLDivergence == nil || *pp.KLDivergence != 0.0873 || pp.Top1Agreement == nil || *pp.Top1Agreement != 0.8226 ||
+		r.Metrics["logits_top1_agreement"] != 0.921875 || pp.DeltaLow == nil || pp.DeltaHigh == nil || !(*pp.DeltaLow < *pp.DeltaHigh) ||
+		!strings.HasPrefix(pp.Interval, "paired bootstrap over 62 tokens") {
+		t.Errorf("against the baseline's scores: %+v", pp)
+	}
+	if _, err := os.Stat(filepath.Join(f.sc.Out, pplstat.NLLFile)); err == nil {
+		t.Error("the per-token scores are in the published folder")
 	}
 
 	// Under the top-1 share: the check fails, the step does not.

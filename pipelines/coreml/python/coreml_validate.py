@@ -3,6 +3,7 @@
     python coreml_validate.py --package M.mlpackage --model HF_DIR --text eval.txt
                               [--ctx 512] [--chunks N] [--block-size 32]
                               [--mode affine|symmetric] [--quantize-embeddings] [--v-down-bits 4|8]
+                              [--scores-out DIR]
 
 Checks (each one reported with its outcome):
   * structure: the package reloads with skip_model_load=True (no compilation), is an
@@ -23,9 +24,16 @@ Checks (each one reported with its outcome):
     scheme: each chunk from an empty cache, only its second half scored). Compute is float32 on the CPU;
     Core ML computes in float16, which this does not reproduce.
   * on macOS only: the Core ML model itself is scored on the same chunks.
+  * the unconverted model's top tokens at every scored position are kept, and each
+    converted model's distributions are compared with them (ppl_scoring.Scorer): KL
+    divergence and top-1 agreement. --scores-out keeps every scored token's negative
+    log-likelihood for the delta's interval: DIR/baseline/ the unconverted model's (and its
+    top tokens), DIR/ the simulated INT4 model's, DIR/coreml/ Core ML's when it ran. The
+    baseline is this script's own, not the hf-perplexity step's: both numbers come from one
+    backend and one tokenization.
 
 Its report is report() below (reports/coreml_validate.json): the checks, the perplexities, the
-package's weights and whether Core ML itself ran.
+KL divergences and top-1 agreements, the package's weights and whether Core ML itself ran.
 """
 
 import argparse
@@ -34,6 +42,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 
 import edgepipe_env
 import edgepipe_report
@@ -124,6 +133,7 @@ def main() -> int:
     ap.add_argument("--quantize-embeddings", action="store_true")
     ap.add_argument("--v-down-bits", type=int, choices=(4, 8), default=4)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--scores-out", help="write the per-token scores into this folder (baseline/, coreml/ in it)")
     args = ap.parse_args()
 
     edgepipe_env.offline()
@@ -239,10 +249,22 @@ def main() -> int:
         print(f"coreml_validate: {e}", file=sys.stderr)
         return 2
 
-    def score(forward, label):
-        return ppl_scoring.score(forward, tokens, n_ctx, n_chunk, add_bos, bos, label=label)
+    # Without --scores-out the files live as long as this run: the comparisons read the
+    # baseline's top tokens from its folder.
+    tmp = None if args.scores_out else tempfile.TemporaryDirectory()
+    scores_dir = args.scores_out or tmp.name
+    base_dir, coreml_dir = os.path.join(scores_dir, "baseline"), os.path.join(scores_dir, "coreml")
+    os.makedirs(base_dir, exist_ok=True)
+    topk = os.path.join(base_dir, ppl_scoring.TOPK_FILE)
 
-    baseline, scored = score(ppl_scoring.torch_forward(model, torch), "baseline ")
+    def score(forward, label, out, **kw):
+        s = ppl_scoring.Scorer(n_ctx, label=label, **kw)
+        ppl_scoring.score(forward, tokens, n_ctx, n_chunk, add_bos, bos, scorer_=s)
+        s.save(out)
+        return s
+
+    base = score(ppl_scoring.torch_forward(model, torch), "baseline ", base_dir, keep_topk=True)
+    baseline, scored = base.ppl(), base.count
     print(f"baseline (unconverted, float32): ppl {baseline:.4f}", file=sys.stderr, flush=True)
     with torch.no_grad():
         for _, target, data, scale, offset in quantized:
@@ -253,29 +275,40 @@ def main() -> int:
                 codes = codes - np.repeat(offset.astype(np.float32), args.block_size, axis=-1)
             deq = np.repeat(scale.astype(np.float32), args.block_size, axis=-1) * codes
             target[1].copy_(torch.from_numpy(deq).reshape(target[1].shape))
-    ppl, _ = score(ppl_scoring.torch_forward(model, torch), "int4 ")
-    print(f"package INT4 weights in PyTorch (float32 compute): ppl {ppl:.4f}", file=sys.stderr, flush=True)
+    simulated = score(ppl_scoring.torch_forward(model, torch), "int4 ", scores_dir, compare=topk)
+    ppl, agreement = simulated.ppl(), simulated.agreement()
+    print(f"package INT4 weights in PyTorch (float32 compute): ppl {ppl:.4f}, KL divergence {agreement[0]:.5f}, "
+          f"top-1 agreement {agreement[1]:.4f}", file=sys.stderr, flush=True)
 
-    ran, reason, coreml_ppl = False, "", None
+    ran, reason, coreml_ppl, coreml_agreement = False, "", None, (None, None)
     if platform.system() == "Darwin":
         import coremltools as ct
         compiled = ct.models.MLModel(args.package, compute_units=ct.ComputeUnit.CPU_AND_NE)
-        coreml_ppl, _ = score(coreml_forward(compiled, spec, n_ctx, np), "coreml ")
+        os.makedirs(coreml_dir, exist_ok=True)
+        cm = score(coreml_forward(compiled, spec, n_ctx, np), "coreml ", coreml_dir, compare=topk)
+        coreml_ppl, coreml_agreement = cm.ppl(), cm.agreement()
         ran = True
         check("Core ML prediction", math.isfinite(coreml_ppl), f"ppl {coreml_ppl:.4f} on CPU_AND_NE")
     else:
         reason = f"Core ML prediction needs macOS; this host is {platform.system()}"
+    if tmp is not None:
+        tmp.cleanup()
 
     edgepipe_report.emit(report(checks, ppl, baseline, coreml_ppl, n_chunk, n_ctx, scored, affine, len(quantized), eight,
-                                args.block_size, args.mode, kept, package_bytes(args.package), ran, reason))
+                                args.block_size, args.mode, kept, package_bytes(args.package), ran, reason,
+                                agreement, coreml_agreement))
     return 0
 
 
 def report(checks, ppl, baseline, coreml_ppl, chunks, ctx, scored, affine, quantized, eight, block_size, mode, kept,
-           nbytes, ran, reason):
-    """coreml_ppl is None unless Core ML itself ran (macOS); reason says why it did not."""
+           nbytes, ran, reason, agreement, coreml_agreement):
+    """coreml_ppl is None unless Core ML itself ran (macOS); reason says why it did not. agreement
+    and coreml_agreement: (KL divergence, top-1 agreement) of the simulated INT4 model and of
+    Core ML against the unconverted model's top tokens ((None, None) where it did not run)."""
     return {
         "checks": checks, "ppl": ppl, "baseline_ppl": baseline, "coreml_ppl": coreml_ppl,
+        "kl_divergence": agreement[0], "top1_agreement": agreement[1],
+        "coreml_kl_divergence": coreml_agreement[0], "coreml_top1_agreement": coreml_agreement[1],
         "chunks": chunks, "ctx": ctx, "scored": scored,
         "compute": "float32 on the CPU (Core ML computes in float16)",
         "simulated": "the package's INT4 codes, fp16 scales and offsets loaded into PyTorch" if affine else "the package's INT4 codes and fp16 scales loaded into PyTorch",

@@ -43,9 +43,16 @@ type Validate struct {
 	BaselinePPL float64 `json:"baseline_ppl"`
 	// CoreMLPPL is Core ML's own perplexity, null unless it ran (macOS).
 	CoreMLPPL *float64 `json:"coreml_ppl"`
-	Chunks    int      `json:"chunks"`
-	Ctx       int      `json:"ctx"`
-	Scored    int      `json:"scored"`
+	// KLDivergence and Top1Agreement compare the simulated INT4 model
+	// with the unconverted model's top tokens (the helper's own baseline);
+	// the CoreML ones Core ML's, null unless it ran.
+	KLDivergence        *float64 `json:"kl_divergence"`
+	Top1Agreement       *float64 `json:"top1_agreement"`
+	CoreMLKLDivergence  *float64 `json:"coreml_kl_divergence"`
+	CoreMLTop1Agreement *float64 `json:"coreml_top1_agreement"`
+	Chunks              int      `json:"chunks"`
+	Ctx                 int      `json:"ctx"`
+	Scored              int      `json:"scored"`
 	// Compute and Simulated say in words how PPL was computed.
 	Compute          string   `json:"compute"`
 	Simulated        string   `json:"simulated"`

@@ -137,8 +137,35 @@ func weightBits(block int, mode string, embed bool, vdown int) float64 {
 	return bits
 }
 
+// ownBaselineScores does what coreml_validate.py does with its own
+// baseline: the unconverted model's scores and top tokens in
+// out/baseline, the package's in out (a folder that lasts the call when
+// out is ""), and the package's KL divergence and top-1 agreement
+// against them. The checkpoint's digest and the package's manifest make
+// each side's scores its own.
+func ownBaselineScores(out string, res report.Validate, ckpt string, manifest []byte) (kl, top1 *float64, err error) {
+	if out == "" {
+		tmp, err := os.MkdirTemp("", "coreml-validate-scores-")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(tmp)
+		out = tmp
+	}
+	baseDir, none, yes, no := filepath.Join(out, "baseline"), "", true, false
+	if err := os.MkdirAll(baseDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	base := standin.ScoreFlags{Out: &baseDir, Baseline: &none, KeepTopK: &yes}
+	if _, _, err := base.Scores(res.BaselinePPL, res.Scored, []byte(ckpt)); err != nil {
+		return nil, nil, err
+	}
+	return standin.ScoreFlags{Out: &out, Baseline: &baseDir, KeepTopK: &no}.Scores(res.PPL, res.Scored, manifest)
+}
+
 // coremlValidate: coreml_validate.py --package P --model DIR --text T [--ctx N]
 // [--chunks K] [--block-size B] [--mode M] [--quantize-embeddings] [--threads T]
+// [--scores-out DIR]
 func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coreml_validate", flag.ContinueOnError)
 	pkg := fs.String("package", "", "")
@@ -151,6 +178,7 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 	embed := fs.Bool("quantize-embeddings", false, "")
 	vdown := fs.Int("v-down-bits", 4, "")
 	fs.Int("threads", 0, "")
+	scoresOut := fs.String("scores-out", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -178,8 +206,16 @@ func coremlValidate(args []string, stdout, stderr io.Writer) error {
 				m.StandIn.WeightDtype, m.StandIn.Mode, m.StandIn.BlockSize, m.StandIn.Embeddings, m.StandIn.VDownBits, *mode, *block, *embed, *vdown)},
 	}
 	bits := weightBits(m.StandIn.BlockSize, m.StandIn.Mode, m.StandIn.Embeddings, m.StandIn.VDownBits)
-	return standin.PrintJSON(stdout, report.Validate{Checks: checks, PPL: base + standin.Drift(bits), BaselinePPL: base,
+	res := report.Validate{Checks: checks, PPL: base + standin.Drift(bits), BaselinePPL: base,
 		Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2),
 		Compute: "stand-in, nothing computed", Simulated: "stand-in numbers derived from the text",
-		BlockSize: *block, Mode: *mode, KeptFP16: []string{}, CoreMLReason: "stand-in"})
+		BlockSize: *block, Mode: *mode, KeptFP16: []string{}, CoreMLReason: "stand-in"}
+	ckpt, err := standin.CheckpointDigest(*model)
+	if err != nil {
+		return err
+	}
+	if res.KLDivergence, res.Top1Agreement, err = ownBaselineScores(*scoresOut, res, ckpt, b); err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, res)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
+	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/coreml/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
 )
@@ -39,7 +41,27 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	}
 	var v report.Validate
 	steptest.CheckReport(t, "coreml_validate.py", bytes.TrimSpace(out.Bytes()), &v)
-	if len(v.Checks) != 2 || !v.Checks[1].Passed || v.CoreMLPPL != nil || v.Ctx != 64 || !(v.PPL > v.BaselinePPL) {
+	if len(v.Checks) != 2 || !v.Checks[1].Passed || v.CoreMLPPL != nil || v.Ctx != 64 || !(v.PPL > v.BaselinePPL) ||
+		v.KLDivergence == nil || !(*v.KLDivergence > 0) || v.Top1Agreement == nil || v.CoreMLKLDivergence != nil {
 		t.Fatalf("report %+v", v)
+	}
+
+	// With --scores-out: both models' per-token scores, the baseline's
+	// top tokens beside its own.
+	scores := filepath.Join(dir, "scores")
+	os.Mkdir(scores, 0o755)
+	out.Reset()
+	if err := coremlValidate([]string{"--package", pkg, "--model", model, "--text", text, "--ctx", "64", "--mode", "symmetric", "--v-down-bits", "8",
+		"--scores-out", scores}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	steptest.CheckReport(t, "coreml_validate.py", bytes.TrimSpace(out.Bytes()), &v)
+	for _, f := range []string{pplstat.NLLFile, filepath.Join("baseline", pplstat.NLLFile)} {
+		if nll, err := pplstat.ReadNLL(filepath.Join(scores, f)); err != nil || len(nll) != v.Scored {
+			t.Fatalf("%s: %d values (%v), want %d", f, len(nll), err, v.Scored)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(scores, "baseline", standin.TopKFile)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,7 @@
 dequantized into the unconverted model in PyTorch and scored on the evaluation text.
 
     python mlc_gate.py --mlc DIR --model DIR --text eval.txt [--ctx 512] [--chunks N]
-                       --digests OUT.json
+                       --digests OUT.json [--scores-out DIR] [--baseline-scores DIR]
 
 Reads tensor-cache.json and every params_shard_N.bin it lists (sizes and md5sums checked),
 decodes each tensor to float32 the way MLC's kernels read it (q4: (q - 7) * scale per group of
@@ -13,8 +13,13 @@ Hugging Face model (qkv_proj and gate_up_proj split back) and scores it with ppl
 the scheme of every edgepipe perplexity. The arithmetic is float32: (q - 7) * scale is exact
 there. WebLLM's q4f16_1 kernels compute in float16, which this gate does not reproduce.
 
+--scores-out keeps every scored token's negative log-likelihood (the delta's interval against
+the baseline's); --baseline-scores, the hf_perplexity.py baseline's folder, adds the KL
+divergence and top-1 agreement against its top tokens (ppl_scoring.add_score_args).
+
 Its report is report() below (reports/mlc_gate.json): the perplexity, the tokens and chunks it
-scored, how many tensors it decoded and the sha256 of all their digests.
+scored, how many tensors it decoded, the sha256 of all their digests, and the KL divergence and
+top-1 agreement against the baseline (null without --baseline-scores).
 """
 
 import argparse
@@ -86,6 +91,7 @@ def main():
                     help="a diagnostic, never used by the gate step: keep this Hugging Face parameter "
                          "from the checkpoint instead of the shards (repeatable), to measure what its "
                          "quantization costs")
+    ppl_scoring.add_score_args(ap)
     args = ap.parse_args()
     edgepipe_env.offline()
 
@@ -175,19 +181,27 @@ def main():
         n_chunk = ppl_scoring.chunk_count(len(tokens), args.ctx, args.chunks)
     except ppl_scoring.EvalError as e:
         fail(str(e))
-    ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk,
-                                   add_bos, bos, label="mlc ")
+    scorer = ppl_scoring.scorer(args, args.ctx, label="mlc ")
+    try:
+        ppl, count = ppl_scoring.score(ppl_scoring.torch_forward(model, torch), tokens, args.ctx, n_chunk,
+                                       add_bos, bos, scorer_=scorer)
+        kl, top1 = scorer.agreement()
+    except ppl_scoring.EvalError as e:
+        fail(str(e))
+    scorer.save(args.scores_out)
     edgepipe_report.emit(report(ppl, n_chunk, args.ctx, count, len(digests), all_sha, cache["metadata"].get("ParamBytes"),
-                                args.float, torch.__version__))
+                                args.float, torch.__version__, kl, top1))
     return 0
 
 
-def report(ppl, chunks, ctx, scored, tensors, decoded_sha256, param_bytes, float_from_checkpoint, torch_version):
+def report(ppl, chunks, ctx, scored, tensors, decoded_sha256, param_bytes, float_from_checkpoint, torch_version, kl, top1):
     """param_bytes is tensor-cache.json's ParamBytes (None when it has none); float_from_checkpoint
-    the --float parameters kept from the checkpoint (a diagnostic: the step passes none)."""
+    the --float parameters kept from the checkpoint (a diagnostic: the step passes none); kl, top1
+    against the baseline's scores (None without --baseline-scores)."""
     return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tensors": tensors,
             "decoded_sha256": decoded_sha256, "param_bytes": param_bytes, "compute": "float32",
-            "float_from_checkpoint": float_from_checkpoint, "torch": torch_version}
+            "float_from_checkpoint": float_from_checkpoint, "torch": torch_version,
+            "kl_divergence": kl, "top1_agreement": top1}
 
 
 if __name__ == "__main__":

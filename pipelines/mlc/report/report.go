@@ -71,6 +71,11 @@ type Gate struct {
 	// the checkpoint (--float); the gate step passes none.
 	FloatFromCheckpoint []string `json:"float_from_checkpoint"`
 	Torch               string   `json:"torch"`
+	// KLDivergence and Top1Agreement compare the model with the
+	// baseline's top tokens at every scored position (--baseline-scores;
+	// null without it).
+	KLDivergence  *float64 `json:"kl_divergence"`
+	Top1Agreement *float64 `json:"top1_agreement"`
 }
 
 // Digests is the file mlc_gate.py writes with --digests: the sha256 of

@@ -209,6 +209,7 @@ func DecodeRecords(raw map[string][]byte, recs map[string]MLCRecord) map[string]
 }
 
 // mlcGate: mlc_gate.py --mlc DIR --model DIR --text FILE --ctx N [--chunks K] --digests OUT
+// [--scores-out DIR] [--baseline-scores DIR]
 func mlcGate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mlc_gate", flag.ContinueOnError)
 	dir := fs.String("mlc", "", "")
@@ -218,6 +219,7 @@ func mlcGate(args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", -1, "")
 	digests := fs.String("digests", "", "")
 	fs.Int("threads", 0, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -240,9 +242,15 @@ func mlcGate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ppl += standin.Drift(cache.Metadata.BitsPerParam)
-	return standin.PrintJSON(stdout, report.Gate{PPL: ppl, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2),
+	scored := n * (*nctx - 1 - *nctx/2)
+	// The decoded tensors' digests: each model's scores its own.
+	kl, top1, err := scores.Scores(ppl, scored, b)
+	if err != nil {
+		return err
+	}
+	return standin.PrintJSON(stdout, report.Gate{PPL: ppl, Chunks: n, Ctx: *nctx, Scored: scored,
 		Tensors: len(d), DecodedSHA256: "stand-in", ParamBytes: &cache.Metadata.ParamBytes, Compute: "float32 (stand-in)",
-		FloatFromCheckpoint: []string{}, Torch: "stand-in"})
+		FloatFromCheckpoint: []string{}, Torch: "stand-in", KLDivergence: kl, Top1Agreement: top1})
 }
 
 // chromium: chromium --version, or chromium FLAGS... URL: the stand-in

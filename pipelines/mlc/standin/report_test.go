@@ -51,7 +51,7 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	}
 	var g report.Gate
 	steptest.CheckReport(t, "mlc_gate.py", bytes.TrimSpace(out.Bytes()), &g)
-	if g.Ctx != 64 || g.Tensors == 0 || g.ParamBytes == nil || !(g.PPL > 0) {
+	if g.Ctx != 64 || g.Tensors == 0 || g.ParamBytes == nil || !(g.PPL > 0) || g.KLDivergence != nil || g.Top1Agreement != nil {
 		t.Fatalf("gate report %+v", g)
 	}
 	b, err := os.ReadFile(digests)

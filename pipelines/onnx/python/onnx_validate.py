@@ -1,6 +1,7 @@
 """Validate an ONNX causal LM against its PyTorch source, and score it, with ONNX Runtime on the CPU.
 
     python onnx_validate.py --onnx model.onnx --hf DIR --text eval.txt [--ctx 512] [--chunks N]
+                            [--scores-out DIR] [--baseline-scores DIR]
 
 Tokens, chunks and scoring are ppl_scoring.py's (llama.cpp's llama-perplexity scheme, each
 chunk run from an empty KV cache), so the perplexity here compares with hf_perplexity.py's
@@ -11,6 +12,12 @@ the two logits tensors are compared position by position: max and mean absolute
 difference, and how often both pick the same top token.
 
 A graph with static shapes (QNN QDQ) must take exactly --ctx tokens.
+
+Per-token scores (ppl_scoring.add_score_args): --scores-out keeps every scored token's
+negative log-likelihood (the delta's interval against the baseline's); --baseline-scores, the
+hf_perplexity.py baseline's folder, adds the KL divergence and top-1 agreement against its top
+tokens over every scored position (kl_divergence, baseline_top1_agreement; null without it).
+top1_agreement is the logits check's, on the first chunk against PyTorch.
 
 Its report is report() below (reports/onnx_validate.json).
 """
@@ -66,6 +73,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=-1)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    ppl_scoring.add_score_args(ap)
     args = ap.parse_args()
 
     edgepipe_env.offline()
@@ -92,24 +100,33 @@ def main() -> int:
     so.intra_op_num_threads = threads
     session = ort.InferenceSession(args.onnx, sess_options=so, providers=["CPUExecutionProvider"])
 
-    scorer = ppl_scoring.Scorer(n_ctx)
+    scorer = ppl_scoring.scorer(args, n_ctx)
     check = {}
-    for i in range(n_chunk):
-        chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
-        logits = session.run(["logits"], make_feeds(session, inputs, np))[0][0].astype(np.float64)
-        if i == 0:
-            check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
-        scorer.add(logits, chunk, total=n_chunk)
+    try:
+        for i in range(n_chunk):
+            chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
+            logits = session.run(["logits"], make_feeds(session, inputs, np))[0][0].astype(np.float64)
+            if i == 0:
+                check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
+            scorer.add(logits, chunk, total=n_chunk)
+        kl, top1 = scorer.agreement()
+    except ppl_scoring.EvalError as e:
+        print(f"onnx_validate: {e}", file=sys.stderr)
+        return 2
+    scorer.save(args.scores_out)
 
-    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), session.get_providers(), check))
+    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), session.get_providers(), check,
+                                kl, top1))
     return 0
 
 
-def report(ppl, chunks, ctx, scored, tokens, providers, check):
-    """check: logits_check's fields, or {} where none ran (null in the report)."""
+def report(ppl, chunks, ctx, scored, tokens, providers, check, kl, top1):
+    """check: logits_check's fields, or {} where none ran (null in the report); kl, top1: against
+    the baseline's scores (None without --baseline-scores)."""
     return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tokens": tokens, "providers": providers,
             "max_abs_logit_diff": check.get("max_abs_logit_diff"), "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
-            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}
+            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions"),
+            "kl_divergence": kl, "baseline_top1_agreement": top1}
 
 
 if __name__ == "__main__":

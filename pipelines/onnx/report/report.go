@@ -67,6 +67,12 @@ type Validate struct {
 	Tokens    int      `json:"tokens"`
 	Providers []string `json:"providers"`
 	LogitsCheck
+	// KLDivergence and BaselineTop1 compare the model with the
+	// baseline's top tokens at every scored position (--baseline-scores;
+	// null without it). LogitsCheck's Top1 is the first chunk's against
+	// PyTorch.
+	KLDivergence *float64 `json:"kl_divergence"`
+	BaselineTop1 *float64 `json:"baseline_top1_agreement"`
 }
 
 // Bench is onnx_bench.py's report: every prompt and decode run's wall

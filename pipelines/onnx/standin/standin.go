@@ -244,6 +244,7 @@ func logitDiff(bits float64) float64 {
 }
 
 // onnxValidate: onnx_validate.py --onnx F --hf DIR --text T [--ctx N] [--chunks K]
+// [--scores-out DIR] [--baseline-scores DIR]
 func onnxValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("onnx_validate", flag.ContinueOnError)
 	model := fs.String("onnx", "", "")
@@ -252,6 +253,7 @@ func onnxValidate(args []string, stdout, stderr io.Writer) error {
 	nctx := fs.Int("ctx", 512, "")
 	chunks := fs.Int("chunks", -1, "")
 	fs.Int("threads", 0, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -273,8 +275,20 @@ func onnxValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ppl += standin.Drift(h.Bits)
+	scored := n * (*nctx - 1 - *nctx/2)
+	// The graph's bytes, weights and all: each model's scores its own.
+	graph, err := standin.DigestFiles(nil, *model)
+	if err != nil {
+		return err
+	}
+	kl, baseTop1, err := scores.Scores(ppl, scored, []byte(graph))
+	if err != nil {
+		return err
+	}
 	d, mean, top1, positions := logitDiff(h.Bits), logitDiff(h.Bits)/10, 1-standin.Drift(h.Bits), *nctx
-	return standin.PrintJSON(stdout, report.Validate{PPL: ppl + standin.Drift(h.Bits), Chunks: n, Ctx: *nctx,
-		Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens, Providers: []string{"CPUExecutionProvider"},
-		LogitsCheck: report.LogitsCheck{MaxAbs: &d, MeanAbs: &mean, Top1: &top1, Positions: &positions}})
+	return standin.PrintJSON(stdout, report.Validate{PPL: ppl, Chunks: n, Ctx: *nctx,
+		Scored: scored, Tokens: tokens, Providers: []string{"CPUExecutionProvider"},
+		LogitsCheck:  report.LogitsCheck{MaxAbs: &d, MeanAbs: &mean, Top1: &top1, Positions: &positions},
+		KLDivergence: kl, BaselineTop1: baseTop1})
 }

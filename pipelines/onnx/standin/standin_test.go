@@ -2,10 +2,12 @@ package standin
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
@@ -28,6 +30,25 @@ func checkpoint(t *testing.T, dir string) string {
 		}
 	}
 	return ckpt
+}
+
+// baselineScores writes what the hf-perplexity stand-in leaves for n
+// scored tokens, and returns its folder.
+func baselineScores(t *testing.T, dir string, n int) string {
+	t.Helper()
+	base := filepath.Join(dir, "baseline")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	f := standin.AddScoreFlags(fs)
+	if err := fs.Parse([]string{"--scores-out", base, "--keep-topk"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.Scores(21, n, []byte("the baseline")); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 // run runs a stand-in tool and returns its last output line.
@@ -67,8 +88,20 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	var v report.Validate
 	steptest.CheckReport(t, "onnx_validate.py", run(t, "onnx_validate.py", "--onnx", filepath.Join(int4, q.Model), "--hf", ckpt,
 		"--text", text, "--ctx", "64", "--chunks", "4"), &v)
-	if v.PPL <= 0 || v.Chunks != 4 || v.Ctx != 64 || !v.Ran() {
+	if v.PPL <= 0 || v.Chunks != 4 || v.Ctx != 64 || !v.Ran() || v.KLDivergence != nil || v.BaselineTop1 != nil {
 		t.Fatalf("validate report %+v", v)
+	}
+	// Against a baseline's scores: its own per-token file, and KL and
+	// top-1 agreement from both.
+	base, scores := baselineScores(t, dir, v.Scored), filepath.Join(dir, "scores")
+	os.Mkdir(scores, 0o755)
+	steptest.CheckReport(t, "onnx_validate.py", run(t, "onnx_validate.py", "--onnx", filepath.Join(int4, q.Model), "--hf", ckpt,
+		"--text", text, "--ctx", "64", "--chunks", "4", "--scores-out", scores, "--baseline-scores", base), &v)
+	if v.KLDivergence == nil || v.BaselineTop1 == nil || *v.KLDivergence <= 0 {
+		t.Fatalf("validate report against the baseline %+v", v)
+	}
+	if nll, err := pplstat.ReadNLL(filepath.Join(scores, pplstat.NLLFile)); err != nil || len(nll) != v.Scored {
+		t.Fatalf("scores.nll: %d values (%v), want %d", len(nll), err, v.Scored)
 	}
 
 	var b report.Bench

@@ -1,7 +1,7 @@
 """Score an OpenVINO IR causal LM with the OpenVINO runtime on this CPU, and compare its logits with PyTorch's.
 
     python openvino_validate.py --ir DIR --hf DIR --text eval.txt [--ctx 512] [--chunks N]
-        [--precision f32|bf16|f16] [--threads N]
+        [--precision f32|bf16|f16] [--threads N] [--scores-out DIR] [--baseline-scores DIR]
 
 Tokens, chunks and scoring are ppl_scoring.py's (llama.cpp's llama-perplexity scheme, each
 chunk run from an empty KV cache), with the unconverted checkpoint's tokenizer, so the
@@ -16,6 +16,12 @@ FP16: this is the IR's quality on this CPU, not a measurement on an NPU.
 
 Logits check: the first chunk also runs through the PyTorch model (fp32, transformers) and
 the two are compared position by position (max and mean |difference|, same top-1 token).
+
+Per-token scores (ppl_scoring.add_score_args): --scores-out keeps every scored token's
+negative log-likelihood (the delta's interval against the baseline's); --baseline-scores, the
+hf_perplexity.py baseline's folder, adds the KL divergence and top-1 agreement against its top
+tokens over every scored position (kl_divergence, baseline_top1_agreement; null without it).
+top1_agreement is the logits check's, on the first chunk against PyTorch.
 
 Its report is report() below (reports/openvino_validate.json); the logits check's fields are
 null with --no-logits-check.
@@ -80,6 +86,7 @@ def main() -> int:
     ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     ap.add_argument("--no-logits-check", action="store_true")
+    ppl_scoring.add_score_args(ap)
     args = ap.parse_args()
     edgepipe_env.offline()
 
@@ -103,27 +110,36 @@ def main() -> int:
     compiled, request, precision, version = compile_ir(args.ir, args.precision, threads)
     print(f"openvino_validate: OpenVINO {version}, CPU, inference precision {precision}, {threads} threads",
           file=sys.stderr, flush=True)
-    scorer = ppl_scoring.Scorer(n_ctx)
+    scorer = ppl_scoring.scorer(args, n_ctx)
     check = {}
-    for i in range(n_chunk):
-        chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
-        request.reset_state()
-        request.infer(feeds(compiled, inputs, np))
-        logits = np.asarray(request.get_tensor("logits").data)[0].astype(np.float64)
-        if i == 0 and not args.no_logits_check:
-            check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
-        scorer.add(logits, chunk, total=n_chunk)
+    try:
+        for i in range(n_chunk):
+            chunk, inputs = ppl_scoring.chunk(tokens, i, n_ctx, add_bos, bos)
+            request.reset_state()
+            request.infer(feeds(compiled, inputs, np))
+            logits = np.asarray(request.get_tensor("logits").data)[0].astype(np.float64)
+            if i == 0 and not args.no_logits_check:
+                check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
+            scorer.add(logits, chunk, total=n_chunk)
+        kl, top1 = scorer.agreement()
+    except ppl_scoring.EvalError as e:
+        print(f"openvino_validate: {e}", file=sys.stderr)
+        return 2
+    scorer.save(args.scores_out)
 
-    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), "CPU", precision, version, check))
+    edgepipe_report.emit(report(scorer.ppl(), n_chunk, n_ctx, scorer.count, len(tokens), "CPU", precision, version, check,
+                                kl, top1))
     return 0
 
 
-def report(ppl, chunks, ctx, scored, tokens, device, precision, version, check):
-    """check: logits_check's fields, or {} with --no-logits-check (null in the report)."""
+def report(ppl, chunks, ctx, scored, tokens, device, precision, version, check, kl, top1):
+    """check: logits_check's fields, or {} with --no-logits-check (null in the report); kl, top1:
+    against the baseline's scores (None without --baseline-scores)."""
     return {"ppl": ppl, "chunks": chunks, "ctx": ctx, "scored": scored, "tokens": tokens, "device": device,
             "inference_precision": precision, "openvino": version,
             "max_abs_logit_diff": check.get("max_abs_logit_diff"), "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
-            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}
+            "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions"),
+            "kl_divergence": kl, "baseline_top1_agreement": top1}
 
 
 if __name__ == "__main__":

@@ -53,6 +53,12 @@ type Validate struct {
 	InferencePrecision string  `json:"inference_precision"`
 	OpenVINO           string  `json:"openvino"`
 	LogitsCheck
+	// KLDivergence and BaselineTop1 compare the model with the
+	// baseline's top tokens at every scored position (--baseline-scores;
+	// null without it). LogitsCheck's Top1 is the first chunk's against
+	// PyTorch.
+	KLDivergence *float64 `json:"kl_divergence"`
+	BaselineTop1 *float64 `json:"baseline_top1_agreement"`
 }
 
 // LogitsCheck is logits_check.py's comparison of a converted model's

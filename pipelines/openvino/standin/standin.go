@@ -281,6 +281,7 @@ func (q *quantFlags) config() map[string]any {
 }
 
 // ovValidate: openvino_validate.py --ir DIR --hf DIR --text T [--ctx N] [--chunks K] [--precision P]
+// [--scores-out DIR] [--baseline-scores DIR]
 func ovValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("openvino_validate", flag.ContinueOnError)
 	ir := fs.String("ir", "", "")
@@ -291,6 +292,7 @@ func ovValidate(args []string, stdout, stderr io.Writer) error {
 	precision := fs.String("precision", "f32", "")
 	fs.Int("threads", 0, "")
 	noCheck := fs.Bool("no-logits-check", false, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -312,6 +314,14 @@ func ovValidate(args []string, stdout, stderr io.Writer) error {
 	d := standin.Drift(h.Bits)
 	res := report.Validate{PPL: ppl + d, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens,
 		Device: "CPU", InferencePrecision: *precision, OpenVINO: "stand-in"}
+	// The IR's graph and weights: each model's scores its own.
+	irSum, err := standin.DigestFiles(nil, filepath.Join(*ir, xmlName), filepath.Join(*ir, binName))
+	if err != nil {
+		return err
+	}
+	if res.KLDivergence, res.BaselineTop1, err = scores.Scores(res.PPL, res.Scored, []byte(irSum)); err != nil {
+		return err
+	}
 	if !*noCheck {
 		maxAbs, meanAbs, top1, positions := 40*d, 4*d, 1-d, *nctx
 		res.LogitsCheck = report.LogitsCheck{MaxAbs: &maxAbs, MeanAbs: &meanAbs, Top1: &top1, Positions: &positions}

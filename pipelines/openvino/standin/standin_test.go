@@ -2,14 +2,35 @@ package standin
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
 )
+
+// baselineScores writes what the hf-perplexity stand-in leaves for n
+// scored tokens, and returns its folder.
+func baselineScores(t *testing.T, dir string, n int) string {
+	t.Helper()
+	base := filepath.Join(dir, "baseline")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	f := standin.AddScoreFlags(fs)
+	if err := fs.Parse([]string{"--scores-out", base, "--keep-topk"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.Scores(21, n, []byte("the baseline")); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
 
 // run runs a stand-in tool and returns its last output line.
 func run(t *testing.T, tool string, args ...string) []byte {
@@ -51,8 +72,20 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	var v report.Validate
 	steptest.CheckReport(t, "openvino_validate.py", run(t, "openvino_validate.py", "--ir", int4, "--hf", ckpt, "--text", text,
 		"--ctx", "64", "--chunks", "2"), &v)
-	if v.Chunks != 2 || v.Device != "CPU" || !v.Ran() {
+	if v.Chunks != 2 || v.Device != "CPU" || !v.Ran() || v.KLDivergence != nil || v.BaselineTop1 != nil {
 		t.Fatalf("validate report %+v", v)
+	}
+	// Against a baseline's scores: its own per-token file, and KL and
+	// top-1 agreement from both.
+	base, scores := baselineScores(t, dir, v.Scored), filepath.Join(dir, "scores")
+	os.Mkdir(scores, 0o755)
+	steptest.CheckReport(t, "openvino_validate.py", run(t, "openvino_validate.py", "--ir", int4, "--hf", ckpt, "--text", text,
+		"--ctx", "64", "--chunks", "2", "--scores-out", scores, "--baseline-scores", base), &v)
+	if v.KLDivergence == nil || v.BaselineTop1 == nil || *v.KLDivergence <= 0 {
+		t.Fatalf("validate report against the baseline %+v", v)
+	}
+	if nll, err := pplstat.ReadNLL(filepath.Join(scores, pplstat.NLLFile)); err != nil || len(nll) != v.Scored {
+		t.Fatalf("scores.nll: %d values (%v), want %d", len(nll), err, v.Scored)
 	}
 	steptest.CheckReport(t, "openvino_validate.py", run(t, "openvino_validate.py", "--ir", int4, "--hf", ckpt, "--text", text,
 		"--ctx", "64", "--no-logits-check"), &v)

@@ -3,6 +3,7 @@ on the HTP simulator.
 
     python qnn_htp.py --qdq model.onnx --hf DIR --text eval.txt --out DIR --ctx N [--chunks K]
                       --soc-model 57 --htp-arch 75 [--compile-only]
+                      [--scores-out DIR] [--baseline-scores DIR]
 
 The QNN HTP backend is the one the registry package onnxruntime-qnn ships (libQnnHtp.so,
 libHtpPrepare.so; on x86-64 Linux its graphs run on Qualcomm's HTP simulator), loaded into
@@ -18,7 +19,11 @@ it, never a node silently run on the CPU.
    (ONNX Runtime + QNN EP + the context binary) and run on the HTP simulator: chunk 1's logits
    against the unconverted PyTorch model (fp32, transformers), then perplexity over --chunks
    chunks, scored as every other scorer does (ppl_scoring.py). Seconds per chunk are
-   measured and printed.
+   measured and printed. --scores-out keeps every scored token's negative log-likelihood
+   (the delta's interval against the baseline's); --baseline-scores, the hf_perplexity.py
+   baseline's folder, adds the KL divergence and top-1 agreement against its top tokens over
+   every scored position (gate.kl_divergence, gate.baseline_top1_agreement; gate.top1_agreement
+   is the logits check's, on the first chunk against PyTorch).
 
 Its report is report() below (reports/qnn_htp.json): what was compiled, and the gate's
 numbers under "gate" (null with --compile-only).
@@ -105,6 +110,7 @@ def main() -> int:
     ap.add_argument("--soc-model", type=int, required=True, help="QNN SoC model id (QnnTypes.h QNN_SOC_MODEL_*)")
     ap.add_argument("--htp-arch", type=int, required=True, help="Hexagon HTP architecture (73, 75, 79, ...)")
     ap.add_argument("--compile-only", action="store_true")
+    ppl_scoring.add_score_args(ap)
     args = ap.parse_args()
 
     edgepipe_env.offline()
@@ -181,32 +187,40 @@ def main() -> int:
              "position_ids": np.arange(n, dtype=np.int64)[None, :]}
         return {k: v for k, v in f.items() if k in names}
 
-    scorer = ppl_scoring.Scorer(n)
+    scorer = ppl_scoring.scorer(args, n)
     check, times = {}, []
-    for i in range(n_chunk):
-        chunk, inputs = ppl_scoring.chunk(tokens, i, n, add_bos, bos)
-        t0 = time.monotonic()
-        logits = session.run(None, feeds(inputs))[0][0].astype(np.float64)
-        times.append(time.monotonic() - t0)
-        print(f"chunk {i + 1}/{n_chunk} on the HTP simulator: {times[-1]:.1f} s", file=sys.stderr, flush=True)
-        if i == 0:
-            check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
-        scorer.add(logits, chunk, total=n_chunk)
+    try:
+        for i in range(n_chunk):
+            chunk, inputs = ppl_scoring.chunk(tokens, i, n, add_bos, bos)
+            t0 = time.monotonic()
+            logits = session.run(None, feeds(inputs))[0][0].astype(np.float64)
+            times.append(time.monotonic() - t0)
+            print(f"chunk {i + 1}/{n_chunk} on the HTP simulator: {times[-1]:.1f} s", file=sys.stderr, flush=True)
+            if i == 0:
+                check = logits_check.against_reference(args.hf, inputs, logits, torch, np)
+            scorer.add(logits, chunk, total=n_chunk)
+        kl, top1 = scorer.agreement()
+    except ppl_scoring.EvalError as e:
+        print(f"qnn_htp: {e}", file=sys.stderr)
+        return 2
+    scorer.save(args.scores_out)
 
     edgepipe_report.emit(report(*compiled, versions, gate=(scorer.ppl(), n_chunk, n, scorer.count, len(tokens), round(load_s, 2),
-                                                          round(sum(times) / len(times), 2), session.get_providers(), check)))
+                                                          round(sum(times) / len(times), 2), session.get_providers(), check,
+                                                          kl, top1)))
     return 0
 
 
 def report(model, context_binary, compile_s, versions, gate=None):
     """versions: main's QNN and ONNX Runtime versions and SoC; gate: None (--compile-only) or the
-    gate's (ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, logits check)."""
+    gate's (ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, logits check, KL divergence and
+    top-1 agreement against the baseline's scores: None without --baseline-scores)."""
     if gate is None:
         return {"model": model, "context_binary": context_binary, "compile_s": compile_s,
                 "qnn_version": versions["qnn_version"], "onnxruntime_qnn": versions["onnxruntime_qnn"],
                 "onnxruntime": versions["onnxruntime"], "soc_model": versions["soc_model"], "htp_arch": versions["htp_arch"],
                 "gate": None}
-    ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, check = gate
+    ppl, chunks, ctx, scored, tokens, load_s, seconds_per_chunk, providers, check, kl, top1 = gate
     return {"model": model, "context_binary": context_binary, "compile_s": compile_s,
             "qnn_version": versions["qnn_version"], "onnxruntime_qnn": versions["onnxruntime_qnn"],
             "onnxruntime": versions["onnxruntime"], "soc_model": versions["soc_model"], "htp_arch": versions["htp_arch"],
@@ -215,7 +229,8 @@ def report(model, context_binary, compile_s, versions, gate=None):
                      "ran_on": "QNN HTP backend (HTP simulator on x86-64), CPU fallback disabled", "providers": providers,
                      "max_abs_logit_diff": check.get("max_abs_logit_diff"),
                      "mean_abs_logit_diff": check.get("mean_abs_logit_diff"),
-                     "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions")}}
+                     "top1_agreement": check.get("top1_agreement"), "logit_positions": check.get("logit_positions"),
+                     "kl_divergence": kl, "baseline_top1_agreement": top1}}
 
 
 if __name__ == "__main__":

@@ -64,6 +64,12 @@ type Gate struct {
 	RanOn           string   `json:"ran_on"`
 	Providers       []string `json:"providers"`
 	LogitsCheck
+	// KLDivergence and BaselineTop1 compare the model with the
+	// baseline's top tokens at every scored position (--baseline-scores;
+	// null without it). LogitsCheck's Top1 is the first chunk's against
+	// PyTorch.
+	KLDivergence *float64 `json:"kl_divergence"`
+	BaselineTop1 *float64 `json:"baseline_top1_agreement"`
 }
 
 // LogitsCheck is logits_check.py's comparison of a converted model's

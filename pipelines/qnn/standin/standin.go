@@ -27,7 +27,7 @@ func init() {
 }
 
 // qnnHTP: qnn_htp.py --qdq F --hf DIR --text T --out DIR --ctx N [--chunks K]
-// --soc-model M --htp-arch A. It compiles nothing and simulates nothing: it
+// --soc-model M --htp-arch A [--scores-out DIR] [--baseline-scores DIR]. It compiles nothing and simulates nothing: it
 // checks the QDQ model was made from --hf at --ctx tokens, writes an
 // EPContext stand-in and a context-binary stand-in derived from it and the
 // SoC, and scores the text as the other stand-ins do.
@@ -41,6 +41,7 @@ func qnnHTP(args []string, stdout, stderr io.Writer) error {
 	chunks := fs.Int("chunks", -1, "")
 	soc := fs.Int("soc-model", 0, "")
 	arch := fs.Int("htp-arch", 0, "")
+	scores := standin.AddScoreFlags(fs)
 	if err := standin.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,8 +73,8 @@ func qnnHTP(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "stand-in: nothing was compiled by QNN's HTP backend and nothing ran on its simulator\n")
-	bin := fmt.Sprintf("QNN context binary stand-in, soc_model %d, htp_arch v%d\n", *soc, *arch)
-	if err := os.WriteFile(filepath.Join(*out, "model_ctx_qnn.bin"), append([]byte(bin), standin.Resample(payload, 0.5)...), 0o644); err != nil {
+	bin := append([]byte(fmt.Sprintf("QNN context binary stand-in, soc_model %d, htp_arch v%d\n", *soc, *arch)), standin.Resample(payload, 0.5)...)
+	if err := os.WriteFile(filepath.Join(*out, "model_ctx_qnn.bin"), bin, 0o644); err != nil {
 		return err
 	}
 	h.Kind = "epcontext"
@@ -81,12 +82,20 @@ func qnnHTP(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	drift := standin.Drift(h.Bits)
+	ppl += drift
+	scored := n * (*nctx - 1 - *nctx/2)
+	// The context binary scores: each compiled model's its own.
+	kl, baseTop1, err := scores.Scores(ppl, scored, bin)
+	if err != nil {
+		return err
+	}
 	maxAbs, meanAbs, top1, positions := 40*drift, 4*drift, 1-drift, *nctx
 	return standin.PrintJSON(stdout, report.HTP{Model: "model_ctx.onnx", ContextBinary: "model_ctx_qnn.bin",
 		QNNVersion: "2.51.0", ORTQNN: "2.7.0", ORT: "1.31.1", SoCModel: *soc, HTPArch: *arch, CompileS: 0.1,
-		Gate: &report.Gate{PPL: ppl + drift, Chunks: n, Ctx: *nctx, Scored: n * (*nctx - 1 - *nctx/2), Tokens: tokens,
+		Gate: &report.Gate{PPL: ppl, Chunks: n, Ctx: *nctx, Scored: scored, Tokens: tokens,
 			LoadS: 0.01, SecondsPerChunk: 0.01, RanOn: "stand-in", Providers: []string{"QNNExecutionProvider (stand-in)"},
-			LogitsCheck: report.LogitsCheck{MaxAbs: &maxAbs, MeanAbs: &meanAbs, Top1: &top1, Positions: &positions}}})
+			LogitsCheck:  report.LogitsCheck{MaxAbs: &maxAbs, MeanAbs: &meanAbs, Top1: &top1, Positions: &positions},
+			KLDivergence: kl, BaselineTop1: baseTop1}})
 }
 
 var qnnBits = map[string]float64{"uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int4": 4, "uint4": 4}

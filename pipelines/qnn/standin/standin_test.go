@@ -2,10 +2,12 @@ package standin
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/qnn/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
@@ -46,8 +48,30 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	var h report.HTP
 	steptest.CheckReport(t, "qnn_htp.py", run(t, "qnn_htp.py", "--qdq", filepath.Join(qdqDir, q.Model), "--hf", ckpt, "--text", text,
 		"--out", filepath.Join(dir, "htp"), "--ctx", "64", "--chunks", "2", "--soc-model", "57", "--htp-arch", "75"), &h)
-	if h.Gate == nil || !h.Gate.Ran() || h.Gate.Chunks != 2 || h.SoCModel != 57 || h.QNNVersion == "" {
+	if h.Gate == nil || !h.Gate.Ran() || h.Gate.Chunks != 2 || h.SoCModel != 57 || h.QNNVersion == "" || h.Gate.KLDivergence != nil {
 		t.Fatalf("htp report %+v %+v", h, h.Gate)
+	}
+	// Against a baseline's scores: its own per-token file, and KL and
+	// top-1 agreement from both.
+	base, scores := filepath.Join(dir, "baseline"), filepath.Join(dir, "scores")
+	os.Mkdir(base, 0o755)
+	os.Mkdir(scores, 0o755)
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	bf := standin.AddScoreFlags(fs)
+	if err := fs.Parse([]string{"--scores-out", base, "--keep-topk"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bf.Scores(21, h.Gate.Scored, []byte("the baseline")); err != nil {
+		t.Fatal(err)
+	}
+	steptest.CheckReport(t, "qnn_htp.py", run(t, "qnn_htp.py", "--qdq", filepath.Join(qdqDir, q.Model), "--hf", ckpt, "--text", text,
+		"--out", filepath.Join(dir, "htp"), "--ctx", "64", "--chunks", "2", "--soc-model", "57", "--htp-arch", "75",
+		"--scores-out", scores, "--baseline-scores", base), &h)
+	if h.Gate.KLDivergence == nil || h.Gate.BaselineTop1 == nil || *h.Gate.KLDivergence <= 0 {
+		t.Fatalf("htp gate against the baseline %+v", h.Gate)
+	}
+	if nll, err := pplstat.ReadNLL(filepath.Join(scores, pplstat.NLLFile)); err != nil || len(nll) != h.Gate.Scored {
+		t.Fatalf("scores.nll: %d values (%v), want %d", len(nll), err, h.Gate.Scored)
 	}
 
 	var a report.AIHub
