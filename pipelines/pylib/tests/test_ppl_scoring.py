@@ -144,6 +144,15 @@ class TestPerTokenFiles(unittest.TestCase):
         with np.load(os.path.join(self.dir, ppl_scoring.TOPK_FILE)) as z:
             self.assertEqual(z["ids"].shape, (count, ppl_scoring.TOPK))
             self.assertTrue((np.diff(z["logp"], axis=1) <= 0).all(), "top tokens in order, most likely first")
+            ids, logp = z["ids"], z["logp"]
+        # The same tokens a full sort picks: every kept one at least as likely as any other.
+        for i, inputs in enumerate([ppl_scoring.chunk(tokens, c, 16, False, None)[1] for c in range(3)]):
+            lp = ppl_scoring.chunk_logp(model(inputs), 16)
+            for r in range(lp.shape[0]):
+                row = i * lp.shape[0] + r
+                want = np.sort(lp[r])[::-1][:ppl_scoring.TOPK]
+                np.testing.assert_allclose(logp[row], want, rtol=1e-6)
+                self.assertEqual(lp[r][ids[row][0]], lp[r].max())
 
     def test_the_same_model_agrees_fully_and_another_does_not(self):
         tokens = list(range(2, 50))
