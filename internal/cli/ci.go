@@ -86,5 +86,6 @@ var exitMeaning = map[int]string{
 	ExitLockMismatch:  "the lock is out of date",
 	ExitNotReproduced: "not bit-identical",
 	ExitPushFailed:    "a push to a remote failed",
+	ExitNeedMissing:   "a step it needs is in no cache",
 	ExitInterrupted:   "interrupted",
 }

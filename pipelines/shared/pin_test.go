@@ -35,3 +35,22 @@ func TestPinRevision(t *testing.T) {
 		t.Error("pinned to a branch name")
 	}
 }
+
+// A source that does not parse pins nothing and is not called moving.
+func TestPinRevisionOfBadSources(t *testing.T) {
+	c := strings.Repeat("0f", 20)
+	for _, src := range []string{"hf://", "hf://org", "git::%zz"} {
+		if got, ok := PinRevision(src, c); ok || got != "" {
+			t.Errorf("PinRevision(%q) = %q, %v", src, got, ok)
+		}
+		if MovingRevision(src) {
+			t.Errorf("MovingRevision(%q) = true", src)
+		}
+	}
+	// Only a full, lower-case sha is a commit.
+	for _, rev := range []string{strings.ToUpper(c), c[:39], c + "0", "v1.0"} {
+		if _, ok := PinRevision("hf://org/name", rev); ok {
+			t.Errorf("pinned to %q", rev)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mainJSON runs edgepipe and decodes its stdout into v.
+func mainJSON(t *testing.T, v any, args ...string) (code int, stderr string) {
+	t.Helper()
+	code, stdout, stderr := runMain(t, nil, args...)
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("edgepipe %s: stdout is not JSON (%v):\n%s\nstderr: %s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return code, stderr
+}
+
+func TestDevicesAndCeilingJSON(t *testing.T) {
+	var devs []struct {
+		ID string `json:"id"`
+	}
+	if code, _ := mainJSON(t, &devs, "devices", "--json"); code != ExitOK || len(devs) < 5 {
+		t.Fatalf("devices: exit %d, %d devices", code, len(devs))
+	}
+	var ceil struct {
+		ModelGB float64           `json:"model_gb"`
+		Devices []json.RawMessage `json:"devices"`
+	}
+	if code, _ := mainJSON(t, &ceil, "ceiling", "--model-gb", "4.7", "--json"); code != ExitOK || ceil.ModelGB != 4.7 || len(ceil.Devices) != len(devs) {
+		t.Errorf("ceiling: exit %d, %+v", code, ceil)
+	}
+	r := writeRecipe(t, t.TempDir(), "two.yaml", twoTargets)
+	var byRecipe struct {
+		Recipe  string `json:"recipe"`
+		Targets []struct {
+			Target  string            `json:"target"`
+			ModelGB float64           `json:"model_gb"`
+			Devices []json.RawMessage `json:"devices"`
+		} `json:"targets"`
+	}
+	code, _ := mainJSON(t, &byRecipe, "ceiling", "--recipe", r, "--out", t.TempDir(), "--json")
+	if code != ExitOK || byRecipe.Recipe != "two" || len(byRecipe.Targets) != 2 || byRecipe.Targets[0].Target != "laptop-q4" ||
+		!(byRecipe.Targets[0].ModelGB > 0) || len(byRecipe.Targets[0].Devices) == 0 {
+		t.Errorf("ceiling --recipe: exit %d, %+v", code, byRecipe)
+	}
+	for _, args := range [][]string{{"ceiling"}, {"ceiling", "--model-gb", "1", "--recipe", r}, {"ceiling", "x"}} {
+		if code, _, stderr := runMain(t, nil, args...); code != ExitUsage || !strings.Contains(stderr, "ceiling takes --model-gb GB or --recipe RECIPE") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+func TestPickJSON(t *testing.T) {
+	var pk struct {
+		Platform string `json:"platform"`
+		Device   string `json:"device"`
+		Format   string `json:"format"`
+		Steps    []struct {
+			ID   string `json:"id"`
+			Kind string `json:"kind"`
+		} `json:"steps"`
+		PipelineMissing string `json:"pipeline_missing"`
+	}
+	code, stderr := mainJSON(t, &pk, "pick", "--platform", "laptop", "--model", "builtin:smollm2-135m", "--json")
+	if code != ExitOK || pk.Platform != "laptop" || pk.Device == "" || pk.Format == "" || len(pk.Steps) == 0 || pk.PipelineMissing != "" {
+		t.Errorf("pick: exit %d, %+v, %s", code, pk, stderr)
+	}
+	var vp map[string]any
+	if code, stderr := mainJSON(t, &vp, "pick", "--task", "vision", "--platform", "laptop", "--params", "2.5M", "--json"); code != ExitOK || len(vp) == 0 {
+		t.Errorf("pick --task vision: exit %d, %v, %s", code, vp, stderr)
+	}
+	if code, _, stderr := runMain(t, nil, "pick", "extra"); code != ExitUsage || !strings.Contains(stderr, "pick takes flags only") {
+		t.Errorf("pick extra: %d %q", code, stderr)
+	}
+}
+
+// doctor --json lists every tool and still exits 2 when some are missing,
+// naming the command that installs them.
+func TestDoctorJSON(t *testing.T) {
+	cache := t.TempDir()
+	var st []struct {
+		Name           string
+		Toolchain      string
+		Found          bool
+		InstallCommand string
+	}
+	code, stderr := mainJSON(t, &st, "doctor", "--json", "--cache-dir", cache)
+	if code != ExitUsage || !strings.Contains(stderr, "some tools are missing: run `edgepipe toolchain install NAME (or: edgepipe doctor RECIPE for what one recipe needs)`") {
+		t.Errorf("doctor: exit %d, %q", code, stderr)
+	}
+	found := map[string]bool{}
+	for _, s := range st {
+		found[s.Name] = true
+	}
+	if !found["uv"] || !found["llama-quantize"] || !found["builtin:smollm2-135m"] {
+		t.Errorf("doctor lists %v", found)
+	}
+	r := writeRecipe(t, t.TempDir(), "two.yaml", twoTargets)
+	st = nil
+	code, stderr = mainJSON(t, &st, "doctor", "--json", "--cache-dir", cache, r)
+	if code != ExitUsage || !strings.Contains(stderr, "run `edgepipe toolchain install --for "+r+"`") {
+		t.Errorf("doctor RECIPE: exit %d, %q", code, stderr)
+	}
+	// Only what the recipe needs: no vision toolchain, no uv-only tools.
+	for _, s := range st {
+		if s.Name == "builtin:mobilenetv3-small-digits" || s.Name == "weed" {
+			t.Errorf("doctor RECIPE lists %s", s.Name)
+		}
+	}
+}
+
+func TestCacheAndPlanJSON(t *testing.T) {
+	cache := t.TempDir()
+	var ents []json.RawMessage
+	if code, stderr := mainJSON(t, &ents, "cache", "ls", "--json", "--cache-dir", cache); code != ExitOK || len(ents) != 0 {
+		t.Errorf("cache ls: exit %d, %v, %s", code, ents, stderr)
+	}
+	dir := t.TempDir()
+	r := writeRecipe(t, dir, "two.yaml", twoTargets)
+	var pj struct {
+		Recipe  string   `json:"recipe"`
+		Targets []string `json:"targets"`
+		Steps   []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"steps"`
+	}
+	code, stderr := mainJSON(t, &pj, "plan", "--json", "--cache-dir", cache, "-t", "laptop-q8", r)
+	if code != ExitOK || pj.Recipe != r || len(pj.Targets) != 1 || pj.Targets[0] != "laptop-q8" || len(pj.Steps) == 0 {
+		t.Errorf("plan --json: exit %d, %+v, %s", code, pj, stderr)
+	}
+	for _, s := range pj.Steps {
+		if strings.Contains(s.ID, "laptop-q4") {
+			t.Errorf("a step of an unselected target: %s", s.ID)
+		}
+	}
+	code, stdout, stderr := runMain(t, nil, "plan", "--cache-dir", cache, r)
+	if code != ExitOK || !strings.HasPrefix(stdout, "recipe two: 2 targets, ") || !strings.Contains(stdout, "publish:laptop-q4") {
+		t.Errorf("plan: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runMain(t, nil, "plan", "--cache-dir", cache, "--bundle", dir, r); code != ExitUsage || !strings.Contains(stderr, "--bundle: "+dir+" is a folder") {
+		t.Errorf("plan --bundle DIR: %d %q", code, stderr)
+	}
+}
+
+func TestToolchainCommand(t *testing.T) {
+	cache := t.TempDir()
+	r := writeRecipe(t, t.TempDir(), "two.yaml", twoTargets)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"toolchain", "install", "--dry-run", "uv"}, ExitOK, "would install uv: runs uv; about 40 MB\n", ""},
+		{[]string{"toolchain", "install", "--dry-run", "llama"}, ExitOK, "would install uv: needed to install llama; about 40 MB\nwould install llama: ", ""},
+		{[]string{"toolchain", "install", "--dry-run", "--for", r}, ExitOK, "would install llamacpp: runs convert_hf_to_gguf.py, llama-perplexity, llama-quantize;", ""},
+		{[]string{"toolchain", "install", "--dry-run", "builtin:smollm2-135m"}, ExitOK, "would install builtin:smollm2-135m: ; a small model", ""},
+		{[]string{"toolchain", "install", "pytorch"}, ExitUsage, "", `no toolchain named "pytorch"`},
+		{[]string{"toolchain", "install", "--for", r, "uv"}, ExitUsage, "", "name toolchains or give --for RECIPE, not both"},
+		{[]string{"toolchain", "remove"}, ExitUsage, "", "toolchain remove takes the toolchains to remove"},
+		{[]string{"toolchain", "remove", "pytorch"}, ExitUsage, "", `no toolchain named "pytorch"`},
+		{[]string{"toolchain", "remove", "uv"}, ExitUsage, "", "toolchain uv is not installed"},
+		{[]string{"toolchain", "prune", "uv"}, ExitUsage, "", "toolchain prune takes no names"},
+		{[]string{"toolchain", "list"}, ExitOK, "NAME", ""},
+	} {
+		code, stdout, stderr := runMain(t, nil, append(tc.args, "--cache-dir", cache)...)
+		if code != tc.code || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("edgepipe %s: exit %d, stdout %q, stderr %q", strings.Join(tc.args, " "), code, stdout, stderr)
+		}
+	}
+	// A dry run installs nothing.
+	if ents, _ := os.ReadDir(filepath.Join(cache, "toolchains")); len(ents) != 0 {
+		t.Errorf("a dry run wrote %v", ents)
+	}
+}
+
+func TestInitCommand(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "recipes", "my-laptop.yaml")
+	code, stdout, stderr := runMain(t, nil, "init", "--platform", "laptop", "--model", "builtin:smollm2-135m", "-o", out)
+	if code != ExitOK || !strings.HasPrefix(stdout, "wrote "+out+": target laptop, ") || !strings.Contains(stdout, "next: edgepipe plan "+out) {
+		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, err := loadPlan(out); err != nil {
+		t.Errorf("the written recipe does not load: %v", err)
+	}
+	b := mustReadFile(t, out)
+	if !strings.Contains(string(b), "name: my-laptop") || !strings.Contains(string(b), "edgepipe init --platform laptop --model builtin:smollm2-135m") {
+		t.Errorf("recipe:\n%s", b)
+	}
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"init", "--platform", "laptop", "--model", "builtin:smollm2-135m", "-o", out}, "already exists; pass --force"},
+		{[]string{"init", "--platform", "laptop", "--model", "builtin:smollm2-135m"}, "init writes the recipe named by -o"},
+		{[]string{"init", "--platform", "laptop", "--model", "builtin:smollm2-135m", "--eval", "x.npz", "-o", out + ".2"}, "--calibration and --eval are for --task vision"},
+		{[]string{"init", "--task", "vision", "--platform", "laptop", "--params", "2M", "--format", "gguf-q8_0", "-o", out + ".3"}, "--task vision takes --platform, --model or --params"},
+	} {
+		if code, _, stderr := runMain(t, nil, tc.args...); code != ExitUsage || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("edgepipe %s: exit %d, %q", strings.Join(tc.args, " "), code, stderr)
+		}
+	}
+	if code, stdout, stderr := runMain(t, nil, "init", "--platform", "laptop", "--model", "builtin:smollm2-135m", "--context", "8192", "-o", out, "--force"); code != ExitOK ||
+		!strings.Contains(string(mustReadFile(t, out)), "--context 8192") {
+		t.Errorf("init --force: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
