@@ -91,11 +91,41 @@ func TestWatchdogIsNotTriggeredFromOutside(t *testing.T) {
 				t.Errorf("%s: exit %d, %q: want the program's own exit 3 and output", name, code, out)
 			}
 		case "arguments":
-			// exit's first argument is not a number: code 0, but its
-			// line (the prefix) printed shows the program ran.
-			if !strings.Contains(string(out), "1.2.") {
-				t.Errorf("%s: exit %d, %q: want the program to run", name, code, out)
+			// Not a watchdog (stdin is no pipe), and the arguments never
+			// fall through to the program: a test binary given them ran
+			// its whole test suite as a stray "watchdog".
+			if code != 2 || !strings.Contains(string(out), "not a command") {
+				t.Errorf("%s: exit %d, %q: want exit 2 and no program", name, code, out)
 			}
+		}
+	}
+}
+
+// A watchdog whose parent died before it looked (a SIGKILL right after
+// the start) is still the watchdog: a pipe on stdin and a tag prefix are
+// what make it one, not a living parent.
+func TestWatchdogWithADeadParentStillWatches(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	old := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = old }()
+	if !isWatchdog("999999.123.") {
+		t.Fatal("a tag prefix naming a pid that is not our parent, with a pipe on stdin, was not taken for the watchdog")
+	}
+	if isWatchdog("1.2") || isWatchdog("") {
+		t.Fatal("a malformed prefix was taken for the watchdog")
+	}
+	os.Stdin = old
+	if f, err := os.Open(os.DevNull); err == nil {
+		os.Stdin = f
+		defer f.Close()
+		if isWatchdog("999999.123.") {
+			t.Fatal("without a pipe on stdin, it took itself for the watchdog")
 		}
 	}
 }
