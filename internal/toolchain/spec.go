@@ -87,7 +87,7 @@ const (
 	llamaCppCommit = "0c1e57098"
 	// llamaCppBuildRecipe versions the cmake flags and the file layout
 	// below; bump it when changing either.
-	llamaCppBuildRecipe = "1"
+	llamaCppBuildRecipe = "2"
 )
 
 var uvPins = []Pin{
@@ -158,8 +158,9 @@ func llamaCppBuildPin(goarch string) string {
 }
 
 // llamaCppTargets are the tools built; llama-bench measures decode latency
-// for the bench step.
-var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "llama-bench"}
+// for the bench step, llama-tokenize is llama.cpp's own reading of a
+// GGUF's tokenizer for the behavioural contract.
+var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "llama-bench", "llama-tokenize"}
 
 // llamaCppKeep lists what stays of the llama.cpp tree after the build: the
 // converter, its model code and its own gguf-py (which must match it).
@@ -179,6 +180,7 @@ const (
 	ToolPerplexity = "llama-perplexity"
 	ToolImatrix    = "llama-imatrix"
 	ToolBench      = "llama-bench"
+	ToolTokenize   = "llama-tokenize"
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
