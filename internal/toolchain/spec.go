@@ -184,6 +184,9 @@ const (
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
+	// ToolContract checks the behavioural contract between a source and
+	// a converted artifact (tokenizer, stop set, BOS, chat template).
+	ToolContract = "contract.py"
 	// Vision is the image-classification toolchain (the vision family
 	// registers it); ToolVisionTrain trains the built-in digits model,
 	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
@@ -289,7 +292,7 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract},
 			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
