@@ -461,9 +461,8 @@ class Artifact:
         return self.tokenizer.prefix(text)
 
 
-def no_tokenizer(folder):
-    return (f"the artifact ships no tokenizer ({os.path.basename(os.path.normpath(folder))}/ holds none of "
-            + ", ".join(TOKENIZER_FILES) + "): an app cannot tokenize with it")
+def no_tokenizer():
+    return "the artifact ships no tokenizer (its folder holds none of " + ", ".join(TOKENIZER_FILES) + "): an app cannot tokenize with it"
 
 
 def declared_bos(tok, cfg):
@@ -483,7 +482,7 @@ def folder_artifact(folder):
         except Exception as e:  # transformers raises many kinds for a folder it cannot load
             a.tokenizer_error = f"transformers cannot load the artifact's tokenizer: {type(e).__name__}: {e}"
     else:
-        a.tokenizer_error = no_tokenizer(folder)
+        a.tokenizer_error = no_tokenizer()
     a.stops = source_stop_set(folder, a.tokenizer)
     a.bos, a.bos_where = declared_bos(a.tokenizer, read_json(folder, "config.json") or {})
     a.templates, a.templates_where = folder_templates(folder)
@@ -504,7 +503,7 @@ def mlc_artifact(folder):
     elif has_tokenizer(folder):
         a.tokenizer = HFTokenizer(folder)
     else:
-        a.tokenizer_error = no_tokenizer(folder)
+        a.tokenizer_error = no_tokenizer()
     conv = chat.get("conv_template")
     a.stops = [(i, f"mlc-chat-config.json eos_token_id {i}") for i in id_list(chat.get("eos_token_id"))]
     a.fixed_prefix = []

@@ -68,8 +68,7 @@ func contract(args []string, stdout, stderr io.Writer) error {
 	case "folder":
 		a, err = readSide(*art)
 		if err == nil && a.tok.Digest == "" {
-			a.tokErr = fmt.Sprintf("the artifact ships no tokenizer (%s/ holds none of %s): an app cannot tokenize with it",
-				filepath.Base(*art), strings.Join(standin.TokenizerFiles, ", "))
+			a.tokErr = noTokenizer()
 		}
 	default:
 		return fmt.Errorf("--reader %q: gguf, mlc or folder", *reader)
@@ -207,8 +206,7 @@ func mlcSide(dir string) (side, error) {
 	}
 	s := side{tok: t, prefix: []int{}, where: "mlc-chat-config.json"}
 	if t.Digest == "" {
-		s.tokErr = fmt.Sprintf("the artifact ships no tokenizer (%s/ holds none of %s): an app cannot tokenize with it",
-			filepath.Base(dir), strings.Join(standin.TokenizerFiles, ", "))
+		s.tokErr = noTokenizer()
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "mlc-chat-config.json"))
 	if err != nil {
@@ -234,6 +232,10 @@ func mlcSide(dir string) (side, error) {
 		s.bos = &ids[0]
 	}
 	return s, nil
+}
+
+func noTokenizer() string {
+	return "the artifact ships no tokenizer (its folder holds none of " + strings.Join(standin.TokenizerFiles, ", ") + "): an app cannot tokenize with it"
 }
 
 func check(status, source, artifact, detail string) report.ContractCheck {
