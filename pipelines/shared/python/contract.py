@@ -33,7 +33,10 @@ reason, never passed:
   * chat_template: the source's (chat_template.jinja, else tokenizer_config.json's chat_template:
     a string, or a list of named templates) against the artifact's (a GGUF's
     tokenizer.chat_template and tokenizer.chat_template.NAME; a folder's same files), byte for
-    byte, with the sha256 of each.
+    byte, with the sha256 of each. MLC's runtime formats a chat with the conversation template
+    mlc-chat-config.json writes out, not with Jinja: there the source's template (through
+    transformers) and the conversation template (as mlc_llm's Conversation.as_prompt renders it)
+    must render the same conversation to the same text.
 Its report is report() below (reports/contract.json).
 """
 
@@ -440,6 +443,72 @@ def template_check(src, src_where, art, art_where, art_note=""):
     return check("passed", s, a, "the same chat template, byte for byte")
 
 
+# The conversation both sides render for MLC: a system message, a turn each, and the prompt for
+# the next answer (MLC's runtime fills its own system message when an app gives none, so one is
+# given here).
+CONVERSATION = [("system", "You answer briefly."), ("user", "Hi there!"), ("assistant", "Hello. How can I help?"),
+                ("user", "Name a colour.")]
+
+
+def render_jinja(tok):
+    messages = [{"role": r, "content": c} for r, c in CONVERSATION]
+    return tok.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def render_mlc(conv):
+    """mlc_llm's Conversation.as_prompt (protocol/conversation_protocol.py) for a conversation
+    template written out in mlc-chat-config.json: the system template with the system message,
+    then each message as role, role_content_sep, the role's template and the separator (seps[0]
+    after a user's, seps[-1] after the assistant's), and the empty assistant's role and
+    role_empty_sep last."""
+    system = next(c for r, c in CONVERSATION if r == "system")
+    sys_text = conv.get("system_template", "").replace("{system_message}", system)
+    seps = list(conv.get("seps") or [""])
+    out = [sys_text] if sys_text else []
+    turns = [(r, c) for r, c in CONVERSATION if r != "system"] + [("assistant", None)]
+    for i, (role, content) in enumerate(turns):
+        if content is None:
+            out.append(conv["roles"][role] + conv.get("role_empty_sep", ""))
+            continue
+        prefix = "" if (not conv.get("add_role_after_system_message", True) and sys_text and i == 0) \
+            else conv["roles"][role] + conv.get("role_content_sep", "")
+        body = conv.get("role_templates", {}).get(role, "{" + role + "_message}").replace("{" + role + "_message}", content)
+        out.append(prefix + body + seps[-1 if role == "assistant" else 0])
+    return "".join(out)
+
+
+def mlc_template_check(src, src_where, source, art):
+    """MLC's runtime formats a chat with the conversation template in mlc-chat-config.json, not with
+    a Jinja template: the two must render the same conversation the same way. A Jinja template the
+    folder ships besides must be the source's too."""
+    s = describe_templates(src, src_where)
+    conv = art.conv
+    if not src:
+        return check("skipped", s, describe_templates(art.templates, art.templates_where) + art.template_note,
+                     "the source has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json): there is none to keep")
+    if not isinstance(conv, dict) or "roles" not in conv:
+        return check("skipped", s, f"conv_template {conv!r}",
+                     "mlc-chat-config.json names its conversation template without writing it out: it is mlc_llm's registry's, "
+                     "which edgepipe does not have, so how it renders a chat was not compared")
+    if source is None:
+        return check("failed", s, f"conv_template {conv.get('name')!r}", "the source ships no tokenizer to render its chat template with")
+    want, got = render_jinja(source), render_mlc(conv)
+    a = f"conv_template {conv.get('name')!r}: renders sha256 {sha(got)[:16]}"
+    s += f"; renders sha256 {sha(want)[:16]}"
+    problems = []
+    if want != got:
+        at = first_difference(want, got)
+        problems.append(f"the conversation template renders a chat differently from character {at}: "
+                        f"source {want[at:at + 60]!r}, artifact {got[at:at + 60]!r}")
+    if art.templates:
+        for name in sorted(set(src) | set(art.templates)):
+            if src.get(name) != art.templates.get(name):
+                problems.append(f"the folder's {name!r} Jinja template is not the source's")
+    if problems:
+        return check("failed", s, a, "; ".join(problems))
+    return check("passed", s, a, "the conversation template renders a chat as the source's chat template does")
+
+
 # ---- the artifact's side -----------------------------------------------------------------
 
 class Artifact:
@@ -454,6 +523,7 @@ class Artifact:
         self.bos, self.bos_where = None, ""
         self.templates, self.templates_where, self.template_note = {}, "", ""
         self.fixed_prefix = None
+        self.conv = None
 
     def prefix(self, text):
         if self.fixed_prefix is not None:
@@ -504,7 +574,7 @@ def mlc_artifact(folder):
         a.tokenizer = HFTokenizer(folder)
     else:
         a.tokenizer_error = no_tokenizer()
-    conv = chat.get("conv_template")
+    conv = a.conv = chat.get("conv_template")
     a.stops = [(i, f"mlc-chat-config.json eos_token_id {i}") for i in id_list(chat.get("eos_token_id"))]
     a.fixed_prefix = []
     if isinstance(conv, dict):
@@ -577,7 +647,10 @@ def run(args):
     bos = bos_of(texts[0][1], args.source, source, art)
     eos = eos_check(source_stop_set(args.source, source), art.stops, art.runtime_stops, art.runtime_what)
     src_t, src_where = folder_templates(args.source)
-    chat = template_check(src_t, src_where, art.templates, art.templates_where, art.template_note)
+    if args.reader == "mlc":
+        chat = mlc_template_check(src_t, src_where, source, art)
+    else:
+        chat = template_check(src_t, src_where, art.templates, art.templates_where, art.template_note)
     return report(args.reader, args.artifact, len(texts), tok, src_gguf, eos, bos, chat)
 
 

@@ -106,6 +106,9 @@ type side struct {
 	bos    *int
 	where  string
 	note   string
+	// convNamed is an MLC conversation template mlc-chat-config.json only
+	// names (mlc_llm's registry's): how it renders a chat is unknown.
+	convNamed string
 }
 
 func readSide(dir string) (side, error) {
@@ -227,6 +230,9 @@ func mlcSide(dir string) (side, error) {
 			s.prefix = p
 		}
 		s.note = fmt.Sprintf("; mlc-chat-config.json's conv_template is %q", conv["name"])
+		if _, written := conv["roles"]; !written {
+			s.convNamed, _ = conv["name"].(string)
+		}
 	}
 	if ids := standin.IDList(chat["bos_token_id"]); len(ids) == 1 {
 		s.bos = &ids[0]
@@ -387,6 +393,14 @@ func templateCheck(s, a side) report.ContractCheck {
 	if len(s.tok.Templates) == 0 {
 		return check(report.ContractSkipped, src, art,
 			"the source has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json): there is none to keep")
+	}
+	if a.convNamed != "" {
+		// As contract.py says; where the template is written out, the
+		// stand-in compares the folder's Jinja template, as it cannot
+		// render one.
+		return check(report.ContractSkipped, src, fmt.Sprintf("conv_template %q", a.convNamed),
+			"mlc-chat-config.json names its conversation template without writing it out: it is mlc_llm's registry's, "+
+				"which edgepipe does not have, so how it renders a chat was not compared")
 	}
 	names := map[string]bool{}
 	for n := range s.tok.Templates {

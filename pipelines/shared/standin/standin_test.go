@@ -140,6 +140,19 @@ func TestContractStandInJudgesWhatItReads(t *testing.T) {
 		}
 	}
 
+	// An MLC folder whose conversation template is only named (mlc_llm's
+	// registry's): its stop set is mlc-chat-config.json's, the template
+	// is not compared, and it says so.
+	mlc := artifact("mlc", func(f map[string]string) {
+		delete(f, "config.json")
+		delete(f, "generation_config.json")
+		f["mlc-chat-config.json"] = `{"conv_template": {"name": "chatml"}, "eos_token_id": [2, 7], "bos_token_id": 1}`
+	})
+	r = runContract(t, "--source", filepath.Join(dir, "src"), "--artifact", mlc, "--reader", "mlc", "--corpus", corpus)
+	if r.EOS.Status != report.ContractPassed || r.ChatTemplate.Status != report.ContractSkipped || !strings.Contains(r.ChatTemplate.Detail, "mlc_llm's registry") {
+		t.Errorf("mlc: eos %+v, chat template %+v", r.EOS, r.ChatTemplate)
+	}
+
 	// A GGUF source is read, and its comparison said skipped.
 	gg := filepath.Join(dir, "src.gguf")
 	if err := gguftest.Tiny().File().Write(gg); err != nil {

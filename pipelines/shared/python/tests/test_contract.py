@@ -3,8 +3,8 @@
 lines of the built-in corpus (EDGEPIPE_CONTRACT_CORPUS). An artifact made of the checkpoint's own
 files passes every check; each deliberately broken one fails its own check, saying what differs:
 a wrong EOS id in generation_config.json, a tokenizer.json with one merge rule dropped, the chat
-template removed, no tokenizer at all, and a copy of the GGUF whose tokenizer.ggml.eos_token_id
-was rewritten with gguf-py."""
+template removed, no tokenizer at all, a copy of the GGUF whose tokenizer.ggml.eos_token_id was
+rewritten with gguf-py, and an MLC folder whose conversation template is another model's."""
 
 import argparse
 import json
@@ -14,6 +14,7 @@ import tempfile
 import unittest
 
 import contract
+import mlc_native
 
 MODEL = os.environ.get("EDGEPIPE_CONTRACT_MODEL", "")
 GGUF = os.environ.get("EDGEPIPE_CONTRACT_GGUF", "")
@@ -131,17 +132,31 @@ class Contract(unittest.TestCase):
         for name in ("tokenizer", "eos", "bos", "chat_template"):
             self.assertTrue(r[name]["detail"], name)
 
-    def test_mlc_folder_is_read_as_its_runtime_reads_it(self):
-        # What mlc_native.py writes: its tokenizer files (chat_template.jinja is not one of them)
-        # and mlc-chat-config.json with the ChatML conversation template.
-        out = self.folder("mlc", skip=("chat_template.jinja", "config.json", "generation_config.json", "special_tokens_map.json"))
-        conv = {"name": "chatml", "stop_token_ids": [2], "system_prefix_token_ids": None}
+    def mlc_folder(self, name, conv):
+        """An MLC folder as mlc_native.py writes it: its tokenizer files and mlc-chat-config.json."""
+        out = os.path.join(self.tmp, name)
+        os.makedirs(out)
+        for f in mlc_native.TOKENIZER_FILES:
+            if os.path.exists(os.path.join(MODEL, f)):
+                shutil.copy(os.path.join(MODEL, f), os.path.join(out, f))
         with open(os.path.join(out, "mlc-chat-config.json"), "w", encoding="utf-8") as f:
             json.dump({"conv_template": conv, "eos_token_id": 2, "bos_token_id": 1}, f)
-        r = self.contract(out, reader="mlc")
-        self.assertChecks(r, tokenizer="passed", eos="passed", bos="passed", chat_template="failed")
+        return out
+
+    def test_mlc_folder_is_read_as_its_runtime_reads_it(self):
+        r = self.contract(self.mlc_folder("mlc", mlc_native.CHATML), reader="mlc")
+        self.assertChecks(r, tokenizer="passed", eos="passed", bos="passed", chat_template="passed")
         self.assertIn("tokenizers on mlc/tokenizer.json", r["tokenizer"]["artifact"])
-        self.assertIn("conv_template is 'chatml'", r["chat_template"]["artifact"])
+        self.assertIn("conv_template 'chatml'", r["chat_template"]["artifact"])
+
+    def test_mlc_conversation_template_of_another_model_fails(self):
+        conv = dict(mlc_native.CHATML, name="llama-3", system_template="<|start_header_id|>system<|end_header_id|>\n\n{system_message}<|eot_id|>")
+        r = self.contract(self.mlc_folder("mlc-llama3", conv), reader="mlc")
+        self.assertChecks(r, tokenizer="passed", chat_template="failed")
+        self.assertIn("the conversation template renders a chat differently from character 2", r["chat_template"]["detail"])
+        named = self.contract(self.mlc_folder("mlc-named", {"name": "llama-3"}), reader="mlc")
+        self.assertChecks(named, chat_template="skipped")
+        self.assertIn("mlc_llm's registry", named["chat_template"]["detail"])
 
     def test_gguf_and_its_source_gguf_pass(self):
         r = self.contract(GGUF, reader="gguf", source_gguf=GGUF)
