@@ -175,7 +175,9 @@ class LlamaCppTokenizer:
         self.exe, self.path, self.meta = exe, path, meta
         self.what = f"llama.cpp (llama-tokenize) on {os.path.basename(path)}"
         self.eog = None
-        self.tmp = tempfile.mkdtemp(prefix="contract-")
+        # Removed when the tokenizer is: the prompt file of each run.
+        self._tmp = tempfile.TemporaryDirectory(prefix="contract-")
+        self.tmp = self._tmp.name
         self.last = None
 
     def run(self, text, bos=False, verbose=False):
