@@ -4,7 +4,8 @@
 // `builtin:digits-test`, `builtin:digits-calibration` (labelled) and
 // `builtin:skimage-photos`, `builtin:skimage-photos-calibration`
 // (unlabelled: every label -1) work offline and give the same tokens and
-// images on every machine.
+// images on every machine; `builtin:tokenizer-corpus` is the text the
+// behavioural contract tokenizes.
 package data
 
 import (

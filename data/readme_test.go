@@ -220,3 +220,40 @@ func mustFile(t *testing.T, name string) string {
 	}
 	return f
 }
+
+// The corpus the behavioural contract tokenizes holds what the README
+// says it holds: a text of each script and kind named there, in the
+// layout the contract reads (items a line, one final newline).
+func TestTokenizerCorpusMatchesTheREADME(t *testing.T) {
+	m := regexp.MustCompile("`tokenizer-corpus.txt` \\(`builtin:tokenizer-corpus`, (\\d+) lines, ([0-9,]+) bytes\\)").FindStringSubmatch(readme(t))
+	if m == nil {
+		t.Fatal("README: no line count and size for tokenizer-corpus.txt")
+	}
+	b, err := Bytes("tokenizer-corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if want, _ := strconv.Atoi(m[1]); len(lines) != want {
+		t.Errorf("tokenizer-corpus.txt has %d lines, the README says %d", len(lines), want)
+	}
+	if want, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", "")); len(b) != want {
+		t.Errorf("tokenizer-corpus.txt is %d bytes, the README says %d", len(b), want)
+	}
+	if !strings.HasSuffix(s, "\n") || strings.HasSuffix(s, "\n\n") || strings.Contains(s, "\r") {
+		t.Error("tokenizer-corpus.txt must end in one newline and hold no carriage return")
+	}
+	for what, sample := range map[string]string{
+		"Latin with accents": "brûlée", "Cyrillic": "Съешь", "Greek": "ψυχοφθόρα", "Arabic": "حكيم",
+		"Hebrew": "סקרן", "Devanagari": "राक्षसों", "Chinese": "玻璃", "Japanese": "いろは", "Korean": "다람쥐",
+		"Thai": "มนุษย์", "skin tones": "👍🏽", "a ZWJ sequence": "👩\u200d👩\u200d👧\u200d👦", "a flag": "🇯🇵",
+		"tabs in code": "def f(x):\treturn", "a run of spaces": "a          ", "a long digit run": "3.14159265358979323846",
+		"a run of blank lines": "\n\n\n\n", "ChatML's tokens": "<|im_start|>", "Gemma's tokens": "<start_of_turn>",
+		"Llama 3's tokens": "<|eot_id|>", "a combining mark": "e\u0301",
+	} {
+		if !strings.Contains(s, sample) {
+			t.Errorf("tokenizer-corpus.txt has no %s (%q)", what, sample)
+		}
+	}
+}

@@ -36,6 +36,11 @@ var pythonModules = map[string]pythonModule{
 	// llama-perplexity printed for its F16 GGUF on the same text
 	// (pipelines/gguf/testdata/perplexity-base.log).
 	"test_ppl_scoring.py": {toolchain: toolchain.Llama, env: scoringEnv, timeout: 20 * time.Minute},
+	// contract.py on artifacts made of the built-in model's checkpoint
+	// and its source GGUF: unchanged ones pass, each deliberately broken
+	// one (a wrong EOS id, a merge rule dropped, the chat template
+	// removed, no tokenizer, a GGUF's EOS rewritten) fails its own check.
+	"test_contract.py": {toolchain: toolchain.Llama, env: contractEnv, timeout: 10 * time.Minute},
 	// The MLC converter's searched scales against mlc_llm's, decoded the
 	// way the gate decodes them (numpy and torch, no model).
 	"test_mlc_scales.py": {toolchain: toolchain.Llama, timeout: 10 * time.Minute},
@@ -224,6 +229,27 @@ func scoringEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
 		t.Fatal(err)
 	}
 	return []string{"EDGEPIPE_PPL_MODEL=" + model, "EDGEPIPE_PPL_TEXT=" + text, "EDGEPIPE_PPL_LOG=" + logPath, "EDGEPIPE_PPL_CHUNKS=4"}
+}
+
+func contractEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
+	model, err := toolchain.BuiltinModel(ctx, cacheDir, "smollm2-135m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gguf, err := toolchain.BuiltinGGUF(cacheDir, "smollm2-135m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := toolchain.Resolve(cacheDir, toolchain.LlamaCpp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := data.Materialize("tokenizer-corpus", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"EDGEPIPE_CONTRACT_MODEL=" + model, "EDGEPIPE_CONTRACT_GGUF=" + gguf,
+		"EDGEPIPE_CONTRACT_TOKENIZE=" + lc.Tools[toolchain.ToolTokenize], "EDGEPIPE_CONTRACT_CORPUS=" + corpus}
 }
 
 func visionDataEnv(t *testing.T, _ context.Context, _ string) []string {

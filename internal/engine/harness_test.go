@@ -48,7 +48,8 @@ const testFormat = "enginetest-fmt"
 
 func init() {
 	steps.Register(testKind{})
-	plan.Register(plan.Family{Name: "enginetest",
+	// Its model is a string, with no tokenizer for the contract to read.
+	plan.Register(plan.Family{Name: "enginetest", NoContract: true,
 		Formats: catalog.FormatSet{Formats: []catalog.Format{{Name: testFormat, Family: "enginetest", BitsPerWeight: 8, RunsHere: "yes"}}},
 		Expand: func(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 			conv := add(&plan.Step{ID: "convert", Kind: testKindName, Needs: []string{plan.SourceStepID},

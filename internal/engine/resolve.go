@@ -84,15 +84,13 @@ func (e *Engine) ResolveSource(ctx context.Context, refetch bool) (*steps.Output
 func (e *Engine) ResolveTools(ctx context.Context) ([]*tools.Tool, error) {
 	seen := map[string]bool{}
 	var out []*tools.Tool
+	// A step this host refuses (no NVIDIA GPU), or one after it, runs no
+	// tool here; its tools are not this platform's to lock.
+	refused := e.plan.Refused()
 	for _, s := range e.plan.Steps {
 		k, ok := steps.Lookup(s.Kind)
-		if !ok {
-			continue // publish
-		}
-		// A step this host refuses (no NVIDIA GPU) runs no tool here; its
-		// tools are not this platform's to lock.
-		if hr, ok := k.(steps.HostRequirer); ok && hr.RequireHost(s.Params) != nil {
-			continue
+		if !ok || refused[s.ID] {
+			continue // publish, or not run here
 		}
 		for _, name := range k.Tools(s.Params) {
 			if seen[name] {

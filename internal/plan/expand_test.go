@@ -98,7 +98,8 @@ func TestExpandPerFamily(t *testing.T) {
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"compare-perplexity:f16 compare-perplexity <- perplexity:baseline hf-perplexity:baseline",
 			"perplexity:q4_k_m perplexity <- gguf-quantize:q4_k_m perplexity:baseline",
-			"publish:t publish <- gguf-quantize:q4_k_m perplexity:q4_k_m compare-perplexity:f16",
+			"contract:gguf-quantize:q4_k_m contract <- source gguf-quantize:q4_k_m",
+			"publish:t publish <- gguf-quantize:q4_k_m perplexity:q4_k_m compare-perplexity:f16 contract:gguf-quantize:q4_k_m",
 		}},
 		{"x86-laptop", "gguf-f16", []string{
 			"source fetch <- ",
@@ -107,7 +108,8 @@ func TestExpandPerFamily(t *testing.T) {
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"compare-perplexity:f16 compare-perplexity <- perplexity:baseline hf-perplexity:baseline",
 			"perplexity:f16 perplexity <- gguf-convert:f16 perplexity:baseline",
-			"publish:t publish <- gguf-convert:f16 perplexity:f16 compare-perplexity:f16",
+			"contract:gguf-convert:f16 contract <- source gguf-convert:f16",
+			"publish:t publish <- gguf-convert:f16 perplexity:f16 compare-perplexity:f16 contract:gguf-convert:f16",
 		}},
 		{"x86-laptop", "onnx-int4", []string{
 			"source fetch <- ",
@@ -115,20 +117,23 @@ func TestExpandPerFamily(t *testing.T) {
 			"onnx-export:fp32 onnx-export <- source",
 			"onnx-quantize:int4 onnx-quantize <- onnx-export:fp32",
 			"onnx-validate:int4 onnx-validate <- onnx-quantize:int4 source hf-perplexity:baseline",
-			"publish:t publish <- onnx-quantize:int4 onnx-validate:int4",
+			"contract:onnx-quantize:int4 contract <- source onnx-quantize:int4",
+			"publish:t publish <- onnx-quantize:int4 onnx-validate:int4 contract:onnx-quantize:int4",
 		}},
 		{"jetson-orin-nano-super", "gptq-w4a16", []string{
 			"source fetch <- ",
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"llmc-quantize:gptq-w4a16 llmc-quantize <- source",
 			"llmc-perplexity:gptq-w4a16 llmc-perplexity <- llmc-quantize:gptq-w4a16 hf-perplexity:baseline",
-			"publish:t publish <- llmc-quantize:gptq-w4a16 llmc-perplexity:gptq-w4a16",
+			"contract:llmc-quantize:gptq-w4a16 contract <- source llmc-quantize:gptq-w4a16",
+			"publish:t publish <- llmc-quantize:gptq-w4a16 llmc-perplexity:gptq-w4a16 contract:llmc-quantize:gptq-w4a16",
 		}},
 		{"apple-m4", "coreml-int4", []string{
 			"source fetch <- ",
 			"coreml-convert:int4@c4096 coreml-convert <- source",
 			"coreml-validate:int4@c4096 coreml-validate <- coreml-convert:int4@c4096 source",
-			"publish:t publish <- coreml-convert:int4@c4096 coreml-validate:int4@c4096",
+			"contract:coreml-convert:int4@c4096 contract <- source coreml-convert:int4@c4096",
+			"publish:t publish <- coreml-convert:int4@c4096 coreml-validate:int4@c4096 contract:coreml-convert:int4@c4096",
 		}},
 		{"webgpu-m3-max", "mlc-q4f16_1", []string{
 			"source fetch <- ",
@@ -138,7 +143,8 @@ func TestExpandPerFamily(t *testing.T) {
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"mlc-gate:mlc-native-convert:q4f16_1 mlc-gate <- mlc-native-convert:q4f16_1 hf-perplexity:baseline source",
 			"mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1 mlc-webgpu-check <- mlc-native-convert:q4f16_1 mlc-gate:mlc-native-convert:q4f16_1",
-			"publish:t publish <- mlc-native-config:q4f16_1@c4096 mlc-validate:mlc-native-config:q4f16_1@c4096 mlc-gate:mlc-native-convert:q4f16_1 mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1",
+			"contract:mlc-native-config:q4f16_1@c4096 contract <- source mlc-native-config:q4f16_1@c4096",
+			"publish:t publish <- mlc-native-config:q4f16_1@c4096 mlc-validate:mlc-native-config:q4f16_1@c4096 mlc-gate:mlc-native-convert:q4f16_1 mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1 contract:mlc-native-config:q4f16_1@c4096",
 		}},
 		{"snapdragon-8-gen-3", "qnn-w8a16", []string{
 			"source fetch <- ",
@@ -147,13 +153,15 @@ func TestExpandPerFamily(t *testing.T) {
 			"qnn-qdq:w8a16@s512+htp qnn-qdq <- onnx-export:fp32-prefill source",
 			"qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp qnn-htp <- qnn-qdq:w8a16@s512+htp source hf-perplexity:baseline",
 			// The HTP step is the model and its own check.
-			"publish:t publish <- qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp",
+			"contract:qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp contract <- source qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp",
+			"publish:t publish <- qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp contract:qnn-htp:snapdragon-8-gen-3:w8a16@s512+htp",
 		}},
 		{"jetson-orin-nano-super", "trtllm-int4", []string{
 			"source fetch <- ",
 			"modelopt-quantize:trtllm-int4 modelopt-quantize <- source",
 			"trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super trtllm-build <- modelopt-quantize:trtllm-int4",
-			"publish:t publish <- trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super modelopt-quantize:trtllm-int4",
+			"contract:trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super contract <- source trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super",
+			"publish:t publish <- trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super modelopt-quantize:trtllm-int4 contract:trtllm-build:trtllm-int4@c4096/jetson-orin-nano-super",
 		}},
 		{"intel-lunar-lake", "openvino-int4", []string{
 			"source fetch <- ",
@@ -161,7 +169,8 @@ func TestExpandPerFamily(t *testing.T) {
 			"openvino-export:fp32 openvino-export <- source",
 			"openvino-quantize:int4 openvino-quantize <- openvino-export:fp32",
 			"openvino-validate:int4 openvino-validate <- openvino-quantize:int4 source hf-perplexity:baseline",
-			"publish:t publish <- openvino-quantize:int4 openvino-validate:int4",
+			"contract:openvino-quantize:int4 contract <- source openvino-quantize:int4",
+			"publish:t publish <- openvino-quantize:int4 openvino-validate:int4 contract:openvino-quantize:int4",
 		}},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
@@ -311,7 +320,7 @@ func TestOverridePublishStep(t *testing.T) {
   smoke: {uses: run, needs: [t], with: {argv: ["true"]}}
 `)
 	pub, _ := p.Step(PublishStepID("t"))
-	if want := []string{"gguf-quantize:q8_0", "perplexity:q8_0", "compare-perplexity:f16", "lint"}; !slices.Equal(pub.Needs, want) || pub.TimeoutS != 30 {
+	if want := []string{"gguf-quantize:q8_0", "perplexity:q8_0", "compare-perplexity:f16", "contract:gguf-quantize:q8_0", "lint"}; !slices.Equal(pub.Needs, want) || pub.TimeoutS != 30 {
 		t.Errorf("publish:t needs %v (want %v), timeout %v", pub.Needs, want, pub.TimeoutS)
 	}
 	smoke, _ := p.Step("smoke")

@@ -54,6 +54,11 @@ type Family struct {
 	// Notes are what a run should say before it starts about targets of
 	// this family (a host that cannot build them, a flow known to fail).
 	Notes func(*Plan) recipe.Diagnostics
+	// NoContract leaves a text-generation family's targets without the
+	// behavioural contract step: only for a family whose artifacts are no
+	// model at all (the engine's tests' family, whose model is a string).
+	// Every built-in family's targets get it.
+	NoContract bool
 }
 
 var families = struct {

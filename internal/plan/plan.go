@@ -131,8 +131,15 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			}
 		}
 		model, checks := fam.Expand(r, t, f, add)
-		if t.Bench != nil && fam.Task == "" { // other tasks' families add their own
-			checks = append(checks, addBench(t, model, add).ID)
+		if fam.Task == "" {
+			// Other tasks' families add their own bench; only a text
+			// generator has a tokenizer, stop set and chat template to keep.
+			if !fam.NoContract {
+				checks = append(checks, addContract(r, t, f, model, add).ID)
+			}
+			if t.Bench != nil {
+				checks = append(checks, addBench(t, model, add).ID)
+			}
 		}
 		pub := &Step{ID: PublishStepID(t.Name), Kind: "publish", Target: t.Name, Pos: t.Pos,
 			Needs: append([]string{model.ID}, checks...), Params: publishParams(r, t, fam, p.Fits)}

@@ -115,16 +115,15 @@ func (p *Plan) TargetNames() []string {
 }
 
 // Tools lists the tools the plan's steps run, each once, in plan order.
-// Steps this host refuses (NVIDIA kinds without a GPU) run none here.
+// Steps this host refuses (NVIDIA kinds without a GPU), and the steps
+// after them, run none here.
 func (p *Plan) Tools() []string {
 	seen := map[string]bool{}
 	var out []string
+	refused := p.Refused()
 	for _, s := range p.Steps {
 		k, ok := steps.Lookup(s.Kind)
-		if !ok {
-			continue
-		}
-		if hr, ok := k.(steps.HostRequirer); ok && hr.RequireHost(s.Params) != nil {
+		if !ok || refused[s.ID] {
 			continue
 		}
 		for _, t := range k.Tools(s.Params) {
@@ -135,6 +134,36 @@ func (p *Plan) Tools() []string {
 		}
 	}
 	return out
+}
+
+// Refused are the steps this host cannot run: those whose kind refuses
+// it (an NVIDIA kind without a GPU) and every step that needs one of them,
+// directly or not (a check of a model that cannot be made here).
+func (p *Plan) Refused() map[string]bool {
+	refused := map[string]bool{}
+	var visit func(s *Step) bool
+	done := map[string]bool{}
+	visit = func(s *Step) bool {
+		if done[s.ID] {
+			return refused[s.ID]
+		}
+		done[s.ID] = true
+		if k, ok := steps.Lookup(s.Kind); ok {
+			if hr, ok := k.(steps.HostRequirer); ok && hr.RequireHost(s.Params) != nil {
+				refused[s.ID] = true
+			}
+		}
+		for _, n := range s.Needs {
+			if ns, ok := p.Step(n); ok && visit(ns) {
+				refused[s.ID] = true
+			}
+		}
+		return refused[s.ID]
+	}
+	for _, s := range p.Steps {
+		visit(s)
+	}
+	return refused
 }
 
 // Upstream is a shallow copy of the plan holding only step id and the

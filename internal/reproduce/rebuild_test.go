@@ -205,7 +205,7 @@ func TestClosure(t *testing.T) {
 	pl := loadPlan(t, twoTargets)
 	got := closure(pl, []string{"a"})
 	want := []string{"source", "gguf-convert:f16", "perplexity:baseline", "gguf-quantize:q4_k_m", "hf-perplexity:baseline",
-		"compare-perplexity:f16", "perplexity:q4_k_m", "publish:a"}
+		"compare-perplexity:f16", "perplexity:q4_k_m", "contract:gguf-quantize:q4_k_m", "publish:a"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("closure(a) = %v\nwant %v", got, want)
 	}

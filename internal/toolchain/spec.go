@@ -87,7 +87,7 @@ const (
 	llamaCppCommit = "0c1e57098"
 	// llamaCppBuildRecipe versions the cmake flags and the file layout
 	// below; bump it when changing either.
-	llamaCppBuildRecipe = "1"
+	llamaCppBuildRecipe = "2"
 )
 
 var uvPins = []Pin{
@@ -158,8 +158,9 @@ func llamaCppBuildPin(goarch string) string {
 }
 
 // llamaCppTargets are the tools built; llama-bench measures decode latency
-// for the bench step.
-var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "llama-bench"}
+// for the bench step, llama-tokenize is llama.cpp's own reading of a
+// GGUF's tokenizer for the behavioural contract.
+var llamaCppTargets = []string{"llama-quantize", "llama-perplexity", "llama-imatrix", "llama-bench", "llama-tokenize"}
 
 // llamaCppKeep lists what stays of the llama.cpp tree after the build: the
 // converter, its model code and its own gguf-py (which must match it).
@@ -179,9 +180,13 @@ const (
 	ToolPerplexity = "llama-perplexity"
 	ToolImatrix    = "llama-imatrix"
 	ToolBench      = "llama-bench"
+	ToolTokenize   = "llama-tokenize"
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
+	// ToolContract checks the behavioural contract between a source and
+	// a converted artifact (tokenizer, stop set, BOS, chat template).
+	ToolContract = "contract.py"
 	// Vision is the image-classification toolchain (the vision family
 	// registers it); ToolVisionTrain trains the built-in digits model,
 	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
@@ -287,7 +292,7 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract},
 			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",

@@ -66,7 +66,7 @@ func TestLlamaCppKeyCoversSourceAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{llamaCppSdist.SHA256, "-DBUILD_SHARED_LIBS=OFF", "recipe " + llamaCppBuildRecipe, "targets llama-quantize llama-perplexity llama-imatrix llama-bench"} {
+	for _, want := range []string{llamaCppSdist.SHA256, "-DBUILD_SHARED_LIBS=OFF", "recipe " + llamaCppBuildRecipe, "targets llama-quantize llama-perplexity llama-imatrix llama-bench llama-tokenize"} {
 		if !strings.Contains(spec.Lock, want) {
 			t.Errorf("llamacpp build pin lacks %q:\n%s", want, spec.Lock)
 		}
@@ -230,7 +230,7 @@ func TestHelperScriptsAndToolIdentity(t *testing.T) {
 	// covers both toolchains.
 	lc, _ := Lookup(LlamaCpp)
 	fakeInstall(t, cache, lc, map[string]string{
-		"bin/llama-quantize": "", "bin/llama-perplexity": "", "bin/llama-imatrix": "", "bin/llama-bench": "", "src/convert_hf_to_gguf.py": "",
+		"bin/llama-quantize": "", "bin/llama-perplexity": "", "bin/llama-imatrix": "", "bin/llama-bench": "", "bin/llama-tokenize": "", "src/convert_hf_to_gguf.py": "",
 	}, lc.Digest())
 	argv, id, version, tc, err := FindTool(cache, ToolConvertHF)
 	if err != nil {

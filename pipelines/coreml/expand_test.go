@@ -68,7 +68,7 @@ targets:
 		t.Errorf("validate params %+v, data %v", vp, val.Data)
 	}
 	pub := step(t, p, "publish:same")
-	if strings.Join(pub.Needs, ",") != conv.ID+","+val.ID {
+	if strings.Join(pub.Needs, ",") != conv.ID+","+val.ID+",contract:"+conv.ID {
 		t.Errorf("kv_cache: stateful is the default, yet publish:same needs %v", pub.Needs)
 	}
 

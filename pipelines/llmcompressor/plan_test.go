@@ -39,17 +39,20 @@ func TestExpandLLMCompressor(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"source":                                      "",
-		"hf-perplexity:baseline":                      "source",
-		"llmc-quantize:gptq-w4a16":                    "source",
-		"llmc-perplexity:gptq-w4a16":                  "llmc-quantize:gptq-w4a16,hf-perplexity:baseline",
-		"llmc-quantize:awq-w4a16":                     "source",
-		"llmc-perplexity:awq-w4a16":                   "llmc-quantize:awq-w4a16,hf-perplexity:baseline",
-		"llmc-quantize:awq-w4a16+g32+round=rtn+vd4":   "source",
-		"llmc-perplexity:awq-w4a16+g32+round=rtn+vd4": "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,hf-perplexity:baseline",
-		"publish:gptq":                                "llmc-quantize:gptq-w4a16,llmc-perplexity:gptq-w4a16",
-		"publish:awq":                                 "llmc-quantize:awq-w4a16,llmc-perplexity:awq-w4a16",
-		"publish:rtn":                                 "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,llmc-perplexity:awq-w4a16+g32+round=rtn+vd4",
+		"source":                                             "",
+		"hf-perplexity:baseline":                             "source",
+		"llmc-quantize:gptq-w4a16":                           "source",
+		"llmc-perplexity:gptq-w4a16":                         "llmc-quantize:gptq-w4a16,hf-perplexity:baseline",
+		"llmc-quantize:awq-w4a16":                            "source",
+		"llmc-perplexity:awq-w4a16":                          "llmc-quantize:awq-w4a16,hf-perplexity:baseline",
+		"llmc-quantize:awq-w4a16+g32+round=rtn+vd4":          "source",
+		"llmc-perplexity:awq-w4a16+g32+round=rtn+vd4":        "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,hf-perplexity:baseline",
+		"contract:llmc-quantize:gptq-w4a16":                  "source,llmc-quantize:gptq-w4a16",
+		"publish:gptq":                                       "llmc-quantize:gptq-w4a16,llmc-perplexity:gptq-w4a16,contract:llmc-quantize:gptq-w4a16",
+		"contract:llmc-quantize:awq-w4a16":                   "source,llmc-quantize:awq-w4a16",
+		"publish:awq":                                        "llmc-quantize:awq-w4a16,llmc-perplexity:awq-w4a16,contract:llmc-quantize:awq-w4a16",
+		"contract:llmc-quantize:awq-w4a16+g32+round=rtn+vd4": "source,llmc-quantize:awq-w4a16+g32+round=rtn+vd4",
+		"publish:rtn":                                        "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,llmc-perplexity:awq-w4a16+g32+round=rtn+vd4,contract:llmc-quantize:awq-w4a16+g32+round=rtn+vd4",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))

@@ -88,7 +88,8 @@ func TestExpandNative(t *testing.T) {
 	if wp := web.Params.(*mlc.WebGPUParams); *wp != (mlc.WebGPUParams{Quantization: "q4f16_1", TimeoutS: mlc.DefaultWebGPUTimeoutS, Page: mlc.PageDigest()}) {
 		t.Errorf("webgpu params %+v", wp)
 	}
-	needs(t, p, "publish:m3", "publish", "mlc-native-config:q4f16_1@c1024", "mlc-validate:mlc-native-config:q4f16_1@c1024", gate.ID, web.ID)
+	needs(t, p, "publish:m3", "publish", "mlc-native-config:q4f16_1@c1024", "mlc-validate:mlc-native-config:q4f16_1@c1024", gate.ID, web.ID,
+		"contract:mlc-native-config:q4f16_1@c1024")
 }
 
 // Options other than the defaults are in the ids, so no two targets that
@@ -102,7 +103,7 @@ func TestExpandOptions(t *testing.T) {
 	needs(t, p, "mlc-native-config:q4f32_1@c2048+llama-3", "mlc-native-config", conv.ID, plan.SourceStepID)
 	gate := "mlc-gate:" + conv.ID
 	needs(t, p, "publish:android", "publish", "mlc-native-config:q4f32_1@c2048+llama-3",
-		"mlc-validate:mlc-native-config:q4f32_1@c2048+llama-3", gate)
+		"mlc-validate:mlc-native-config:q4f32_1@c2048+llama-3", gate, "contract:mlc-native-config:q4f32_1@c2048+llama-3")
 
 	// awq alone takes GPTQ for the embedding only.
 	awq := needs(t, p, "mlc-native-convert:q4f16_1+rounding=gptq-embedding+awq+calib=8", "mlc-native-convert", plan.SourceStepID)

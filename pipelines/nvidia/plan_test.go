@@ -1,6 +1,7 @@
 package nvidia_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,17 +40,21 @@ func TestExpandNvidia(t *testing.T) {
 	want := map[string]string{
 		"source":                         "",
 		"modelopt-quantize:nvfp4+kv=fp8": "source",
-		"edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor":           "modelopt-quantize:nvfp4+kv=fp8",
-		"modelopt-quantize:nvfp4":                                "source",
-		"edgellm-build:nvfp4@c4096/jetson-thor":                  "modelopt-quantize:nvfp4",
-		"modelopt-quantize:trtllm-int4":                          "source",
-		"trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super":  "modelopt-quantize:trtllm-int4",
-		"modelopt-quantize:trtllm-int4+kv=int8":                  "source",
-		"trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin": "modelopt-quantize:trtllm-int4+kv=int8",
-		"publish:thor-nvfp4":                                     "edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor,modelopt-quantize:nvfp4+kv=fp8",
-		"publish:thor-nvfp4-f16":                                 "edgellm-build:nvfp4@c4096/jetson-thor,modelopt-quantize:nvfp4",
-		"publish:nano-int4":                                      "trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super,modelopt-quantize:trtllm-int4",
-		"publish:agx-int4":                                       "trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin,modelopt-quantize:trtllm-int4+kv=int8",
+		"edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor":                    "modelopt-quantize:nvfp4+kv=fp8",
+		"modelopt-quantize:nvfp4":                                         "source",
+		"edgellm-build:nvfp4@c4096/jetson-thor":                           "modelopt-quantize:nvfp4",
+		"modelopt-quantize:trtllm-int4":                                   "source",
+		"trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super":           "modelopt-quantize:trtllm-int4",
+		"modelopt-quantize:trtllm-int4+kv=int8":                           "source",
+		"trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin":          "modelopt-quantize:trtllm-int4+kv=int8",
+		"contract:edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor":           "source,edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor",
+		"publish:thor-nvfp4":                                              "edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor,modelopt-quantize:nvfp4+kv=fp8,contract:edgellm-build:nvfp4+kv=fp8@c4096/jetson-thor",
+		"contract:edgellm-build:nvfp4@c4096/jetson-thor":                  "source,edgellm-build:nvfp4@c4096/jetson-thor",
+		"publish:thor-nvfp4-f16":                                          "edgellm-build:nvfp4@c4096/jetson-thor,modelopt-quantize:nvfp4,contract:edgellm-build:nvfp4@c4096/jetson-thor",
+		"contract:trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super":  "source,trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super",
+		"publish:nano-int4":                                               "trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super,modelopt-quantize:trtllm-int4,contract:trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super",
+		"contract:trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin": "source,trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin",
+		"publish:agx-int4":                                                "trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin,modelopt-quantize:trtllm-int4+kv=int8,contract:trtllm-build:trtllm-int4+kv=int8@c2048/jetson-agx-orin",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))
@@ -114,5 +119,39 @@ func TestRefusedTargets(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.target, err, tc.want)
 		}
+	}
+}
+
+// On a host without a GPU the NVIDIA steps are refused, and so is what
+// comes after them (the contract, the publish): their tools are neither
+// installed nor locked here, so a run says "no GPU", not "install llama".
+func TestRefusedStepsAndTheirToolsWithoutAGPU(t *testing.T) {
+	t.Setenv(nvidia.PretendNvidiaGPUEnv, "")
+	if ok, found := nvidia.NvidiaGPU(); ok {
+		t.Skipf("this host has an NVIDIA GPU (%s)", found)
+	}
+	p, err := load(t, nvidiaRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := p.Refused()
+	for _, id := range []string{"modelopt-quantize:trtllm-int4", "trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super",
+		"contract:trtllm-build:trtllm-int4@c2048/jetson-orin-nano-super", "publish:nano-int4"} {
+		if !refused[id] {
+			t.Errorf("%s is not refused without a GPU", id)
+		}
+	}
+	if refused[plan.SourceStepID] {
+		t.Error("the source step is refused")
+	}
+	if tools := p.Tools(); slices.Contains(tools, "contract.py") {
+		t.Errorf("tools %v: the contract of a model that cannot be built here needs no toolchain here", tools)
+	}
+	t.Setenv(nvidia.PretendNvidiaGPUEnv, "1")
+	if refused := p.Refused(); len(refused) != 0 {
+		t.Errorf("with a GPU: refused %v", refused)
+	}
+	if tools := p.Tools(); !slices.Contains(tools, "contract.py") {
+		t.Errorf("with a GPU: tools %v lack contract.py", tools)
 	}
 }

@@ -44,11 +44,14 @@ func TestExpandONNX(t *testing.T) {
 		"onnx-quantize:int4":        "onnx-export:fp32",
 		"onnx-validate:int4":        "onnx-quantize:int4,source,hf-perplexity:baseline",
 		"onnx-export:fp32+opset=17": "source",
-		"onnx-quantize:int4+opset=17+block_size=64+method=rtn": "onnx-export:fp32+opset=17",
-		"onnx-validate:int4+opset=17+block_size=64+method=rtn": "onnx-quantize:int4+opset=17+block_size=64+method=rtn,source,hf-perplexity:baseline",
-		"publish:fp32": "onnx-export:fp32,onnx-validate:fp32",
-		"publish:int4": "onnx-quantize:int4,onnx-validate:int4",
-		"publish:rtn":  "onnx-quantize:int4+opset=17+block_size=64+method=rtn,onnx-validate:int4+opset=17+block_size=64+method=rtn",
+		"onnx-quantize:int4+opset=17+block_size=64+method=rtn":          "onnx-export:fp32+opset=17",
+		"onnx-validate:int4+opset=17+block_size=64+method=rtn":          "onnx-quantize:int4+opset=17+block_size=64+method=rtn,source,hf-perplexity:baseline",
+		"contract:onnx-export:fp32":                                     "source,onnx-export:fp32",
+		"publish:fp32":                                                  "onnx-export:fp32,onnx-validate:fp32,contract:onnx-export:fp32",
+		"contract:onnx-quantize:int4":                                   "source,onnx-quantize:int4",
+		"publish:int4":                                                  "onnx-quantize:int4,onnx-validate:int4,contract:onnx-quantize:int4",
+		"contract:onnx-quantize:int4+opset=17+block_size=64+method=rtn": "source,onnx-quantize:int4+opset=17+block_size=64+method=rtn",
+		"publish:rtn":                                                   "onnx-quantize:int4+opset=17+block_size=64+method=rtn,onnx-validate:int4+opset=17+block_size=64+method=rtn,contract:onnx-quantize:int4+opset=17+block_size=64+method=rtn",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))
@@ -91,7 +94,7 @@ func TestExpandKeepLMHead(t *testing.T) {
 	}
 	found := 0
 	for _, s := range p.Steps {
-		if !strings.Contains(s.ID, "keep_lm_head=true") {
+		if !strings.Contains(s.ID, "keep_lm_head=true") || s.Kind == "contract" {
 			continue
 		}
 		found++

@@ -36,18 +36,21 @@ func TestExpandOpenVINO(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"source":                            "",
-		"hf-perplexity:baseline":            "source",
-		openvino.ExportStepID:               "source",
-		"openvino-quantize:int4":            openvino.ExportStepID,
-		"openvino-validate:int4":            "openvino-quantize:int4,source,hf-perplexity:baseline",
-		"openvino-quantize:int8":            openvino.ExportStepID,
-		"openvino-validate:int8":            "openvino-quantize:int8,source,hf-perplexity:baseline",
-		"openvino-quantize:int4+g32+awq+n8": openvino.ExportStepID,
-		"openvino-validate:int4+g32+awq+n8": "openvino-quantize:int4+g32+awq+n8,source,hf-perplexity:baseline",
-		"publish:int4":                      "openvino-quantize:int4,openvino-validate:int4",
-		"publish:int8":                      "openvino-quantize:int8,openvino-validate:int8",
-		"publish:awq":                       "openvino-quantize:int4+g32+awq+n8,openvino-validate:int4+g32+awq+n8",
+		"source":                                     "",
+		"hf-perplexity:baseline":                     "source",
+		openvino.ExportStepID:                        "source",
+		"openvino-quantize:int4":                     openvino.ExportStepID,
+		"openvino-validate:int4":                     "openvino-quantize:int4,source,hf-perplexity:baseline",
+		"openvino-quantize:int8":                     openvino.ExportStepID,
+		"openvino-validate:int8":                     "openvino-quantize:int8,source,hf-perplexity:baseline",
+		"openvino-quantize:int4+g32+awq+n8":          openvino.ExportStepID,
+		"openvino-validate:int4+g32+awq+n8":          "openvino-quantize:int4+g32+awq+n8,source,hf-perplexity:baseline",
+		"contract:openvino-quantize:int4":            "source,openvino-quantize:int4",
+		"publish:int4":                               "openvino-quantize:int4,openvino-validate:int4,contract:openvino-quantize:int4",
+		"contract:openvino-quantize:int8":            "source,openvino-quantize:int8",
+		"publish:int8":                               "openvino-quantize:int8,openvino-validate:int8,contract:openvino-quantize:int8",
+		"contract:openvino-quantize:int4+g32+awq+n8": "source,openvino-quantize:int4+g32+awq+n8",
+		"publish:awq":                                "openvino-quantize:int4+g32+awq+n8,openvino-validate:int4+g32+awq+n8,contract:openvino-quantize:int4+g32+awq+n8",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))

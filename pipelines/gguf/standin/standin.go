@@ -29,6 +29,7 @@ func init() {
 	standin.Tools["llama-perplexity"] = perplexity
 	standin.Tools["llama-imatrix"] = imatrix
 	standin.Tools["llama-bench"] = llamaBench
+	standin.Tools["llama-tokenize"] = tokenize
 }
 
 // header is the stand-in GGUF's metadata, after the magic.
@@ -39,6 +40,10 @@ type header struct {
 	HiddenSize   int     `json:"hidden_size"`
 	SourceSHA256 string  `json:"source_sha256"`
 	Imatrix      string  `json:"imatrix,omitempty"`
+	// Tokenizer is what the converter wrote of the checkpoint's tokenizer
+	// (standin.GGUFTokenizerKeys: tokenizer.* keys, the files' digest for
+	// the vocabulary); absent when the checkpoint shipped none.
+	Tokenizer map[string]any `json:"tokenizer,omitempty"`
 }
 
 // Bits per weight of the types the stand-in knows (llama.cpp's figures).
@@ -136,9 +141,68 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("unsupported outtype %s", *outtype)
 	}
+	tok, err := standin.GGUFTokenizerKeys(src)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stderr, "INFO:hf-to-gguf:Loading model: %s\nINFO:hf-to-gguf:Model successfully exported to %s\n", filepath.Base(src), *outfile)
 	return writeGGUF(*outfile, header{StandIn: true, Type: typ, Bits: bits, HiddenSize: cfg.HiddenSize,
-		SourceSHA256: hex.EncodeToString(h.Sum(nil))}, standin.Resample(payload, bits/16))
+		SourceSHA256: hex.EncodeToString(h.Sum(nil)), Tokenizer: tok}, standin.Resample(payload, bits/16))
+}
+
+// tokenize: llama-tokenize -m M -f TEXT [--ids] [--no-bos] [--no-escape]
+// [--log-disable]. The stand-in's vocabulary is the bytes: each byte of
+// the text is token 3 + its value, after the BOS when the GGUF's
+// tokenizer adds one and --no-bos is not given; a GGUF without a
+// tokenizer is refused, as llama.cpp refuses one without a vocabulary.
+func tokenize(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llama-tokenize", flag.ContinueOnError)
+	model := fs.String("m", "", "")
+	file := fs.String("f", "", "")
+	ids := fs.Bool("ids", false, "")
+	noBOS := fs.Bool("no-bos", false, "")
+	fs.Bool("no-escape", false, "")
+	fs.Bool("log-disable", false, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *model == "" || *file == "" {
+		return errors.New("usage: llama-tokenize -m MODEL -f FILE [--ids] [--no-bos]")
+	}
+	h, _, err := readGGUF(*model)
+	if err != nil {
+		return err
+	}
+	if h.Tokenizer == nil {
+		return fmt.Errorf("%s has no vocabulary (no tokenizer.ggml.model): cannot tokenize", *model)
+	}
+	text, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	var toks []int
+	if bos, ok := h.Tokenizer["tokenizer.ggml.bos_token_id"].(float64); ok && h.Tokenizer["tokenizer.ggml.add_bos_token"] == true && !*noBOS {
+		toks = append(toks, int(bos))
+	}
+	for _, b := range text {
+		toks = append(toks, 3+int(b))
+	}
+	if !*ids {
+		for _, t := range toks {
+			piece := ""
+			if t >= 3 {
+				piece = string([]byte{byte(t - 3)})
+			}
+			fmt.Fprintf(stdout, "%6d -> '%s'\n", t, piece)
+		}
+		return nil
+	}
+	words := make([]string, len(toks))
+	for i, t := range toks {
+		words[i] = fmt.Sprint(t)
+	}
+	fmt.Fprintf(stdout, "[%s]\n", strings.Join(words, ", "))
+	return nil
 }
 
 // quantize: llama-quantize [--imatrix F] IN OUT TYPE [THREADS]

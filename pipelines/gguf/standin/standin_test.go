@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -89,12 +90,13 @@ func TestEveryToolIsRegistered(t *testing.T) {
 func TestGGUFRoundTripAndRefusals(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.gguf")
-	h := header{StandIn: true, Type: "Q8_0", Bits: 8.5, HiddenSize: 576, SourceSHA256: "abc", Imatrix: "def"}
+	h := header{StandIn: true, Type: "Q8_0", Bits: 8.5, HiddenSize: 576, SourceSHA256: "abc", Imatrix: "def",
+		Tokenizer: map[string]any{"tokenizer.ggml.eos_token_id": 2.0}}
 	if err := writeGGUF(path, h, []byte("payload")); err != nil {
 		t.Fatal(err)
 	}
 	got, payload := mustRead(t, path)
-	if got != h || string(payload) != "payload" {
+	if !reflect.DeepEqual(got, h) || string(payload) != "payload" {
 		t.Errorf("read back %+v, %q", got, payload)
 	}
 	if _, err := os.Stat(path + ".part"); !os.IsNotExist(err) {
@@ -143,8 +145,10 @@ func TestConvert(t *testing.T) {
 	h, payload := mustRead(t, out)
 	shards := "FIRST" + weights + "SECOND" + weights // in name order
 	sum := sha256.Sum256([]byte(cfg + shards))
-	want := header{StandIn: true, Type: "F16", Bits: 16, HiddenSize: 576, SourceSHA256: hex.EncodeToString(sum[:])}
-	if h != want {
+	tok := sha256.Sum256([]byte("tokenizer.json 11\nnot weights"))
+	want := header{StandIn: true, Type: "F16", Bits: 16, HiddenSize: 576, SourceSHA256: hex.EncodeToString(sum[:]),
+		Tokenizer: map[string]any{"tokenizer.ggml.model": "stand-in", "tokenizer.stand_in.sha256": hex.EncodeToString(tok[:])}}
+	if !reflect.DeepEqual(h, want) {
 		t.Errorf("header %+v, want %+v", h, want)
 	}
 	if string(payload) != shards {
@@ -644,6 +648,60 @@ func TestLlamaBenchRefusals(t *testing.T) {
 	} {
 		if out, _, err := run(t, "llama-bench", c.args...); err == nil || !strings.Contains(err.Error(), c.want) || out != "" {
 			t.Errorf("%q: %v, %q; want %q and no result line", c.args, err, out, c.want)
+		}
+	}
+}
+
+// The converter keeps what the real one writes of the checkpoint's
+// tokenizer, and llama-tokenize reads it back: no tokenizer, no tokens.
+func TestConvertKeepsTheTokenizerAndTokenizeReadsIt(t *testing.T) {
+	src := checkpoint(t, t.TempDir(), `{"hidden_size": 64, "eos_token_id": 7, "bos_token_id": 1}`, map[string]string{"model.safetensors": weights})
+	out := filepath.Join(t.TempDir(), "f16.gguf")
+	if _, _, err := run(t, "convert_hf_to_gguf.py", src, "--outtype", "f16", "--outfile", out); err != nil {
+		t.Fatal(err)
+	}
+	prompt := write(t, filepath.Join(t.TempDir(), "p.txt"), "hi")
+	if h, _ := mustRead(t, out); h.Tokenizer != nil {
+		t.Errorf("a checkpoint without a tokenizer gave a GGUF with one: %v", h.Tokenizer)
+	}
+	if _, _, err := run(t, "llama-tokenize", "-m", out, "-f", prompt, "--ids"); err == nil || !strings.Contains(err.Error(), "no vocabulary") {
+		t.Errorf("llama-tokenize on a GGUF without a tokenizer: %v", err)
+	}
+
+	write(t, filepath.Join(src, "tokenizer.json"), `{"added_tokens": [{"id": 1, "content": "<s>"}, {"id": 2, "content": "</s>"}]}`)
+	write(t, filepath.Join(src, "tokenizer_config.json"), `{"eos_token": "</s>", "bos_token": "<s>", "add_bos_token": true, "chat_template": "{{ messages }}"}`)
+	if _, _, err := run(t, "convert_hf_to_gguf.py", src, "--outtype", "f16", "--outfile", out); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := mustRead(t, out)
+	for key, want := range map[string]any{"tokenizer.ggml.eos_token_id": 2.0, "tokenizer.ggml.bos_token_id": 1.0,
+		"tokenizer.ggml.add_bos_token": true, "tokenizer.chat_template": "{{ messages }}"} {
+		if h.Tokenizer[key] != want {
+			t.Errorf("%s = %v, want %v (the tokenizer's, not config.json's eos 7)", key, h.Tokenizer[key], want)
+		}
+	}
+	if d, _ := h.Tokenizer["tokenizer.stand_in.sha256"].(string); len(d) != 64 {
+		t.Errorf("no digest of the tokenizer files: %v", h.Tokenizer)
+	}
+	// Quantizing keeps the tokenizer.
+	q := filepath.Join(t.TempDir(), "q8.gguf")
+	if _, _, err := run(t, "llama-quantize", out, q, "Q8_0"); err != nil {
+		t.Fatal(err)
+	}
+	if hq, _ := mustRead(t, q); !reflect.DeepEqual(hq.Tokenizer, h.Tokenizer) {
+		t.Errorf("quantized tokenizer %v, want %v", hq.Tokenizer, h.Tokenizer)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ids"}, "[1, 107, 108]\n"},
+		{[]string{"--ids", "--no-bos"}, "[107, 108]\n"},
+		{nil, "     1 -> ''\n   107 -> 'h'\n   108 -> 'i'\n"},
+	} {
+		got, _, err := run(t, "llama-tokenize", append([]string{"-m", q, "-f", prompt}, c.args...)...)
+		if err != nil || got != c.want {
+			t.Errorf("llama-tokenize %v: %q, %v; want %q", c.args, got, err, c.want)
 		}
 	}
 }

@@ -36,8 +36,61 @@ type Perplexity struct {
 	Top1Agreement *float64 `json:"top1_agreement"`
 }
 
+// Contract is contract.py's report: the behavioural contract between the
+// source checkpoint and a converted artifact, one entry per check.
+type Contract struct {
+	// Artifact is how the artifact was read (gguf, mlc, folder) and Path
+	// what was read: the GGUF file, or the artifact's folder.
+	Artifact string `json:"artifact"`
+	Path     string `json:"path"`
+	// CorpusTexts counts the corpus's texts: each non-empty line, and the
+	// whole corpus as one text.
+	CorpusTexts int           `json:"corpus_texts"`
+	Tokenizer   ContractCheck `json:"tokenizer"`
+	// SourceGGUF compares llama.cpp's reading of the source's own GGUF
+	// with the checkpoint's tokenizer; null when the source is no GGUF
+	// the step was given.
+	SourceGGUF   *ContractCheck `json:"source_gguf"`
+	EOS          ContractCheck  `json:"eos"`
+	BOS          ContractCheck  `json:"bos"`
+	ChatTemplate ContractCheck  `json:"chat_template"`
+}
+
+// ContractCheck is one check of the contract: what the source says, what
+// the artifact says, and whether they agree (passed, failed), or why the
+// check could not apply (skipped, Detail saying why).
+type ContractCheck struct {
+	Status   string `json:"status"`
+	Source   string `json:"source"`
+	Artifact string `json:"artifact"`
+	Detail   string `json:"detail"`
+	// Differing are the first corpus texts the two sides tokenize or
+	// decode differently (tokenizer checks only; empty otherwise).
+	Differing []DifferingText `json:"differing"`
+}
+
+// Contract check statuses.
+const (
+	ContractPassed  = "passed"
+	ContractFailed  = "failed"
+	ContractSkipped = "skipped"
+)
+
+// DifferingText is a corpus text on which the two tokenizers disagree.
+type DifferingText struct {
+	// Line is the text's line in the corpus (1-based); 0 is the whole
+	// corpus as one text.
+	Line        int    `json:"line"`
+	Text        string `json:"text"`
+	SourceIDs   []int  `json:"source_ids"`
+	ArtifactIDs []int  `json:"artifact_ids"`
+	// Decoded is what the artifact's tokenizer decodes its ids to.
+	Decoded *string `json:"decoded"`
+}
+
 // Types maps each helper to a new value of its report type.
 var Types = map[string]func() any{
+	"contract.py":      func() any { return &Contract{} },
 	"gguf_to_hf.py":    func() any { return &GGUFToHF{} },
 	"hf_perplexity.py": func() any { return &Perplexity{} },
 }

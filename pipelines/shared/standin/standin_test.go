@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edgepipe/edgepipe/internal/gguf/gguftest"
@@ -40,5 +41,126 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	steptest.CheckReport(t, "hf_perplexity.py", bytes.TrimSpace(out.Bytes()), &p)
 	if p.PPL <= 0 || p.Ctx != 64 {
 		t.Fatalf("report %+v", p)
+	}
+}
+
+// writeFiles writes name -> content into dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runContract runs the stand-in contract.py and decodes its report strictly.
+func runContract(t *testing.T, args ...string) report.Contract {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := standin.Tools["contract.py"](args, &out, &errOut); err != nil {
+		t.Fatalf("contract.py %v: %v\n%s", args, err, errOut.String())
+	}
+	var r report.Contract
+	steptest.CheckReport(t, "contract.py", bytes.TrimSpace(out.Bytes()), &r)
+	return r
+}
+
+// The stand-in contract reads the files the real one compares and judges
+// them the same way: an unchanged folder passes every check, and each
+// deliberately broken artifact fails its own check, saying what differs.
+func TestContractStandInJudgesWhatItReads(t *testing.T) {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "corpus.txt")
+	writeFiles(t, dir, map[string]string{"corpus.txt": "one\ntwo\n\nthree\n"})
+	src := map[string]string{
+		"config.json":            `{"eos_token_id": 2, "bos_token_id": 1}`,
+		"generation_config.json": `{"eos_token_id": [2, 7]}`,
+		"tokenizer.json":         `{"added_tokens": [{"id": 1, "content": "<s>"}, {"id": 2, "content": "</s>"}], "model": {"merges": ["a b", "c d"]}}`,
+		"tokenizer_config.json":  `{"eos_token": "</s>", "bos_token": "<s>", "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}`,
+	}
+	writeFiles(t, filepath.Join(dir, "src"), src)
+	artifact := func(name string, change func(map[string]string)) string {
+		files := map[string]string{}
+		for k, v := range src {
+			files[k] = v
+		}
+		change(files)
+		writeFiles(t, filepath.Join(dir, name), files)
+		return filepath.Join(dir, name)
+	}
+	contract := func(art string) report.Contract {
+		return runContract(t, "--source", filepath.Join(dir, "src"), "--artifact", art, "--reader", "folder", "--corpus", corpus)
+	}
+
+	r := contract(artifact("same", func(map[string]string) {}))
+	for name, c := range map[string]report.ContractCheck{"tokenizer": r.Tokenizer, "eos": r.EOS, "bos": r.BOS, "chat_template": r.ChatTemplate} {
+		if c.Status != report.ContractPassed {
+			t.Errorf("unchanged artifact: %s %s: %s", name, c.Status, c.Detail)
+		}
+	}
+	if r.CorpusTexts != 4 || r.SourceGGUF != nil {
+		t.Errorf("corpus texts %d (want 3 lines and the whole), source_gguf %v", r.CorpusTexts, r.SourceGGUF)
+	}
+
+	for _, c := range []struct {
+		name   string
+		change func(map[string]string)
+		check  func(report.Contract) report.ContractCheck
+		want   string
+	}{
+		{"wrong EOS", func(f map[string]string) { f["generation_config.json"] = `{"eos_token_id": [2, 9]}` },
+			func(r report.Contract) report.ContractCheck { return r.EOS },
+			"the artifact does not stop on 7, which the source stops on; the artifact declares 9 as EOS"},
+		{"merge dropped", func(f map[string]string) {
+			f["tokenizer.json"] = strings.Replace(f["tokenizer.json"], `"a b", `, "", 1)
+		},
+			func(r report.Contract) report.ContractCheck { return r.Tokenizer }, "tokenizer files differ"},
+		{"template removed", func(f map[string]string) { f["tokenizer_config.json"] = `{"eos_token": "</s>", "bos_token": "<s>"}` },
+			func(r report.Contract) report.ContractCheck { return r.ChatTemplate }, `no "default" chat template: the source's is lost`},
+		{"no tokenizer", func(f map[string]string) { delete(f, "tokenizer.json") },
+			func(r report.Contract) report.ContractCheck { return r.Tokenizer }, "the artifact ships no tokenizer"},
+	} {
+		got := c.check(contract(artifact(c.name, c.change)))
+		if got.Status != report.ContractFailed || !strings.Contains(got.Detail, c.want) {
+			t.Errorf("%s: %s %q, want failed with %q", c.name, got.Status, got.Detail, c.want)
+		}
+	}
+
+	// A source without a tokenizer, EOS or chat template: those checks
+	// are skipped with the reason, not passed.
+	writeFiles(t, filepath.Join(dir, "bare"), map[string]string{"config.json": `{"hidden_size": 8}`})
+	r = runContract(t, "--source", filepath.Join(dir, "bare"), "--artifact", filepath.Join(dir, "bare"), "--reader", "folder", "--corpus", corpus)
+	for name, c := range map[string]report.ContractCheck{"tokenizer": r.Tokenizer, "eos": r.EOS, "bos": r.BOS, "chat_template": r.ChatTemplate} {
+		if c.Status != report.ContractSkipped || c.Detail == "" {
+			t.Errorf("bare source: %s %s %q, want skipped with a reason", name, c.Status, c.Detail)
+		}
+	}
+
+	// An MLC folder whose conversation template is only named (mlc_llm's
+	// registry's): its stop set is mlc-chat-config.json's, the template
+	// is not compared, and it says so.
+	mlc := artifact("mlc", func(f map[string]string) {
+		delete(f, "config.json")
+		delete(f, "generation_config.json")
+		f["mlc-chat-config.json"] = `{"conv_template": {"name": "chatml"}, "eos_token_id": [2, 7], "bos_token_id": 1}`
+	})
+	r = runContract(t, "--source", filepath.Join(dir, "src"), "--artifact", mlc, "--reader", "mlc", "--corpus", corpus)
+	if r.EOS.Status != report.ContractPassed || r.ChatTemplate.Status != report.ContractSkipped || !strings.Contains(r.ChatTemplate.Detail, "mlc_llm's registry") {
+		t.Errorf("mlc: eos %+v, chat template %+v", r.EOS, r.ChatTemplate)
+	}
+
+	// A GGUF source is read, and its comparison said skipped.
+	gg := filepath.Join(dir, "src.gguf")
+	if err := gguftest.Tiny().File().Write(gg); err != nil {
+		t.Fatal(err)
+	}
+	r = runContract(t, "--source", filepath.Join(dir, "src"), "--artifact", artifact("same2", func(map[string]string) {}), "--reader", "folder",
+		"--corpus", corpus, "--source-gguf", gg)
+	if r.SourceGGUF == nil || r.SourceGGUF.Status != report.ContractSkipped {
+		t.Errorf("source_gguf %+v, want skipped", r.SourceGGUF)
 	}
 }
