@@ -114,6 +114,9 @@ type Eval struct {
 const (
 	DataEval        = "eval"
 	DataCalibration = "calibration"
+	// DataPrompts are the chat prompts a decode check generates from
+	// (builtin:chat-prompts).
+	DataPrompts = "prompts"
 )
 
 // Input is the output folder of a step this step needs.

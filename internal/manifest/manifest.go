@@ -248,10 +248,11 @@ type Generation struct {
 	// likely token is the original's greedy token; FirstDivergence the
 	// earliest step (0-based) at which a sequence disagreed, absent when
 	// none did; MeanKL the mean KL divergence from the original's top-32
-	// distribution (the rest of the vocabulary as one bucket).
-	TokenAgreement  float64 `json:"token_agreement"`
-	FirstDivergence *int    `json:"first_divergence,omitempty"`
-	MeanKL          float64 `json:"mean_kl"`
+	// distribution (the rest of the vocabulary as one bucket), null when
+	// it was not finite.
+	TokenAgreement  float64  `json:"token_agreement"`
+	FirstDivergence *int     `json:"first_divergence,omitempty"`
+	MeanKL          *float64 `json:"mean_kl"`
 	// StopsLikeOriginal: where the original stopped at EOS, the artifact
 	// picked EOS there too; absent when no reference sequence stopped.
 	StopsLikeOriginal *bool `json:"stops_like_original,omitempty"`

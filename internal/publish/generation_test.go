@@ -12,11 +12,11 @@ import (
 )
 
 func decodeCheck(t *testing.T, agreementPassed bool) *steps.Output {
-	maxAbs, top1, bound, minTop1, first, stops := 6e-5, 1.0, 1e-3, 0.99, 2, true
+	maxAbs, top1, bound, minTop1, first, stops, kl := 6e-5, 1.0, 1e-3, 0.99, 2, true, 0.044
 	return output(t, "llmc-decode:gptq-w4a16", "llmc-decode", map[string]string{steps.LogFile: "decoded\n"}, &steps.Result{
 		Generation: &steps.Generation{Runtime: "transformers", Sequences: 4, Steps: 173, MaxNewTokens: 64,
 			DecodeMaxAbs: &maxAbs, DecodeTop1: &top1, DecodeBound: &bound, DecodeMinTop1: &minTop1,
-			TokenAgreement: 0.936, FirstDivergence: &first, MeanKL: 0.044, StopsLikeOriginal: &stops,
+			TokenAgreement: 0.936, FirstDivergence: &first, MeanKL: &kl, StopsLikeOriginal: &stops,
 			MinTokenAgreement: 0.5, MaxMeanKL: 1},
 		Checks: []steps.Check{{Name: "decode consistency", Passed: true, Detail: "max 6e-05"},
 			{Name: "generation agreement", Passed: agreementPassed, Detail: "token agreement 0.936 (min 0.5)"}}})
@@ -35,7 +35,7 @@ func TestGenerationIsRecordedAndGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := m.Metrics.Generation
-	if g == nil || g.TokenAgreement != 0.936 || g.MeanKL != 0.044 || g.FirstDivergence == nil || *g.FirstDivergence != 2 ||
+	if g == nil || g.TokenAgreement != 0.936 || g.MeanKL == nil || *g.MeanKL != 0.044 || g.FirstDivergence == nil || *g.FirstDivergence != 2 ||
 		g.DecodeMaxAbs == nil || *g.DecodeMaxAbs != 6e-5 || g.Runtime != "transformers" || g.MinTokenAgreement != 0.5 {
 		t.Fatalf("metrics.generation = %+v", g)
 	}
