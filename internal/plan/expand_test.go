@@ -122,7 +122,9 @@ func TestExpandPerFamily(t *testing.T) {
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"llmc-quantize:gptq-w4a16 llmc-quantize <- source",
 			"llmc-perplexity:gptq-w4a16 llmc-perplexity <- llmc-quantize:gptq-w4a16 hf-perplexity:baseline",
-			"publish:t publish <- llmc-quantize:gptq-w4a16 llmc-perplexity:gptq-w4a16",
+			"generate:reference generate-reference <- source",
+			"llmc-decode:gptq-w4a16 llmc-decode <- llmc-quantize:gptq-w4a16 generate:reference",
+			"publish:t publish <- llmc-quantize:gptq-w4a16 llmc-perplexity:gptq-w4a16 llmc-decode:gptq-w4a16",
 		}},
 		{"apple-m4", "coreml-int4", []string{
 			"source fetch <- ",
@@ -137,8 +139,10 @@ func TestExpandPerFamily(t *testing.T) {
 			"mlc-validate:mlc-native-config:q4f16_1@c4096 mlc-validate <- mlc-native-config:q4f16_1@c4096 source",
 			"hf-perplexity:baseline hf-perplexity <- source",
 			"mlc-gate:mlc-native-convert:q4f16_1 mlc-gate <- mlc-native-convert:q4f16_1 hf-perplexity:baseline source",
+			"generate:reference generate-reference <- source",
+			"mlc-decode:mlc-native-convert:q4f16_1 mlc-decode <- mlc-native-convert:q4f16_1 source generate:reference",
 			"mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1 mlc-webgpu-check <- mlc-native-convert:q4f16_1 mlc-gate:mlc-native-convert:q4f16_1",
-			"publish:t publish <- mlc-native-config:q4f16_1@c4096 mlc-validate:mlc-native-config:q4f16_1@c4096 mlc-gate:mlc-native-convert:q4f16_1 mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1",
+			"publish:t publish <- mlc-native-config:q4f16_1@c4096 mlc-validate:mlc-native-config:q4f16_1@c4096 mlc-gate:mlc-native-convert:q4f16_1 mlc-decode:mlc-native-convert:q4f16_1 mlc-webgpu-check:mlc-gate:mlc-native-convert:q4f16_1",
 		}},
 		{"snapdragon-8-gen-3", "qnn-w8a16", []string{
 			"source fetch <- ",

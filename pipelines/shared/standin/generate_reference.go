@@ -101,7 +101,7 @@ func generateReference(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ref := reference{Format: 1, MaxNewTokens: *maxNew, EOSIDs: []int{standInEOS}, SlidingWindow: window}
+	ref := reference{Format: 1, MaxNewTokens: *maxNew, EOSIDs: []int{standInEOS}, SlidingWindow: window, ChatTemplate: hasChatTemplate(*model)}
 	for _, p := range ps.Prompts {
 		var words []string
 		for _, m := range p.Messages {
@@ -137,7 +137,7 @@ func generateReference(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(filepath.Join(*out, "reference.json"), rb, 0o644); err != nil {
 		return err
 	}
-	rep := report.GenerateReference{Reference: "reference.json", Sequences: len(ref.Sequences), MaxNewTokens: *maxNew,
+	rep := report.GenerateReference{Reference: "reference.json", Sequences: len(ref.Sequences), MaxNewTokens: *maxNew, ChatTemplate: ref.ChatTemplate,
 		EOSIDs: ref.EOSIDs, SlidingWindow: window, Cache: "stand-in", Transformers: "stand-in", Torch: "stand-in"}
 	for _, s := range ref.Sequences {
 		rep.GeneratedTokens += len(s.Tokens)
@@ -150,6 +150,23 @@ func generateReference(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return json.NewEncoder(stdout).Encode(rep)
+}
+
+// hasChatTemplate is whether the checkpoint's tokenizer has a chat
+// template, where transformers finds one: chat_template.jinja, or
+// tokenizer_config.json's chat_template.
+func hasChatTemplate(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return false
+	}
+	var cfg struct {
+		ChatTemplate json.RawMessage `json:"chat_template"`
+	}
+	return json.Unmarshal(b, &cfg) == nil && len(cfg.ChatTemplate) > 0 && string(cfg.ChatTemplate) != "null"
 }
 
 // configWindow is the checkpoint's sliding window, as the real script

@@ -69,7 +69,7 @@ func TestGenerateReferenceStandIn(t *testing.T) {
 	var g report.GenerateReference
 	steptest.CheckReport(t, "generate_reference.py", bytes.TrimSpace(out.Bytes()), &g)
 	if g.Sequences != 5 || g.SlidingWindow == nil || *g.SlidingWindow != 40 || g.CrossesWindow == nil || !*g.CrossesWindow ||
-		g.StoppedAtEOS < 1 || g.MaxNewTokens != 16 {
+		g.StoppedAtEOS < 1 || g.MaxNewTokens != 16 || g.ChatTemplate {
 		t.Fatalf("report %+v", g)
 	}
 	rep, err := DecodeReport("artifact", filepath.Join(dir, "ref", "reference.json"), "runtime")
@@ -78,6 +78,18 @@ func TestGenerateReferenceStandIn(t *testing.T) {
 	}
 	if rep.Sequences != 5 || rep.Steps != g.GeneratedTokens || rep.CrossesWindow == nil || !*rep.CrossesWindow {
 		t.Errorf("decode %+v", rep)
+	}
+
+	// A tokenizer with a chat template says so.
+	os.WriteFile(filepath.Join(ckpt, "chat_template.jinja"), []byte("{{ messages }}"), 0o644)
+	out.Reset()
+	if err := standin.Tools["generate_reference.py"]([]string{"--model", ckpt, "--prompts", prompts, "--out", filepath.Join(dir, "ref3"),
+		"--text", text}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	steptest.CheckReport(t, "generate_reference.py", bytes.TrimSpace(out.Bytes()), &g)
+	if !g.ChatTemplate {
+		t.Errorf("chat_template.jinja: report %+v", g)
 	}
 
 	// Without --text a sliding-window model has no window passage.
