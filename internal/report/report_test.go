@@ -33,7 +33,7 @@ func sample() Report {
 				Verdict: "ok", Artifact: "artifacts/demo/laptop-q4km", SizeBytes: 105_472_000,
 				Perplexity:   &Perplexity{Baseline: 24.3127, Converted: 25.334, Delta: 1.0213, WarnDelta: 0.5, MaxDelta: 2},
 				KLDivergence: f(0.0465), Top1Agreement: f(0.873),
-				Generation:   &manifest.Generation{Runtime: "llama.cpp", Sequences: 4, Steps: 173, TokenAgreement: 0.931, MeanKL: f(0.0442)},
+				Generation: &manifest.Generation{Runtime: "llama.cpp", Sequences: 4, Steps: 173, TokenAgreement: 0.931, MeanKL: f(0.0442)},
 				Bench: &manifest.Bench{Backend: "llama.cpp", Host: "linux/amd64; Intel(R) Xeon(R) Processor; 2 cores",
 					WarmupRuns: 10, TimedRuns: 50, PromptTokens: 128, DecodeTokens: 50, Threads: 2, ModelBytes: 105_472_000,
 					TokenP50MS: 25.81, TokenP95MS: 28.2, TokenP99MS: 31.75, FirstTokenMS: 161.3, PromptTokS: 788, DecodeTokS: 38.1,
