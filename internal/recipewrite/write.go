@@ -61,22 +61,11 @@ func Write(r *recipe.Recipe, header []string) []byte {
 			line(1, "allow_overlap: true")
 		}
 	}
-	g := gateDiff(r.Quality.Perplexity, defaultGate)
-	gen := generationDiff(r.Quality.Generation, recipe.DefaultGeneration())
-	if len(g) > 0 || len(gen) > 0 {
+	if q := qualitySection(r.Quality); len(q) > 0 {
 		b.WriteByte('\n')
 		line(0, "quality:")
-	}
-	if len(g) > 0 {
-		line(1, "perplexity:")
-		for _, kv := range g {
-			line(2, "%s", kv)
-		}
-	}
-	if len(gen) > 0 {
-		line(1, "generation:")
-		for _, kv := range gen {
-			line(2, "%s", kv)
+		for _, l := range q {
+			line(1, "%s", l)
 		}
 	}
 	b.WriteByte('\n')
@@ -91,17 +80,8 @@ func Write(r *recipe.Recipe, header []string) []byte {
 		if t.KVDtype != "" {
 			line(2, "kv_dtype: %s", t.KVDtype)
 		}
-		// Of the perplexity gate a target may override only max_delta
-		// (its warn band follows); its generation gate is its own.
-		var q []string
-		if md := t.Quality.Perplexity.MaxDelta; md != r.Quality.Perplexity.MaxDelta {
-			q = append(q, fmt.Sprintf("perplexity: {max_delta: %s}", strconv.FormatFloat(md, 'g', -1, 64)))
-		}
-		if gen := generationDiff(t.Quality.Generation, r.Quality.Generation); len(gen) > 0 {
-			q = append(q, "generation: {"+strings.Join(gen, ", ")+"}")
-		}
-		if len(q) > 0 {
-			line(2, "quality: {%s}", strings.Join(q, ", "))
+		if q := targetQuality(r, &t); q != "" {
+			line(2, "quality: %s", q)
 		}
 		if len(t.With) > 0 {
 			keys := make([]string, 0, len(t.With))
@@ -145,6 +125,42 @@ func gateDiff(g, base recipe.PerplexityGate) []string {
 		out = append(out, "max_delta: "+strconv.FormatFloat(g.MaxDelta, 'g', -1, 64))
 	}
 	return out
+}
+
+// qualitySection is the recipe's quality: section as lines indented
+// under it; none when every setting is the default.
+func qualitySection(q recipe.Quality) []string {
+	var out []string
+	if g := gateDiff(q.Perplexity, defaultGate); len(g) > 0 {
+		out = append(out, "perplexity:")
+		for _, kv := range g {
+			out = append(out, "  "+kv)
+		}
+	}
+	if gen := generationDiff(q.Generation, recipe.DefaultGeneration()); len(gen) > 0 {
+		out = append(out, "generation:")
+		for _, kv := range gen {
+			out = append(out, "  "+kv)
+		}
+	}
+	return out
+}
+
+// targetQuality is a target's quality: as a flow mapping, "" when it is
+// the recipe's. Of the perplexity gate a target may override only
+// max_delta (its warn band follows); its generation gate is its own.
+func targetQuality(r *recipe.Recipe, t *recipe.Target) string {
+	var q []string
+	if md := t.Quality.Perplexity.MaxDelta; md != r.Quality.Perplexity.MaxDelta {
+		q = append(q, fmt.Sprintf("perplexity: {max_delta: %s}", strconv.FormatFloat(md, 'g', -1, 64)))
+	}
+	if gen := generationDiff(t.Quality.Generation, r.Quality.Generation); len(gen) > 0 {
+		q = append(q, "generation: {"+strings.Join(gen, ", ")+"}")
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(q, ", ") + "}"
 }
 
 // generationDiff lists the generation gate settings of g that differ from
