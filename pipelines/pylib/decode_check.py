@@ -5,7 +5,8 @@ compare() a runtime object with three methods:
 
   prefill(ids, keep)  logits [keep, vocab] of the last `keep` positions of one forward pass over
                       ids from an empty cache;
-  start(prompt_ids)   logits [vocab] at the prompt's last position; the runtime keeps its KV cache;
+  start(prompt_ids)   logits [vocab] at the prompt's last position, from a fresh KV cache that the
+                      runtime keeps;
   step(token)         logits [vocab] after feeding one more token through that cache.
 
 The reference is generate_reference.py's reference.json: for each prompt the unconverted model's
@@ -141,22 +142,29 @@ class TorchRuntime:
     def __init__(self, model, torch):
         self.model, self.torch, self.cache = model, torch, None
 
-    def prefill(self, ids, keep):
+    def forward(self, ids, keep, **kw):
+        """The model on ids, the logits of the last keep positions only where the model can skip
+        the rest (logits_to_keep: a 262K-word vocabulary at every position of a long prompt is
+        gigabytes)."""
         with self.torch.inference_mode():
-            out = self.model(input_ids=self.torch.tensor([ids]), use_cache=False, logits_to_keep=keep)
-        return out.logits[0, -keep:].float().numpy()
+            try:
+                out = self.model(input_ids=self.torch.tensor([ids]), logits_to_keep=keep, **kw)
+            except TypeError:
+                out = self.model(input_ids=self.torch.tensor([ids]), **kw)
+        return out, out.logits[0, -keep:].float().numpy()
+
+    def prefill(self, ids, keep):
+        return self.forward(ids, keep, use_cache=False)[1]
 
     def start(self, prompt_ids):
-        with self.torch.inference_mode():
-            out = self.model(input_ids=self.torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
+        out, logits = self.forward(prompt_ids, 1, use_cache=True)
         self.cache = out.past_key_values
-        return out.logits[0, -1].float().numpy()
+        return logits[-1]
 
     def step(self, token):
-        with self.torch.inference_mode():
-            out = self.model(input_ids=self.torch.tensor([[token]]), past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        out, logits = self.forward([token], 1, past_key_values=self.cache, use_cache=True)
         self.cache = out.past_key_values
-        return out.logits[0, -1].float().numpy()
+        return logits[-1]
 
     def cache_name(self):
         return type(self.cache).__name__ if self.cache is not None else "none"
