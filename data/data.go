@@ -5,7 +5,8 @@
 // `builtin:skimage-photos`, `builtin:skimage-photos-calibration`
 // (unlabelled: every label -1) work offline and give the same tokens and
 // images on every machine; `builtin:tokenizer-corpus` is the text the
-// behavioural contract tokenizes.
+// behavioural contract tokenizes; `builtin:chat-prompts` (a JSON file) is
+// the chat prompts the decode checks generate from.
 package data
 
 import (
@@ -20,7 +21,7 @@ import (
 	"strings"
 )
 
-//go:embed *.txt *.npz
+//go:embed *.txt *.npz *.json
 var texts embed.FS
 
 // Names lists the built-in data sets.
@@ -34,10 +35,10 @@ func Names() []string {
 	return out
 }
 
-// fileOf is the embedded file of a built-in data set: a text (.txt) or an
-// image set (.npz).
+// fileOf is the embedded file of a built-in data set: a text (.txt), an
+// image set (.npz) or prompts (.json).
 func fileOf(name string) (string, error) {
-	for _, ext := range []string{".txt", ".npz"} {
+	for _, ext := range []string{".txt", ".npz", ".json"} {
 		if _, err := fs.Stat(texts, name+ext); err == nil {
 			return name + ext, nil
 		}

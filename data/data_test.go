@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -15,7 +16,7 @@ import (
 )
 
 // The names recipes write after builtin:; renaming one breaks recipes.
-var wantNames = []string{"calibration", "digits-calibration", "digits-test", "eval", "skimage-photos", "skimage-photos-calibration", "tokenizer-corpus"}
+var wantNames = []string{"calibration", "chat-prompts", "digits-calibration", "digits-test", "eval", "skimage-photos", "skimage-photos-calibration", "tokenizer-corpus"}
 
 func TestNamesAreTheFilesInTheFolder(t *testing.T) {
 	if got := Names(); !slices.Equal(got, wantNames) {
@@ -25,7 +26,7 @@ func TestNamesAreTheFilesInTheFolder(t *testing.T) {
 	// a set added to the folder but not to the embed pattern (or two
 	// files with the same name and different extensions) would show here.
 	var onDisk []string
-	for _, pat := range []string{"*.txt", "*.npz"} {
+	for _, pat := range []string{"*.txt", "*.npz", "*.json"} {
 		m, err := filepath.Glob(pat)
 		if err != nil {
 			t.Fatal(err)
@@ -215,5 +216,57 @@ func TestDocsNameEveryBuiltIn(t *testing.T) {
 				t.Errorf("%s does not mention `builtin:%s`", doc, name)
 			}
 		}
+	}
+}
+
+// The decode checks read the chat prompts by these keys
+// (generate_reference.py): a few short single-turn prompts with distinct
+// ids, the first brief enough that a chat model stops at EOS early, and
+// the instruction of a sliding-window model's extra sequence.
+func TestChatPromptsAreWhatTheDecodeChecksRead(t *testing.T) {
+	b, err := Bytes("chat-prompts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		About   string `json:"about"`
+		Prompts []struct {
+			ID       string `json:"id"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		} `json:"prompts"`
+		Window struct {
+			ID          string `json:"id"`
+			Instruction string `json:"instruction"`
+		} `json:"window"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		t.Fatalf("chat-prompts.json: %v", err)
+	}
+	if n := len(f.Prompts); n < 3 || n > 4 {
+		t.Errorf("%d prompts, want 3 or 4: each costs a decode per target", n)
+	}
+	ids := map[string]bool{f.Window.ID: true}
+	for i, p := range f.Prompts {
+		if p.ID == "" || ids[p.ID] {
+			t.Errorf("prompt %d: id %q is empty or repeated", i, p.ID)
+		}
+		ids[p.ID] = true
+		if len(p.Messages) != 1 || p.Messages[0].Role != "user" || p.Messages[0].Content == "" {
+			t.Errorf("prompt %s: want one non-empty user turn, got %+v", p.ID, p.Messages)
+		}
+		if len(p.Messages) > 0 && len(p.Messages[0].Content) > 120 {
+			t.Errorf("prompt %s is %d characters: keep the prompts short", p.ID, len(p.Messages[0].Content))
+		}
+	}
+	if len(f.Prompts) > 0 && !strings.HasPrefix(f.Prompts[0].Messages[0].Content, "Answer with one word") {
+		t.Errorf("the first prompt must ask for one word (the model stops at EOS early): %q", f.Prompts[0].Messages[0].Content)
+	}
+	if f.Window.ID == "" || f.Window.Instruction == "" {
+		t.Errorf("window: %+v, want an id and an instruction", f.Window)
 	}
 }

@@ -41,6 +41,12 @@ var pythonModules = map[string]pythonModule{
 	// one (a wrong EOS id, a merge rule dropped, the chat template
 	// removed, no tokenizer, a GGUF's EOS rewritten) fails its own check.
 	"test_contract.py": {toolchain: toolchain.Llama, env: contractEnv, timeout: 10 * time.Minute},
+	// decode_check.py and generate_reference.py: a KV cache fed at an
+	// offset of one (positions shifted, a past entry dropped) fails the
+	// families' decode bound by orders of magnitude while the right decode
+	// stays inside it, on tiny random models (one decoded across its
+	// sliding window) and the built-in SmolLM2 end to end.
+	"test_decode_check.py": {toolchain: toolchain.Llama, env: decodeEnv, timeout: 20 * time.Minute},
 	// The MLC converter's searched scales against mlc_llm's, decoded the
 	// way the gate decodes them (numpy and torch, no model).
 	"test_mlc_scales.py": {toolchain: toolchain.Llama, timeout: 10 * time.Minute},
@@ -250,6 +256,23 @@ func contractEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
 	}
 	return []string{"EDGEPIPE_CONTRACT_MODEL=" + model, "EDGEPIPE_CONTRACT_GGUF=" + gguf,
 		"EDGEPIPE_CONTRACT_TOKENIZE=" + lc.Tools[toolchain.ToolTokenize], "EDGEPIPE_CONTRACT_CORPUS=" + corpus}
+}
+
+func decodeEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
+	model, err := toolchain.BuiltinModel(ctx, cacheDir, "smollm2-135m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	prompts, err := data.Materialize("chat-prompts", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := data.Materialize("eval", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"EDGEPIPE_DECODE_MODEL=" + model, "EDGEPIPE_DECODE_PROMPTS=" + prompts, "EDGEPIPE_DECODE_TEXT=" + text}
 }
 
 func visionDataEnv(t *testing.T, _ context.Context, _ string) []string {

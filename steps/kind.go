@@ -114,6 +114,9 @@ type Eval struct {
 const (
 	DataEval        = "eval"
 	DataCalibration = "calibration"
+	// DataPrompts are the chat prompts a decode check generates from
+	// (builtin:chat-prompts).
+	DataPrompts = "prompts"
 )
 
 // Input is the output folder of a step this step needs.
@@ -264,6 +267,9 @@ type Result struct {
 	Bench *manifest.Bench `json:"bench,omitempty"`
 	// VisionBench is what an image classifier's bench step measured.
 	VisionBench *manifest.VisionBench `json:"vision_bench,omitempty"`
+	// Generation is what a decode check measured; the step's Checks
+	// hold its verdicts against the format's and the recipe's bounds.
+	Generation *Generation `json:"generation,omitempty"`
 	// Revision is the commit a source's branch or tag resolved to.
 	Revision string `json:"revision,omitempty"`
 	// Versions are the versions of the tools and libraries that ran, by
@@ -331,6 +337,10 @@ type Accuracy struct {
 	Backend          string `json:"backend"`
 	ReferenceBackend string `json:"reference_backend,omitempty"`
 }
+
+// Generation is a decode check's measurement (the manifest's record, kept
+// there as metrics.generation).
+type Generation = manifest.Generation
 
 // SetVersion records the version of a tool or library that ran.
 func (r *Result) SetVersion(name, v string) {

@@ -62,3 +62,21 @@ func TargetStandIns(p *plan.Plan, res *RunResult, target string) []string {
 	}
 	return out
 }
+
+// TargetGeneration returns what a target's decode check measured in this
+// run, published or not (a target that failed it shows why), and whether
+// a stand-in produced it; nil when no decode check ran for it.
+func TargetGeneration(p *plan.Plan, res *RunResult, target string) (*manifest.Generation, bool) {
+	if res == nil {
+		return nil, false
+	}
+	for _, s := range p.Steps {
+		if !slices.Contains(s.Targets, target) {
+			continue
+		}
+		if out := res.Outputs[s.ID]; out != nil && out.Result != nil && out.Result.Generation != nil {
+			return out.Result.Generation, len(out.Result.StandIns) > 0
+		}
+	}
+	return nil, false
+}

@@ -150,6 +150,10 @@ type Metrics struct {
 	// VisionBench is an image classifier's on-host measurement, in place
 	// of Bench (which times tokens).
 	VisionBench *VisionBench `json:"vision_bench,omitempty"`
+	// Generation is what the target's decode check measured: the
+	// artifact's token-by-token decode against its own prefill, and its
+	// greedy generations against the unconverted model's.
+	Generation *Generation `json:"generation,omitempty"`
 	// Checks lists which validations ran and how they ended.
 	Checks []Check `json:"checks,omitempty"`
 }
@@ -216,6 +220,49 @@ type Agreement struct {
 	Labelled         bool   `json:"labelled"`
 	Backend          string `json:"backend"`
 	ReferenceBackend string `json:"reference_backend"`
+}
+
+// Generation is a decode check's measurement. The artifact, in its runtime
+// (or the closest host equivalent, named in Runtime), decodes each
+// reference sequence token by token through its KV cache, teacher-forced
+// on the unconverted model's greedy tokens from the built-in chat prompts,
+// and prefills it in one pass.
+type Generation struct {
+	Runtime string `json:"runtime"`
+	// Sequences are the reference sequences, Steps the decoded positions
+	// compared over all of them; MaxNewTokens the reference's cap.
+	Sequences    int `json:"sequences"`
+	Steps        int `json:"steps"`
+	MaxNewTokens int `json:"max_new_tokens"`
+	// DecodeMaxAbs is the largest |decode logit - prefill logit| at any
+	// decoded position, DecodeTop1 the share of positions whose argmax
+	// agree; DecodeBound and DecodeMinTop1 are the format's bounds on them.
+	// All nil when the runtime has no KV-cache decode to check
+	// (NotApplicable says why).
+	DecodeMaxAbs  *float64 `json:"decode_max_abs,omitempty"`
+	DecodeTop1    *float64 `json:"decode_top1,omitempty"`
+	DecodeBound   *float64 `json:"decode_bound,omitempty"`
+	DecodeMinTop1 *float64 `json:"decode_min_top1,omitempty"`
+	NotApplicable string   `json:"decode_not_applicable,omitempty"`
+	// TokenAgreement is the share of steps at which the artifact's most
+	// likely token is the original's greedy token; FirstDivergence the
+	// earliest step (0-based) at which a sequence disagreed, absent when
+	// none did; MeanKL the mean KL divergence from the original's top-32
+	// distribution (the rest of the vocabulary as one bucket), null when
+	// it was not finite.
+	TokenAgreement  float64  `json:"token_agreement"`
+	FirstDivergence *int     `json:"first_divergence,omitempty"`
+	MeanKL          *float64 `json:"mean_kl"`
+	// StopsLikeOriginal: where the original stopped at EOS, the artifact
+	// picked EOS there too; absent when no reference sequence stopped.
+	StopsLikeOriginal *bool `json:"stops_like_original,omitempty"`
+	// CrossesWindow: a sequence's decode crossed the model's sliding
+	// window; absent for a model without one.
+	CrossesWindow *bool `json:"crosses_window,omitempty"`
+	// MinTokenAgreement and MaxMeanKL are the recipe's bounds
+	// (quality.generation) the target was judged by.
+	MinTokenAgreement float64 `json:"min_token_agreement"`
+	MaxMeanKL         float64 `json:"max_mean_kl"`
 }
 
 // MemoryFit is the plan-time memory pre-flight for the target's device:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -26,6 +27,62 @@ func HFBaseline(r *recipe.Recipe, t *recipe.Target, add AddFunc) *Step {
 			Needs: []string{SourceStepID}, Params: &ev, Data: EvalData(r)}, t.Name)
 	}
 	return baseline
+}
+
+// ReferenceStepID generates the unconverted model's greedy tokens from the
+// built-in chat prompts: the reference of every target's decode check.
+const ReferenceStepID = "generate:reference"
+
+// ChatPrompts are the prompts the reference generates from.
+const ChatPrompts = "builtin:chat-prompts"
+
+// GenerationReference adds (or shares) the reference generation for the
+// target's max_new_tokens: one per recipe unless targets ask for other
+// lengths.
+func GenerationReference(r *recipe.Recipe, t *recipe.Target, add AddFunc) *Step {
+	n := generationGate(t).MaxNewTokens
+	id := ReferenceStepID
+	if n != recipe.DefaultMaxNewTokens {
+		id += fmt.Sprintf("@n%d", n)
+	}
+	// The evaluation text is where a sliding-window model's window
+	// passage comes from.
+	return add(&Step{ID: id, Kind: "generate-reference", Needs: []string{SourceStepID},
+		Params: &shared.GenerateParams{MaxNewTokens: n},
+		Data:   map[string]string{steps.DataPrompts: ChatPrompts, steps.DataEval: r.Data.Eval}}, t.Name)
+}
+
+// GenerationCheck adds target t's decode check: a step of the family's
+// decode kind, id KIND:OF (OF names what it decodes, the model step's id
+// or a part of it), that needs the reference and the steps in needs, and
+// judges the target's quality.generation bounds. Targets that decode the
+// same model with the same bounds share it; other bounds or another
+// max_new_tokens are spelled in the id.
+func GenerationCheck(r *recipe.Recipe, t *recipe.Target, add AddFunc, kind, of string, needs ...string) *Step {
+	ref := GenerationReference(r, t, add)
+	g := generationGate(t)
+	id := kind + ":" + of
+	if suffix, ok := strings.CutPrefix(ref.ID, ReferenceStepID); ok {
+		id += suffix
+	}
+	def := recipe.DefaultGeneration()
+	if g.MinTokenAgreement != def.MinTokenAgreement {
+		id += fmt.Sprintf("+agree=%g", g.MinTokenAgreement)
+	}
+	if g.MaxMeanKL != def.MaxMeanKL {
+		id += fmt.Sprintf("+kl=%g", g.MaxMeanKL)
+	}
+	return add(&Step{ID: id, Kind: kind, Needs: append(append([]string{}, needs...), ref.ID),
+		Params: &shared.DecodeParams{MaxNewTokens: g.MaxNewTokens, MinTokenAgreement: g.MinTokenAgreement, MaxMeanKL: g.MaxMeanKL}}, t.Name)
+}
+
+// generationGate is the target's generation gate, the defaults for a
+// recipe built without parsing.
+func generationGate(t *recipe.Target) *recipe.GenerationGate {
+	if g := t.Quality.Generation; g != nil {
+		return g
+	}
+	return recipe.DefaultGeneration()
 }
 
 // EvalOf is how a target's perplexity gate scores.

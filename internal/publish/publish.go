@@ -191,6 +191,7 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		sort.SliceStable(m.Metrics.Checks, func(i, j int) bool { return m.Metrics.Checks[i].Name < m.Metrics.Checks[j].Name })
 	}
 	m.Metrics.VisionBench = visionBench(req.Checks)
+	m.Metrics.Generation = generation(req.Checks)
 	for _, out := range req.Upstream {
 		if out.LogPath == "" {
 			continue

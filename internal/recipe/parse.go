@@ -640,7 +640,8 @@ func (p *parser) recipe(root *yaml.Node) *Recipe {
 	r := &Recipe{
 		Data: Data{Calibration: DefaultCalibration, Eval: DefaultEval},
 		Quality: Quality{Perplexity: PerplexityGate{
-			Context: DefaultPPLContext, WarnDelta: DefaultWarnDelta, MaxDelta: DefaultMaxDelta}},
+			Context: DefaultPPLContext, WarnDelta: DefaultWarnDelta, MaxDelta: DefaultMaxDelta},
+			Generation: DefaultGeneration()},
 	}
 	var targetsKey, targetsVal *yaml.Node
 	got := p.object(root, "", []field{
@@ -759,6 +760,7 @@ func (p *parser) quality(v *yaml.Node, path string, q *Quality, target bool) {
 	p.object(v, path, []field{
 		{"accuracy", func(k, v *yaml.Node) { p.accuracy(k, v, path+".accuracy", q) }},
 		{"agreement", func(k, v *yaml.Node) { p.agreement(k, v, path+".agreement", q) }},
+		{"generation", func(k, v *yaml.Node) { p.generation(k, v, path+".generation", q) }},
 		{"perplexity", func(k, v *yaml.Node) {
 			p.onlyFor(k, ppath, false, hintVisionGate)
 			p.object(v, ppath, []field{

@@ -88,11 +88,48 @@ func (p *parser) agreement(k, v *yaml.Node, path string, q *Quality) {
 	}
 }
 
+// generation reads a quality.generation section into q (a fresh copy, so a
+// target's override never changes the recipe's default): the bounds of the
+// decode check, a text-generation recipe's only.
+func (p *parser) generation(k, v *yaml.Node, path string, q *Quality) {
+	p.onlyFor(k, path, false, "remove it: an image classifier generates no text; gate it with quality.accuracy or quality.agreement")
+	g := *DefaultGeneration()
+	if q.Generation != nil {
+		g = *q.Generation
+	}
+	p.object(v, path, []field{
+		{"min_token_agreement", func(_, v *yaml.Node) {
+			if f, ok := p.fraction(v, path+".min_token_agreement", "write the agreement as a fraction of the decoded tokens: min_token_agreement: 0.9 is 90% of them"); ok {
+				g.MinTokenAgreement = f
+			}
+		}},
+		{"max_mean_kl", func(_, v *yaml.Node) {
+			if f, ok := p.nonNegative(v, path+".max_mean_kl"); ok {
+				g.MaxMeanKL = f
+			}
+		}},
+		{"max_new_tokens", func(_, v *yaml.Node) {
+			n, ok := p.positiveInt(v, path+".max_new_tokens")
+			if ok && n > MaxMaxNewTokens {
+				p.report(v, fmt.Sprintf("use %d or fewer: every token is decoded by the original model and again for each target", MaxMaxNewTokens),
+					"%s %d is over %d", path+".max_new_tokens", n, MaxMaxNewTokens)
+				return
+			}
+			if ok {
+				g.MaxNewTokens = n
+			}
+		}},
+	})
+	q.Generation = &g
+}
+
 // applyTask sets what an image-classification recipe takes by default
 // (the accuracy gate, the built-in digits sets) and reports keys written
 // for the other task.
 func (p *parser) applyTask(r *Recipe) {
 	if r.Traits().Images {
+		// An image classifier generates no text: no decode check.
+		r.Quality.Generation = nil
 		// The accuracy gate is the default, unless the recipe gates on
 		// agreement (which needs no labels) instead.
 		if r.Quality.Accuracy == nil && r.Quality.Agreement == nil {
@@ -108,6 +145,9 @@ func (p *parser) applyTask(r *Recipe) {
 	for i := range r.Targets {
 		if r.Traits().Images && r.Targets[i].KVDtypePos.Line == 0 {
 			r.Targets[i].KVDtype = "" // an image classifier has no KV cache
+		}
+		if r.Traits().Images {
+			r.Targets[i].Quality.Generation = nil
 		}
 		benchForTask(r.Targets[i].Bench, r.Traits().Images)
 	}

@@ -100,14 +100,28 @@ type Data struct {
 	Pos          Pos  `json:"-"`
 }
 
-// Quality is the quality gate configuration: perplexity drift for text
-// generation; for image classification a top-1 accuracy drop on labelled
-// images, and/or top-1 agreement with the fp32 model, which needs no
-// labels (both nil in a text-generation recipe).
+// Quality is the quality gate configuration: perplexity drift and
+// generation agreement for text generation; for image classification a
+// top-1 accuracy drop on labelled images, and/or top-1 agreement with the
+// fp32 model, which needs no labels (both nil in a text-generation
+// recipe, and Generation nil in an image-classification one).
 type Quality struct {
-	Perplexity PerplexityGate `json:"perplexity"`
-	Accuracy   *AccuracyGate  `json:"accuracy,omitempty"`
-	Agreement  *AgreementGate `json:"agreement,omitempty"`
+	Perplexity PerplexityGate  `json:"perplexity"`
+	Accuracy   *AccuracyGate   `json:"accuracy,omitempty"`
+	Agreement  *AgreementGate  `json:"agreement,omitempty"`
+	Generation *GenerationGate `json:"generation,omitempty"`
+}
+
+// GenerationGate bounds a text model's decode check: the artifact decodes
+// the unconverted model's greedy generations from the built-in chat
+// prompts (MaxNewTokens tokens at most each) token by token through its KV
+// cache. Token agreement (the share of steps at which its most likely
+// token is the original's) under MinTokenAgreement, or a mean KL divergence
+// from the original's distribution over MaxMeanKL, is "fail" (no publish).
+type GenerationGate struct {
+	MinTokenAgreement float64 `json:"min_token_agreement"`
+	MaxMeanKL         float64 `json:"max_mean_kl"`
+	MaxNewTokens      int     `json:"max_new_tokens"`
 }
 
 // AccuracyGate: drop = reference top-1 accuracy - converted top-1
@@ -249,6 +263,24 @@ const (
 	DefaultMaxDelta   = 2.0
 	DefaultKVDtype    = "f16"
 )
+
+// Generation agreement defaults. They start permissive, below what the
+// built-in models' 4-bit artifacts measure (docs/results/decode.md), so a
+// conversion that works is never failed by them, while one that decodes
+// garbage is; MaxNewTokens is the issue's N.
+const (
+	DefaultMinTokenAgreement = 0.5
+	DefaultMaxMeanKL         = 1.0
+	DefaultMaxNewTokens      = 64
+	// MaxMaxNewTokens bounds the reference's cost: each token is decoded
+	// once by the original and once per target.
+	MaxMaxNewTokens = 1024
+)
+
+// DefaultGeneration is a new copy of the default generation gate.
+func DefaultGeneration() *GenerationGate {
+	return &GenerationGate{MinTokenAgreement: DefaultMinTokenAgreement, MaxMeanKL: DefaultMaxMeanKL, MaxNewTokens: DefaultMaxNewTokens}
+}
 
 // DefaultMaxAccuracyDrop is the domain brief's rule for static INT8 PTQ
 // of vision models: accuracy must drop by under 1%.

@@ -61,12 +61,11 @@ func Write(r *recipe.Recipe, header []string) []byte {
 			line(1, "allow_overlap: true")
 		}
 	}
-	if g := gateDiff(r.Quality.Perplexity, defaultGate); len(g) > 0 {
+	if q := qualitySection(r.Quality); len(q) > 0 {
 		b.WriteByte('\n')
 		line(0, "quality:")
-		line(1, "perplexity:")
-		for _, kv := range g {
-			line(2, "%s", kv)
+		for _, l := range q {
+			line(1, "%s", l)
 		}
 	}
 	b.WriteByte('\n')
@@ -81,9 +80,8 @@ func Write(r *recipe.Recipe, header []string) []byte {
 		if t.KVDtype != "" {
 			line(2, "kv_dtype: %s", t.KVDtype)
 		}
-		// A target may override only max_delta (its warn band follows).
-		if md := t.Quality.Perplexity.MaxDelta; md != r.Quality.Perplexity.MaxDelta {
-			line(2, "quality: {perplexity: {max_delta: %s}}", strconv.FormatFloat(md, 'g', -1, 64))
+		if q := targetQuality(r, &t); q != "" {
+			line(2, "quality: %s", q)
 		}
 		if len(t.With) > 0 {
 			keys := make([]string, 0, len(t.With))
@@ -125,6 +123,61 @@ func gateDiff(g, base recipe.PerplexityGate) []string {
 	}
 	if g.MaxDelta != base.MaxDelta {
 		out = append(out, "max_delta: "+strconv.FormatFloat(g.MaxDelta, 'g', -1, 64))
+	}
+	return out
+}
+
+// qualitySection is the recipe's quality: section as lines indented
+// under it; none when every setting is the default.
+func qualitySection(q recipe.Quality) []string {
+	var out []string
+	if g := gateDiff(q.Perplexity, defaultGate); len(g) > 0 {
+		out = append(out, "perplexity:")
+		for _, kv := range g {
+			out = append(out, "  "+kv)
+		}
+	}
+	if gen := generationDiff(q.Generation, recipe.DefaultGeneration()); len(gen) > 0 {
+		out = append(out, "generation:")
+		for _, kv := range gen {
+			out = append(out, "  "+kv)
+		}
+	}
+	return out
+}
+
+// targetQuality is a target's quality: as a flow mapping, "" when it is
+// the recipe's. Of the perplexity gate a target may override only
+// max_delta (its warn band follows); its generation gate is its own.
+func targetQuality(r *recipe.Recipe, t *recipe.Target) string {
+	var q []string
+	if md := t.Quality.Perplexity.MaxDelta; md != r.Quality.Perplexity.MaxDelta {
+		q = append(q, fmt.Sprintf("perplexity: {max_delta: %s}", strconv.FormatFloat(md, 'g', -1, 64)))
+	}
+	if gen := generationDiff(t.Quality.Generation, r.Quality.Generation); len(gen) > 0 {
+		q = append(q, "generation: {"+strings.Join(gen, ", ")+"}")
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(q, ", ") + "}"
+}
+
+// generationDiff lists the generation gate settings of g that differ from
+// base's, as YAML key: value pairs (none for a recipe without the gate).
+func generationDiff(g, base *recipe.GenerationGate) []string {
+	if g == nil || base == nil {
+		return nil
+	}
+	var out []string
+	if g.MinTokenAgreement != base.MinTokenAgreement {
+		out = append(out, "min_token_agreement: "+strconv.FormatFloat(g.MinTokenAgreement, 'g', -1, 64))
+	}
+	if g.MaxMeanKL != base.MaxMeanKL {
+		out = append(out, "max_mean_kl: "+strconv.FormatFloat(g.MaxMeanKL, 'g', -1, 64))
+	}
+	if g.MaxNewTokens != base.MaxNewTokens {
+		out = append(out, fmt.Sprintf("max_new_tokens: %d", g.MaxNewTokens))
 	}
 	return out
 }

@@ -24,7 +24,10 @@ func HTML(r Report) ([]byte, error) {
 		Targets      []targetView
 		Decision     []DecisionRow
 		DecisionNote string
-	}{Report: r, Decision: r.Decision()}
+		// AnyGeneration: a target ran a decode check (the Generation
+		// column is left out of a report that has none).
+		AnyGeneration bool
+	}{Report: r, Decision: r.Decision(), AnyGeneration: r.anyGeneration()}
 	view.DecisionNote = decisionNote(view.Decision, r)
 	for _, t := range r.Targets {
 		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t)}
@@ -54,6 +57,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"toks":    tokS,
 	"pct":     percent,
 	"agree":   Agreement,
+	"gen":     GenerationCell,
 	"deref":   func(p *float64) float64 { return *p },
 	"line":    printable,
 	"minus":   func(a, b float64) float64 { return a - b },
@@ -92,7 +96,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 {{- end}}
 <div class="wide">
 <table>
-<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th><th>Tools</th><th>Artifact</th></tr></thead>
+<thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th>{{if .AnyGeneration}}<th>Generation</th>{{end}}<th>Tools</th><th>Artifact</th></tr></thead>
 <tbody>
 {{- range .Targets}}
 <tr>
@@ -110,6 +114,9 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td>{{if .Verdict}}<span class="{{.Verdict}}">{{.Verdict}}</span>{{else if eq .Outcome "published"}}published (no gate){{else}}-{{end}}</td>
 <td class="n">{{if .KLDivergence}}{{f4 (deref .KLDivergence)}}{{else}}-{{end}}</td>
 <td class="n">{{if .Top1Agreement}}{{agree (deref .Top1Agreement)}}{{else}}-{{end}}</td>
+{{- if $.AnyGeneration}}
+<td class="n">{{gen .Generation}}</td>
+{{- end}}
 <td class="tools">{{if .StandIns}}<span class="standin">stand-in:</span> {{range $i, $s := .StandIns}}{{if $i}}, {{end}}<span class="id">{{$s}}</span>{{end}}{{else}}real{{end}}</td>
 <td>{{if eq .Outcome "published"}}{{if .Manifest}}<a href="{{.Manifest}}"><code>{{.Artifact}}</code></a>{{else}}<code>{{.Artifact}}</code>{{end}}{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
 </tr>

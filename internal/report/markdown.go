@@ -133,7 +133,7 @@ func decision(b *strings.Builder, r Report) {
 func quality(b *strings.Builder, r Report) {
 	any := false
 	for _, t := range r.Targets {
-		if t.KLDivergence != nil || t.Top1Agreement != nil || t.Bench != nil || len(t.StandIns) > 0 {
+		if t.KLDivergence != nil || t.Top1Agreement != nil || t.Generation != nil || t.Bench != nil || len(t.StandIns) > 0 {
 			any = true
 		}
 	}
@@ -142,8 +142,13 @@ func quality(b *strings.Builder, r Report) {
 	}
 	b.WriteString("\n### Quality and speed\n\n")
 	b.WriteString("Decode: one token at a time with the prompt already in the KV cache; first token: the prompt's forward pass (median); on this host.\n\n")
-	b.WriteString("| Target | KL divergence | Top-1 agreement | Decode tok/s | Token p50 / p95 / p99 ms | First token ms | Prompt tok/s | Host ceiling | Tools |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	gen, genSep := "", ""
+	if r.anyGeneration() {
+		b.WriteString("Generation: the share of the original model's greedy tokens the artifact, decoding through its KV cache, agreed with, and the mean KL divergence from the original.\n\n")
+		gen, genSep = " Generation |", " ---: |"
+	}
+	b.WriteString("| Target | KL divergence | Top-1 agreement |" + gen + " Decode tok/s | Token p50 / p95 / p99 ms | First token ms | Prompt tok/s | Host ceiling | Tools |\n")
+	b.WriteString("| --- | ---: | ---: |" + genSep + " ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, t := range r.Targets {
 		kl, top1, dec, lat, ftt, pr, ceil := "-", "-", "-", "-", "-", "-", "-"
 		if t.KLDivergence != nil {
@@ -164,8 +169,12 @@ func quality(b *strings.Builder, r Report) {
 				}
 			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			MDText(t.Name), kl, top1, dec, lat, ftt, pr, ceil, MDText(tools(t)))
+		genCell := ""
+		if gen != "" {
+			genCell = " " + GenerationCell(t.Generation) + " |"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |%s %s | %s | %s | %s | %s | %s |\n",
+			MDText(t.Name), kl, top1, genCell, dec, lat, ftt, pr, ceil, MDText(tools(t)))
 	}
 }
 

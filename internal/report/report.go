@@ -68,6 +68,9 @@ type Target struct {
 	Agreement     *AgreementGate
 	KLDivergence  *float64
 	Top1Agreement *float64
+	// Generation is what the target's decode check measured (published or
+	// not), nil when none ran.
+	Generation *manifest.Generation
 	// StandIns lists the steps that ran with stand-in tools: their numbers
 	// are not measurements of the model.
 	StandIns []string
@@ -225,6 +228,30 @@ func percent(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
 // Agreement is how both reports write top-1 agreement: a percentage with
 // one decimal (99.4%), so the two never disagree on the same number.
 func Agreement(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// anyGeneration: a target of the run ran a decode check.
+func (r Report) anyGeneration() bool {
+	for _, t := range r.Targets {
+		if t.Generation != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// GenerationCell is a decode check in a few characters: the share of the
+// original's greedy tokens the artifact agreed with and its mean KL
+// divergence ("93.1% / KL 0.044"), "-" when none ran.
+func GenerationCell(g *manifest.Generation) string {
+	if g == nil {
+		return "-"
+	}
+	kl := "-"
+	if g.MeanKL != nil {
+		kl = fmt.Sprintf("%.3f", *g.MeanKL)
+	}
+	return fmt.Sprintf("%s / KL %s", Agreement(g.TokenAgreement), kl)
+}
 
 // RunLine is the run's date, edgepipe version and source with its
 // revision, as both reports head it.

@@ -33,6 +33,7 @@ func sample() Report {
 				Verdict: "ok", Artifact: "artifacts/demo/laptop-q4km", SizeBytes: 105_472_000,
 				Perplexity:   &Perplexity{Baseline: 24.3127, Converted: 25.334, Delta: 1.0213, WarnDelta: 0.5, MaxDelta: 2},
 				KLDivergence: f(0.0465), Top1Agreement: f(0.873),
+				Generation: &manifest.Generation{Runtime: "llama.cpp", Sequences: 4, Steps: 173, TokenAgreement: 0.931, MeanKL: f(0.0442)},
 				Bench: &manifest.Bench{Backend: "llama.cpp", Host: "linux/amd64; Intel(R) Xeon(R) Processor; 2 cores",
 					WarmupRuns: 10, TimedRuns: 50, PromptTokens: 128, DecodeTokens: 50, Threads: 2, ModelBytes: 105_472_000,
 					TokenP50MS: 25.81, TokenP95MS: 28.2, TokenP99MS: 31.75, FirstTokenMS: 161.3, PromptTokS: 788, DecodeTokS: 38.1,
@@ -221,5 +222,31 @@ func TestReportsAgree(t *testing.T) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report.html lacks %s", want)
 		}
+	}
+}
+
+// A target's decode check is one short cell in both reports; a report
+// without one has no such column.
+func TestGenerationCell(t *testing.T) {
+	page, err := HTML(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<th>Generation</th>") || !strings.Contains(string(page), `<td class="n">93.1% / KL 0.044</td>`) {
+		t.Errorf("report.html has no generation cell")
+	}
+	r := sample()
+	for i := range r.Targets {
+		r.Targets[i].Generation = nil
+	}
+	page, err = HTML(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(page), "Generation") || strings.Contains(string(Markdown(r)), "Generation") {
+		t.Errorf("a report without decode checks shows a Generation column")
+	}
+	if got := GenerationCell(&manifest.Generation{TokenAgreement: 0.5}); got != "50.0% / KL -" {
+		t.Errorf("no KL: %q", got)
 	}
 }

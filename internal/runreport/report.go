@@ -86,6 +86,10 @@ func (c *Recorder) Report(outcomes []Outcome, res *engine.RunResult, code int, e
 			t.StandIns = engine.TargetStandIns(c.plan, res, o.Target)
 		}
 		// Published or not: a target that failed its gate was measured too.
+		t.Generation, _ = engine.TargetGeneration(c.plan, res, o.Target)
+		if m != nil && m.Metrics.Generation != nil {
+			t.Generation = m.Metrics.Generation
+		}
 		t.VisionBench, t.VisionBenchStandIn = engine.TargetVisionBench(c.plan, res, o.Target)
 		if m != nil && m.Metrics.VisionBench != nil {
 			t.VisionBench = m.Metrics.VisionBench

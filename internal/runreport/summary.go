@@ -12,6 +12,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/engine"
 	"github.com/edgepipe/edgepipe/internal/manifest"
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/publish"
 	"github.com/edgepipe/edgepipe/internal/report"
 	"github.com/edgepipe/edgepipe/internal/termstatus"
 )
@@ -84,6 +85,8 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 			switch {
 			case verdict == manifest.VerdictFail:
 				where = "not published (gate failed)"
+			case checkFailed(res, t.Name):
+				where = "not published (check failed)"
 			case res.Stopped[plan.PublishStepID(t.Name)] != "":
 				where = fmt.Sprintf("not run (stopped after %s failed)", res.Stopped[plan.PublishStepID(t.Name)])
 			case slices.Contains(res.Skipped, plan.PublishStepID(t.Name)):
@@ -98,6 +101,7 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Format, size, ppl, delta, verdict, where)
 	}
 	tw.Flush()
+	writeGenerations(stdout, pl, res)
 	writeBenches(stdout, pl, res)
 	writeDecision(stdout, pl, res)
 	for _, err := range res.Failed {
@@ -105,6 +109,35 @@ func WriteSummary(stdout, stderr io.Writer, pl *plan.Plan, res *engine.RunResult
 		if errors.As(err, &se) {
 			fmt.Fprintf(stderr, "failed: %s (log: %s)\n", se.Step, se.LogPath)
 		}
+	}
+}
+
+// checkFailed: the target's publish refused it for a check that failed
+// (a decode check, a logits check), not its perplexity.
+func checkFailed(res *engine.RunResult, target string) bool {
+	for _, err := range res.Failed {
+		var ge *publish.GateError
+		if errors.As(err, &ge) && ge.Target == target && ge.Check != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeGenerations adds each target's decode check to the run summary,
+// one line each: what share of the original's greedy tokens it agreed
+// with and its mean KL divergence, against the target's bounds.
+func writeGenerations(w io.Writer, pl *plan.Plan, res *engine.RunResult) {
+	for _, t := range pl.Recipe.Targets {
+		g, standIn := engine.TargetGeneration(pl, res, t.Name)
+		if g == nil {
+			continue
+		}
+		note := ""
+		if standIn {
+			note = " [stand-in: not a measurement]"
+		}
+		fmt.Fprintf(w, "generation %s: %s (min %s)%s\n", t.Name, report.GenerationCell(g), report.Agreement(g.MinTokenAgreement), note)
 	}
 }
 

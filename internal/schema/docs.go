@@ -1,6 +1,13 @@
 package schema
 
-import "github.com/edgepipe/edgepipe/internal/recipe"
+import (
+	"strconv"
+
+	"github.com/edgepipe/edgepipe/internal/recipe"
+)
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func itoa(i int) string     { return strconv.Itoa(i) }
 
 // fieldDoc is what the schema says about one recipe key beyond its Go type.
 // The bounds mirror what pipelines/parse.go enforces for that key.
@@ -34,6 +41,7 @@ var typeDocs = map[string]string{
 	"Quality":           "The quality gate every target must pass before it is published.",
 	"AccuracyGate":      "Top-1 accuracy of the converted classifier against the fp32 PyTorch model, on the same labelled images: drop = reference - converted, a fraction.",
 	"AgreementGate":     "Top-1 agreement of the converted classifier with the fp32 PyTorch model: the share of the evaluation images on which both pick the same class. It needs no labels (an unlabelled set such as builtin:skimage-photos); it measures faithfulness to the fp32 model, not accuracy.",
+	"GenerationGate":    "Generation agreement with the unconverted model (text generation): the artifact, in its runtime or the closest host equivalent, decodes the original's greedy generations from the built-in chat prompts token by token through its KV cache; its most likely tokens and distributions are compared with the original's at every step.",
 	"PerplexityGate":    "Perplexity of the converted model against the unconverted baseline, on the same tokens: delta = converted - baseline.",
 	"Resources":         "Caps on what the executor uses at once; unset means the machine's.",
 	"Target":            "One published artifact: the model in one format for one device. Its name (the key) names the artifact folder.",
@@ -90,12 +98,20 @@ var fieldDocs = map[string]fieldDoc{
 
 	"Quality.Perplexity": {Desc: "The perplexity gate (text generation only).", Nullable: true},
 	"Quality.Accuracy":   {Desc: "The top-1 accuracy gate (task: image-classification only; the default gate, max_drop 0.01, unless the recipe sets quality.agreement).", Nullable: true},
+	"Quality.Generation": {Desc: "The generation agreement gate (text generation only; defaults min_token_agreement " + ftoa(recipe.DefaultMinTokenAgreement) + ", max_mean_kl " + ftoa(recipe.DefaultMaxMeanKL) + ", max_new_tokens " + itoa(recipe.DefaultMaxNewTokens) + "), checked by the targets whose formats have a decode check.", Nullable: true},
 	"Quality.Agreement":  {Desc: "The top-1 agreement gate (task: image-classification only; default min 0.99): for an unlabelled evaluation set, in place of quality.accuracy; with both set, both apply.", Nullable: true},
 
 	"AccuracyGate.MaxDrop": {Desc: "A top-1 drop over this fraction (0.01: one percentage point) fails the gate: the target is not published and the run exits 3.",
 		Min: zero, Default: recipe.DefaultMaxAccuracyDrop},
 	"AgreementGate.Min": {Desc: "An agreement under this fraction of the images (0.99: 99%) fails the gate: the target is not published and the run exits 3.",
 		Min: zero, Default: recipe.DefaultMinAgreement},
+
+	"GenerationGate.MinTokenAgreement": {Desc: "A share of decode steps (0.9: 90%) at which the artifact's most likely token is the original's greedy token under this fails the target: it is not published and the run exits 3.",
+		Min: zero, Default: recipe.DefaultMinTokenAgreement},
+	"GenerationGate.MaxMeanKL": {Desc: "A mean KL divergence (nats) of the artifact's next-token distribution from the original's (its top 32 tokens and the rest as one bucket) over this fails the target.",
+		Min: zero, Default: recipe.DefaultMaxMeanKL},
+	"GenerationGate.MaxNewTokens": {Desc: "Tokens the original generates at most from each chat prompt (it stops earlier at end of sequence), " + itoa(recipe.MaxMaxNewTokens) + " at most; each is decoded again by every target's artifact.",
+		Min: one, Default: recipe.DefaultMaxNewTokens},
 
 	"PerplexityGate.Context":   {Desc: "Tokens per evaluation chunk (llama-perplexity -c).", Min: one, Default: recipe.DefaultPPLContext},
 	"PerplexityGate.WarnDelta": {Desc: "A delta under this is excellent; between this and max_delta is ok.", Min: zero, Default: recipe.DefaultWarnDelta},
@@ -113,7 +129,7 @@ var fieldDocs = map[string]fieldDoc{
 	"Target.Context": {Desc: "Context length the artifact is built and checked for (memory pre-flight, runtime config).", Min: one},
 	"Target.KVDtype": {Desc: "KV-cache element type the runtime will use.", Default: recipe.DefaultKVDtype,
 		Schema: func() *Schema { return kvDtypeSchema() }},
-	"Target.Quality": {Desc: "This target's quality gate: it may override only perplexity.max_delta.", Nullable: true,
+	"Target.Quality": {Desc: "This target's quality gate: of the perplexity gate it may override only max_delta; its generation gate (bounds and max_new_tokens) is its own.", Nullable: true,
 		Schema: targetQuality},
 	"Target.With":            {Desc: "Format options, typed per format family (imatrix for GGUF, block_size and symmetric for ONNX INT4, backend for QNN, kv_cache for Core ML, group_size for GPTQ and AWQ, ...); an unknown key or a value of the wrong type is an error.", Nullable: true},
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
@@ -142,13 +158,15 @@ var fieldDocs = map[string]fieldDoc{
 	"ToolchainOverride.Tools":  {Desc: "Executable paths by tool name, for example llama-quantize: /opt/llama.cpp/bin/llama-quantize.", Nullable: true},
 }
 
-// targetQuality is a target's quality section: a target may tighten or
-// loosen only max_delta, so every target is scored the same way.
+// targetQuality is a target's quality section: of the perplexity gate a
+// target may tighten or loosen only max_delta, so every target is scored
+// the same way; its generation gate is its own.
 func targetQuality() *Schema {
 	maxDelta := &Schema{Description: "A delta over this fails this target's gate; defaults to the recipe's quality.perplexity.max_delta.",
 		Type: "number", Minimum: zero}
 	return &Schema{Type: "object", AdditionalProperties: false, Properties: map[string]*Schema{
 		"perplexity": nullable(&Schema{Description: "The perplexity gate of this target.", Type: "object", AdditionalProperties: false,
 			Properties: map[string]*Schema{"max_delta": maxDelta}}),
+		"generation": nullable(&Schema{Ref: "#/$defs/generation_gate", Description: "The generation agreement gate of this target; unset keys come from the recipe's quality.generation."}),
 	}}
 }

@@ -187,6 +187,9 @@ const (
 	// ToolContract checks the behavioural contract between a source and
 	// a converted artifact (tokenizer, stop set, BOS, chat template).
 	ToolContract = "contract.py"
+	// ToolGenerateReference generates the unconverted model's greedy
+	// tokens every artifact's decode check compares with.
+	ToolGenerateReference = "generate_reference.py"
 	// Vision is the image-classification toolchain (the vision family
 	// registers it); ToolVisionTrain trains the built-in digits model,
 	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
@@ -292,7 +295,7 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract, ToolGenerateReference},
 			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",

@@ -21,7 +21,8 @@ var llmcWith = []struct{ key, tag string }{
 // expandLLMCompressor: source -> llmc-quantize (GPTQ or AWQ W4A16 on the
 // CPU, calibrated on the recipe's calibration text) -> llmc-perplexity,
 // gated against the transformers baseline of the unconverted model on the
-// same tokens and chunks.
+// same tokens and chunks, and llmc-decode, the decode check against the
+// shared generate:reference.
 func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	ppl := t.Quality.Perplexity
 	baseline := plan.HFBaseline(r, t, add)
@@ -70,5 +71,6 @@ func expandLLMCompressor(r *recipe.Recipe, t *recipe.Target, f catalog.Format, a
 	ev := plan.EvalOf(ppl)
 	check := add(&plan.Step{ID: pid, Kind: "llmc-perplexity", Needs: []string{model.ID, baseline.ID},
 		Params: &ev, Data: plan.EvalData(r)}, t.Name)
-	return model, []string{check.ID}
+	decode := plan.GenerationCheck(r, t, add, "llmc-decode", suffix, model.ID)
+	return model, []string{check.ID, decode.ID}
 }

@@ -2,7 +2,9 @@
 // through vLLM): llmcompressor's oneshot quantizes a checkpoint's linear
 // layers to INT4 (W4A16) on the CPU, calibrated on the recipe's text, into the
 // compressed-tensors checkpoint vLLM loads, gated by its perplexity through
-// transformers against the unconverted model on the same tokens.
+// transformers against the unconverted model on the same tokens, and by its
+// token-by-token decode through transformers' KV cache against its own
+// prefill and the unconverted model's greedy generations.
 package llmcompressor
 
 import (
@@ -35,10 +37,10 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expandLLMCompressor,
-		Kinds:   []steps.Kind{llmcQuantize{}, llmcPerplexity{}},
+		Kinds:   []steps.Kind{llmcQuantize{}, llmcPerplexity{}, llmcDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolLLMCQuantize, ToolLLMCPerplexity},
-			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity of the result").
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolLLMCQuantize, ToolLLMCPerplexity, ToolLLMCDecode},
+			"llmcompressor, compressed-tensors and transformers 5 for GPTQ and AWQ INT4 (W4A16) on the CPU, and perplexity and decode checks of the result").
 			WithPackages("python", "llmcompressor", "compressed-tensors", "torch", "transformers")},
 	}
 }

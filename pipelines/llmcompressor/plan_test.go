@@ -8,6 +8,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	_ "github.com/edgepipe/edgepipe/pipelines" // every family
 	"github.com/edgepipe/edgepipe/pipelines/llmcompressor"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -47,12 +48,17 @@ func TestExpandLLMCompressor(t *testing.T) {
 		"llmc-perplexity:awq-w4a16":                          "llmc-quantize:awq-w4a16,hf-perplexity:baseline",
 		"llmc-quantize:awq-w4a16+g32+round=rtn+vd4":          "source",
 		"llmc-perplexity:awq-w4a16+g32+round=rtn+vd4":        "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,hf-perplexity:baseline",
+		"generate:reference":                                 "source",
+		"llmc-decode:gptq-w4a16":                             "llmc-quantize:gptq-w4a16,generate:reference",
+		"llmc-decode:awq-w4a16":                              "llmc-quantize:awq-w4a16,generate:reference",
+		"llmc-decode:awq-w4a16+g32+round=rtn+vd4":            "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,generate:reference",
 		"contract:llmc-quantize:gptq-w4a16":                  "source,llmc-quantize:gptq-w4a16",
-		"publish:gptq":                                       "llmc-quantize:gptq-w4a16,llmc-perplexity:gptq-w4a16,contract:llmc-quantize:gptq-w4a16",
 		"contract:llmc-quantize:awq-w4a16":                   "source,llmc-quantize:awq-w4a16",
-		"publish:awq":                                        "llmc-quantize:awq-w4a16,llmc-perplexity:awq-w4a16,contract:llmc-quantize:awq-w4a16",
 		"contract:llmc-quantize:awq-w4a16+g32+round=rtn+vd4": "source,llmc-quantize:awq-w4a16+g32+round=rtn+vd4",
-		"publish:rtn":                                        "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,llmc-perplexity:awq-w4a16+g32+round=rtn+vd4,contract:llmc-quantize:awq-w4a16+g32+round=rtn+vd4",
+		"publish:gptq":                                       "llmc-quantize:gptq-w4a16,llmc-perplexity:gptq-w4a16,llmc-decode:gptq-w4a16,contract:llmc-quantize:gptq-w4a16",
+		"publish:awq":                                        "llmc-quantize:awq-w4a16,llmc-perplexity:awq-w4a16,llmc-decode:awq-w4a16,contract:llmc-quantize:awq-w4a16",
+		"publish:rtn": "llmc-quantize:awq-w4a16+g32+round=rtn+vd4,llmc-perplexity:awq-w4a16+g32+round=rtn+vd4," +
+			"llmc-decode:awq-w4a16+g32+round=rtn+vd4,contract:llmc-quantize:awq-w4a16+g32+round=rtn+vd4",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))
@@ -82,6 +88,63 @@ func TestExpandLLMCompressor(t *testing.T) {
 	s, _ := p.Step("llmc-perplexity:gptq-w4a16")
 	if ev := s.Params.(*steps.Eval); *ev != (steps.Eval{Chunk: 256, MaxChunks: 8}) || s.Data["eval"] == "" {
 		t.Errorf("perplexity params %+v, data %v", ev, s.Data)
+	}
+}
+
+// Each target's decode check needs its checkpoint and the one shared
+// reference, and carries its quality.generation bounds; a target with
+// other bounds or another max_new_tokens gets its own step (and its own
+// reference for another length), spelled in the id.
+func TestExpandDecodeCheck(t *testing.T) {
+	p, err := load(t, `edgepipe: 1
+name: gpu
+model: {source: builtin:smollm2-135m}
+quality: {generation: {max_mean_kl: 0.5}}
+targets:
+  a: {device: nvidia-a100, format: gptq-w4a16}
+  b: {device: nvidia-h100, format: gptq-w4a16, quality: {generation: {min_token_agreement: 0.9}}}
+  c: {device: nvidia-a100, format: awq-w4a16, quality: {generation: {max_new_tokens: 16}}}
+  d: {device: nvidia-h100, format: gptq-w4a16}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]struct {
+		needs  string
+		params shared.DecodeParams
+	}{
+		"llmc-decode:gptq-w4a16+kl=0.5":           {"llmc-quantize:gptq-w4a16,generate:reference", shared.DecodeParams{MaxNewTokens: 64, MinTokenAgreement: 0.5, MaxMeanKL: 0.5}},
+		"llmc-decode:gptq-w4a16+agree=0.9+kl=0.5": {"llmc-quantize:gptq-w4a16,generate:reference", shared.DecodeParams{MaxNewTokens: 64, MinTokenAgreement: 0.9, MaxMeanKL: 0.5}},
+		"llmc-decode:awq-w4a16@n16+kl=0.5":        {"llmc-quantize:awq-w4a16,generate:reference@n16", shared.DecodeParams{MaxNewTokens: 16, MinTokenAgreement: 0.5, MaxMeanKL: 0.5}},
+	} {
+		s, ok := p.Step(id)
+		if !ok {
+			t.Errorf("no step %s", id)
+			continue
+		}
+		if got := strings.Join(s.Needs, ","); got != want.needs || *s.Params.(*shared.DecodeParams) != want.params || s.Kind != "llmc-decode" {
+			t.Errorf("%s (%s): needs %q params %+v", id, s.Kind, got, s.Params)
+		}
+	}
+	for id, n := range map[string]int{"generate:reference": 64, "generate:reference@n16": 16} {
+		s, ok := p.Step(id)
+		if !ok {
+			t.Errorf("no step %s", id)
+			continue
+		}
+		if *s.Params.(*shared.GenerateParams) != (shared.GenerateParams{MaxNewTokens: n}) || s.Kind != "generate-reference" ||
+			s.Data["prompts"] != "builtin:chat-prompts" || s.Data["eval"] != "builtin:eval" || strings.Join(s.Needs, ",") != "source" {
+			t.Errorf("%s: %s %+v, data %v, needs %v", id, s.Kind, s.Params, s.Data, s.Needs)
+		}
+	}
+	// a and d decode the same checkpoint with the same bounds: one step.
+	s, _ := p.Step("llmc-decode:gptq-w4a16+kl=0.5")
+	if strings.Join(s.Targets, ",") != "a,d" {
+		t.Errorf("shared decode check serves %v", s.Targets)
+	}
+	pub, _ := p.Step("publish:b")
+	if !strings.Contains(strings.Join(pub.Needs, ","), "llmc-decode:gptq-w4a16+agree=0.9+kl=0.5") {
+		t.Errorf("publish:b needs %v: its decode check does not gate it", pub.Needs)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -236,5 +237,40 @@ func TestQuantizeReportIsStrict(t *testing.T) {
 		t.Errorf("%v", err)
 	} else if !errors.As(err, &re) || re.Helper != ToolLLMCQuantize {
 		t.Errorf("not a ReportError naming the helper: %v", err)
+	}
+}
+
+// The decode check loads the quantized checkpoint with the reference; its
+// report is judged by the family's bound and the recipe's.
+func TestDecodeArgvAndChecks(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("python", "reports", "llmc_decode.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := steps.Input{StepID: "llmc-quantize:gptq-w4a16", Kind: "llmc-quantize", Dir: "/cache/gptq"}
+	ref := steps.Input{StepID: "generate:reference", Kind: "generate-reference", Dir: "/cache/ref",
+		Result: &steps.Result{Files: map[string]string{"reference": "reference.json"}, Metrics: map[string]float64{"sequences": 4, "max_new_tokens": 64}}}
+	f := newFake(t, &shared.DecodeParams{MaxNewTokens: 64, MinTokenAgreement: 0.5, MaxMeanKL: 1}, model, ref)
+	f.reports[ToolLLMCDecode] = strings.TrimSpace(string(golden))
+	if err := (llmcDecode{}).Run(context.Background(), f.sc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/opt/tools/llmc_decode.py", "--model", "/cache/gptq", "--reference", "/cache/ref/reference.json", "--threads", "2"}
+	if len(f.argv) != 1 || !slices.Equal(f.argv[0], want) {
+		t.Errorf("argv %q, want %q", f.argv, want)
+	}
+	g := f.sc.Result.Generation
+	if g == nil || g.DecodeBound == nil || *g.DecodeBound != DecodeBound.MaxAbs || *g.DecodeMinTop1 != DecodeBound.MinTop1 {
+		t.Fatalf("generation %+v", g)
+	}
+	for _, c := range f.sc.Result.Checks {
+		if !c.Passed {
+			t.Errorf("the built-in model's measurement fails %s: %s", c.Name, c.Detail)
+		}
+	}
+	// Without the checkpoint it cannot run.
+	if err := (llmcDecode{}).Run(context.Background(), newFake(t, &shared.DecodeParams{MaxNewTokens: 64}, ref).sc); err == nil ||
+		!strings.Contains(err.Error(), `needs an input from a "llmc-quantize" step`) {
+		t.Errorf("no checkpoint: %v", err)
 	}
 }

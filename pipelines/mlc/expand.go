@@ -16,8 +16,11 @@ import (
 // mlc_llm gen_config; optionally mlc_llm compile --device webgpu) ->
 // checks: mlc-validate (the layout), mlc-gate (the shards read back,
 // dequantized into the unconverted model and scored against the
-// transformers baseline on the same tokens) and mlc-webgpu-check (the
-// shards decoded in Chromium on WebGPU, equal to what the gate scored).
+// transformers baseline on the same tokens), mlc-decode (the same
+// dequantized model decoded token by token through transformers' KV cache,
+// against its prefill and the shared generate:reference) and
+// mlc-webgpu-check (the shards decoded in Chromium on WebGPU, equal to
+// what the gate scored).
 func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	q := f.Name[len("mlc-"):]
 	n := plan.TargetContext(t)
@@ -59,6 +62,8 @@ func expandMLC(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 	gate := add(&plan.Step{ID: gid, Kind: "mlc-gate", Needs: []string{weights.ID, baseline.ID, plan.SourceStepID},
 		Params: &ev, Data: plan.EvalData(r)}, t.Name)
 	checks = append(checks, gate.ID)
+	decode := plan.GenerationCheck(r, t, add, "mlc-decode", weights.ID, weights.ID, plan.SourceStepID)
+	checks = append(checks, decode.ID)
 	if plan.Or(opts.WebGPUCheck, true) {
 		web := add(&plan.Step{ID: "mlc-webgpu-check:" + gate.ID, Kind: "mlc-webgpu-check", Needs: []string{weights.ID, gate.ID},
 			Params: &WebGPUParams{Quantization: q, TimeoutS: DefaultWebGPUTimeoutS, Page: PageDigest()}}, t.Name)

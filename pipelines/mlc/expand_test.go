@@ -8,6 +8,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	_ "github.com/edgepipe/edgepipe/pipelines" // every family
 	"github.com/edgepipe/edgepipe/pipelines/mlc"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -88,7 +89,18 @@ func TestExpandNative(t *testing.T) {
 	if wp := web.Params.(*mlc.WebGPUParams); *wp != (mlc.WebGPUParams{Quantization: "q4f16_1", TimeoutS: mlc.DefaultWebGPUTimeoutS, Page: mlc.PageDigest()}) {
 		t.Errorf("webgpu params %+v", wp)
 	}
-	needs(t, p, "publish:m3", "publish", "mlc-native-config:q4f16_1@c1024", "mlc-validate:mlc-native-config:q4f16_1@c1024", gate.ID, web.ID,
+	// The decode check reads the same weights as the gate, the source
+	// they are dequantized into and the shared reference.
+	dec := needs(t, p, "mlc-decode:"+conv.ID, "mlc-decode", conv.ID, plan.SourceStepID, plan.ReferenceStepID)
+	if dp := dec.Params.(*shared.DecodeParams); *dp != (shared.DecodeParams{MaxNewTokens: recipe.DefaultMaxNewTokens,
+		MinTokenAgreement: recipe.DefaultMinTokenAgreement, MaxMeanKL: recipe.DefaultMaxMeanKL}) {
+		t.Errorf("decode params %+v", dp)
+	}
+	if got := strings.Join(dec.Targets, ","); got != "m3,m3-long" {
+		t.Errorf("the decode check of the shared weights serves %s", got)
+	}
+	needs(t, p, plan.ReferenceStepID, "generate-reference", plan.SourceStepID)
+	needs(t, p, "publish:m3", "publish", "mlc-native-config:q4f16_1@c1024", "mlc-validate:mlc-native-config:q4f16_1@c1024", gate.ID, dec.ID, web.ID,
 		"contract:mlc-native-config:q4f16_1@c1024")
 }
 
@@ -103,7 +115,7 @@ func TestExpandOptions(t *testing.T) {
 	needs(t, p, "mlc-native-config:q4f32_1@c2048+llama-3", "mlc-native-config", conv.ID, plan.SourceStepID)
 	gate := "mlc-gate:" + conv.ID
 	needs(t, p, "publish:android", "publish", "mlc-native-config:q4f32_1@c2048+llama-3",
-		"mlc-validate:mlc-native-config:q4f32_1@c2048+llama-3", gate, "contract:mlc-native-config:q4f32_1@c2048+llama-3")
+		"mlc-validate:mlc-native-config:q4f32_1@c2048+llama-3", gate, "mlc-decode:"+conv.ID, "contract:mlc-native-config:q4f32_1@c2048+llama-3")
 
 	// awq alone takes GPTQ for the embedding only.
 	awq := needs(t, p, "mlc-native-convert:q4f16_1+rounding=gptq-embedding+awq+calib=8", "mlc-native-convert", plan.SourceStepID)
@@ -124,6 +136,7 @@ func TestExpandOptions(t *testing.T) {
 	}
 	needs(t, p, "mlc-validate:"+comp.ID, "mlc-validate", comp.ID, plan.SourceStepID)
 	needs(t, p, "mlc-gate:"+cw.ID, "mlc-gate", cw.ID, plan.HFBaselineStepID, plan.SourceStepID)
+	needs(t, p, "mlc-decode:"+cw.ID, "mlc-decode", cw.ID, plan.SourceStepID, plan.ReferenceStepID)
 }
 
 // Options that mean nothing with the others are refused at their key,

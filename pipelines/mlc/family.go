@@ -5,9 +5,11 @@
 // (`backend: native`, the default: mlc_native.py, which follows mlc_llm's
 // group quantization) or by mlc_llm itself (`backend: mlc-llm`, which
 // edgepipe cannot install). Either way the published shards are read back,
-// dequantized into the unconverted model and gated on perplexity, and
-// decoded again in Chromium by a WGSL kernel on real WebGPU, which must
-// give the same float32 weights bit for bit.
+// dequantized into the unconverted model and gated on perplexity and on
+// its token-by-token decode (against its own prefill and the unconverted
+// model's greedy generations), and decoded again in Chromium by a WGSL
+// kernel on real WebGPU, which must give the same float32 weights bit for
+// bit.
 package mlc
 
 import (
@@ -49,7 +51,7 @@ func Family() plan.Family {
 		Options: func(string) any { return &Options{} },
 		Expand:  expandMLC,
 		Kinds: []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{},
-			mlcNativeConvert{}, mlcNativeConfig{}, mlcGate{}, mlcWebGPUCheck{}},
+			mlcNativeConvert{}, mlcNativeConfig{}, mlcGate{}, mlcWebGPUCheck{}, mlcDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{
 			toolchain.External(Toolchain, []string{ToolMLCLLM},
@@ -62,7 +64,7 @@ func Family() plan.Family {
 				"Chromium decodes MLC weights on WebGPU for the mlc-webgpu-check step: install Debian's package with "+
 					"`go tool task toolchains` (runs `apt-get install -y chromium` as root) or `apt-get install chromium`"),
 		},
-		ToolsFrom: map[string][]string{toolchain.Llama: {ToolNative, ToolGate}},
+		ToolsFrom: map[string][]string{toolchain.Llama: {ToolNative, ToolGate, ToolDecode}},
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/standin"
 	_ "github.com/edgepipe/edgepipe/pipelines/mlc/standin" // the stand-ins the fake steps run
 	"github.com/edgepipe/edgepipe/pipelines/shared"
+	sharedreport "github.com/edgepipe/edgepipe/pipelines/shared/report"
 	_ "github.com/edgepipe/edgepipe/pipelines/shared/standin" // the baseline's scores
 	"github.com/edgepipe/edgepipe/steps"
 )
@@ -365,5 +366,68 @@ func TestReadDigestsStrict(t *testing.T) {
 		} else if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: got %v, want %q", tc.body, err, tc.err)
 		}
+	}
+}
+
+// reference is a generate-reference step's output for the fixture's
+// checkpoint, made by the stand-in and recorded as the kind records it.
+func (f *fixture) reference(t *testing.T) steps.Input {
+	t.Helper()
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "prompts.json")
+	os.WriteFile(prompts, []byte(`{"prompts": [{"id": "one", "messages": [{"role": "user", "content": "Answer with one word."}]},
+		{"id": "two", "messages": [{"role": "user", "content": "Explain in two sentences why the sea is salty."}]}]}`), 0o644)
+	var out bytes.Buffer
+	if err := standin.Tools["generate_reference.py"]([]string{"--model", f.model, "--prompts", prompts, "--out", dir, "--max-new-tokens", "8"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var rep sharedreport.GenerateReference
+	if err := steps.DecodeReport("generate_reference.py", bytes.TrimSpace(out.Bytes()), &rep); err != nil {
+		t.Fatal(err)
+	}
+	res := &steps.Result{}
+	if err := shared.RecordReference(res, dir, rep, 8); err != nil {
+		t.Fatal(err)
+	}
+	return steps.Input{StepID: "generate:reference@n8", Kind: shared.GenerateReference.Name(), Dir: dir, Result: res}
+}
+
+// The decode check reads the gate's weights, dequantized into the source,
+// and the reference; it is judged by the family's bound.
+func TestDecodeArgvAndChecks(t *testing.T) {
+	f := newFixture(t)
+	weights, _ := nativeFolder(t, f, "q4f16_1", 1024)
+	ref := f.reference(t)
+	p := &shared.DecodeParams{MaxNewTokens: 8, MinTokenAgreement: 0.5, MaxMeanKL: 1}
+	s := f.step(t, p, weights, f.source(), ref)
+	if err := (mlcDecode{}).Run(context.Background(), s.Context); err != nil {
+		t.Fatal(err)
+	}
+	s.argv(t, "/toolchain/bin/python", ToolDecode, "--mlc", weights.Dir, "--model", f.model, "--reference", filepath.Join(ref.Dir, "reference.json"), "--threads", "3")
+	g := s.Result.Generation
+	if g == nil || g.Sequences != 2 || g.MaxNewTokens != 8 || g.DecodeBound == nil || *g.DecodeBound != DecodeBound.MaxAbs || g.MinTokenAgreement != 0.5 {
+		t.Fatalf("generation %+v", g)
+	}
+	if len(s.Result.Checks) != 2 || !s.Result.Checks[0].Passed || !s.Result.Checks[1].Passed {
+		t.Errorf("checks %+v", s.Result.Checks)
+	}
+
+	// The recipe's bound, crossed, fails the target's check.
+	strict := &shared.DecodeParams{MaxNewTokens: 8, MinTokenAgreement: 1, MaxMeanKL: 1}
+	s = f.step(t, strict, weights, f.source(), ref)
+	if err := (mlcDecode{}).Run(context.Background(), s.Context); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Result.Checks[1]; c.Name != "generation agreement" || c.Passed {
+		t.Errorf("min_token_agreement 1 passed: %+v", c)
+	}
+
+	// Without the weights, or planned for another length, it refuses.
+	if err := (mlcDecode{}).Run(context.Background(), f.step(t, p, f.source(), ref).Context); err == nil || !strings.Contains(err.Error(), "mlc-native-convert, mlc-convert-weight") {
+		t.Errorf("no weights: %v", err)
+	}
+	other := &shared.DecodeParams{MaxNewTokens: 64, MinTokenAgreement: 0.5, MaxMeanKL: 1}
+	if err := (mlcDecode{}).Run(context.Background(), f.step(t, other, weights, f.source(), ref).Context); err == nil || !strings.Contains(err.Error(), "planned for 64") {
+		t.Errorf("another length: %v", err)
 	}
 }

@@ -2,8 +2,11 @@
 // scripts, decoded strictly (steps.ReadReport) by the kinds and written by
 // the stand-ins; python/reports/ has a golden of each. llmc_perplexity.py
 // is hf_perplexity.py run in this toolchain: its report is the shared
-// kinds' (pipelines/shared/report.Perplexity).
+// kinds' (pipelines/shared/report.Perplexity); llmc_decode.py's is every
+// decode helper's (pipelines/shared/report.Decode).
 package report
+
+import shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 
 // Quantize is llmc_quantize.py's report: the oneshot run's settings, what
 // it calibrated on and what it quantized.
@@ -36,4 +39,5 @@ type Quantize struct {
 // Types maps each helper to a new value of its report type.
 var Types = map[string]func() any{
 	"llmc_quantize.py": func() any { return &Quantize{} },
+	"llmc_decode.py":   func() any { return &shared.Decode{} },
 }

@@ -19,11 +19,42 @@ import (
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/llmcompressor/report"
 	shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
+	sharedstandin "github.com/edgepipe/edgepipe/pipelines/shared/standin"
 )
 
 func init() {
 	standin.Tools["llmc_quantize.py"] = llmcQuantize
 	standin.Tools["llmc_perplexity.py"] = llmcPerplexity
+	standin.Tools["llmc_decode.py"] = llmcDecode
+}
+
+// llmcDecode: llmc_decode.py --model DIR --reference FILE [--threads N].
+// Like the real script it needs a compressed-tensors checkpoint; its
+// numbers are the shared decode stand-in's for the checkpoint's bytes.
+func llmcDecode(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llmc_decode", flag.ContinueOnError)
+	model := fs.String("model", "", "")
+	ref := fs.String("reference", "", "")
+	fs.Int("threads", 0, "")
+	if err := standin.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *model == "" || *ref == "" {
+		return errors.New("usage: llmc_decode.py --model DIR --reference FILE")
+	}
+	cfg, err := os.ReadFile(filepath.Join(*model, "config.json"))
+	if err != nil || !bytes.Contains(cfg, []byte(`"compressed-tensors"`)) {
+		return fmt.Errorf("%s is not a compressed-tensors checkpoint", *model)
+	}
+	ckpt, err := standin.CheckpointDigest(*model)
+	if err != nil {
+		return err
+	}
+	rep, err := sharedstandin.DecodeReport(ckpt, *ref, "transformers with compressed-tensors, its DynamicCache KV cache")
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(rep)
 }
 
 // llmcQuantize: llmc_quantize.py --model DIR --calibration TEXT --out DIR

@@ -54,4 +54,25 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 			t.Fatalf("perplexity report %+v", p)
 		}
 	}
+
+	// The decode check: the reference the shared stand-in generates for
+	// the unconverted checkpoint, decoded by each quantized one.
+	prompts := filepath.Join(dir, "prompts.json")
+	os.WriteFile(prompts, []byte(`{"prompts": [{"id": "one", "messages": [{"role": "user", "content": "Answer with one word."}]},
+		{"id": "two", "messages": [{"role": "user", "content": "Explain why the sea is salty."}]}], "window": {"id": "w", "instruction": "Summarise:"}}`), 0o644)
+	run(t, "generate_reference.py", "--model", ckpt, "--prompts", prompts, "--out", filepath.Join(dir, "ref"), "--max-new-tokens", "5", "--text", text)
+	ref := filepath.Join(dir, "ref", "reference.json")
+	var a, b shared.Decode
+	steptest.CheckReport(t, "llmc_decode.py", run(t, "llmc_decode.py", "--model", filepath.Join(dir, "gptq-gptq"), "--reference", ref), &a)
+	steptest.CheckReport(t, "llmc_decode.py", run(t, "llmc_decode.py", "--model", filepath.Join(dir, "awq-rtn"), "--reference", ref), &b)
+	if a.Sequences != 2 || a.Steps != 4+5 || a.MaxNewTokens != 5 || len(a.PerSequence) != 2 || a.StopsLikeOriginal == nil || a.CrossesWindow != nil {
+		t.Fatalf("decode report %+v", a)
+	}
+	if a.TokenAgreement == b.TokenAgreement && *a.MeanKL == *b.MeanKL {
+		t.Errorf("two checkpoints decoded alike (%v, %v): the stand-in ignores the artifact", a.TokenAgreement, *a.MeanKL)
+	}
+	var errs bytes.Buffer
+	if err := standin.Tools["llmc_decode.py"]([]string{"--model", ckpt, "--reference", ref}, &bytes.Buffer{}, &errs); err == nil {
+		t.Error("llmc_decode.py decoded a checkpoint that is not compressed-tensors")
+	}
 }

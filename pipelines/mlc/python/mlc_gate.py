@@ -78,37 +78,22 @@ def dequantize(q_weight, q_scale, cols):
     return np.ascontiguousarray(codes * scale, dtype=np.float32)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mlc", required=True, help="the MLC model folder (tensor-cache.json and shards)")
-    ap.add_argument("--model", required=True, help="the unconverted Hugging Face checkpoint")
-    ap.add_argument("--text", required=True)
-    ap.add_argument("--ctx", type=int, default=512)
-    ap.add_argument("--chunks", type=int, default=-1)
-    ap.add_argument("--digests", required=True, help="where to write the decoded tensors' sha256")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--float", action="append", default=[], metavar="NAME",
-                    help="a diagnostic, never used by the gate step: keep this Hugging Face parameter "
-                         "from the checkpoint instead of the shards (repeatable), to measure what its "
-                         "quantization costs")
-    ppl_scoring.add_score_args(ap)
-    args = ap.parse_args()
-    edgepipe_env.offline()
-
+def load_model(mlc_dir, model_dir, float_names, digests_path, torch):
+    """The unconverted model with the MLC folder's shards decoded into it (float32), the folder's
+    tensor-cache.json and the sha256 of each decoded tensor (written to digests_path when set).
+    float_names are parameters kept from the checkpoint instead (a diagnostic)."""
     import numpy as np
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    torch.set_num_threads(edgepipe_env.threads(args.threads))
-    cache, recs = read_records(args.mlc)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    cache, recs = read_records(mlc_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()
     cfg = model.config
     params = dict(model.named_parameters())
-    for name in args.float:
+    for name in float_names:
         if name not in params:
             fail(f"--float {name}: the checkpoint has no such parameter")
-    original = {name: params[name].detach().clone() for name in args.float}
+    original = {name: params[name].detach().clone() for name in float_names}
 
     decoded, digests = {}, {}
     for name in sorted(recs):
@@ -168,9 +153,35 @@ def main():
     if left:
         fail(f"{len(left)} parameters of the model are not in the MLC folder, e.g. {left[0]}")
 
-    with open(args.digests, "w", encoding="utf-8") as f:
-        json.dump({"format": "sha256 of each tensor decoded to little-endian float32, by Hugging Face-style MLC name",
-                   "tensors": digests}, f, indent=1, sort_keys=True)
+    if digests_path:
+        with open(digests_path, "w", encoding="utf-8") as f:
+            json.dump({"format": "sha256 of each tensor decoded to little-endian float32, by Hugging Face-style MLC name",
+                       "tensors": digests}, f, indent=1, sort_keys=True)
+    return model, cache, digests
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mlc", required=True, help="the MLC model folder (tensor-cache.json and shards)")
+    ap.add_argument("--model", required=True, help="the unconverted Hugging Face checkpoint")
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--chunks", type=int, default=-1)
+    ap.add_argument("--digests", required=True, help="where to write the decoded tensors' sha256")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--float", action="append", default=[], metavar="NAME",
+                    help="a diagnostic, never used by the gate step: keep this Hugging Face parameter "
+                         "from the checkpoint instead of the shards (repeatable), to measure what its "
+                         "quantization costs")
+    ppl_scoring.add_score_args(ap)
+    args = ap.parse_args()
+    edgepipe_env.offline()
+
+    import torch
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(edgepipe_env.threads(args.threads))
+    model, cache, digests = load_model(args.mlc, args.model, args.float, args.digests, torch)
     all_sha = hashlib.sha256("".join(f"{k}={v}\n" for k, v in sorted(digests.items())).encode()).hexdigest()
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)

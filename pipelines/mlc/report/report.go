@@ -1,7 +1,10 @@
 // Package report holds the reports of the MLC family's helper scripts,
 // one named type per helper, decoded strictly (steps.ReadReport) by the
 // kinds and written by the stand-ins; python/reports/ has a golden of each.
+// mlc_decode.py's is every decode helper's (pipelines/shared/report.Decode).
 package report
+
+import shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 
 // Native is mlc_native.py's report. The script has two subcommands; the
 // one that ran fills its field and leaves the other null. (The golden
@@ -90,4 +93,5 @@ type Digests struct {
 var Types = map[string]func() any{
 	"mlc_native.py": func() any { return &Native{} },
 	"mlc_gate.py":   func() any { return &Gate{} },
+	"mlc_decode.py": func() any { return &shared.Decode{} },
 }

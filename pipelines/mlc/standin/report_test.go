@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/mlc/report"
+	shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
 )
 
@@ -62,5 +64,37 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	steptest.CheckReport(t, "mlc_gate.py --digests", b, &d)
 	if len(d.Tensors) != g.Tensors {
 		t.Fatalf("%d digests, the report says %d tensors", len(d.Tensors), g.Tensors)
+	}
+
+	// The decode check, against the shared stand-in's reference for the
+	// checkpoint; other weights decode otherwise.
+	prompts := filepath.Join(dir, "prompts.json")
+	os.WriteFile(prompts, []byte(`{"prompts": [{"id": "one", "messages": [{"role": "user", "content": "Answer with one word."}]}]}`), 0o644)
+	if err := standin.Tools["generate_reference.py"]([]string{"--model", model, "--prompts", prompts, "--out", filepath.Join(dir, "ref")},
+		&bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(w string) shared.Decode {
+		out.Reset()
+		if err := mlcDecode([]string{"--mlc", w, "--model", model, "--reference", filepath.Join(dir, "ref", "reference.json")}, &out, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		var rep shared.Decode
+		steptest.CheckReport(t, "mlc_decode.py", bytes.TrimSpace(out.Bytes()), &rep)
+		return rep
+	}
+	a := decode(weights)
+	if a.Sequences != 1 || a.Steps != 4 || a.DecodeMaxAbs == nil || len(a.PerSequence) != 1 {
+		t.Fatalf("decode report %+v", a)
+	}
+	other := filepath.Join(dir, "weights32")
+	if err := mlcNative([]string{"convert-weight", "--model", model, "--quantization", "q4f32_1", "--scales", "mse", "--out", other}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := decode(other); b.TokenAgreement == a.TokenAgreement && *b.MeanKL == *a.MeanKL {
+		t.Errorf("two weights decoded alike: the stand-in ignores the shards")
+	}
+	if err := mlcDecode([]string{"--mlc", model, "--model", model, "--reference", filepath.Join(dir, "ref", "reference.json")}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("a checkpoint folder decoded as MLC shards")
 	}
 }

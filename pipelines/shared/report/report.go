@@ -88,9 +88,77 @@ type DifferingText struct {
 	Decoded *string `json:"decoded"`
 }
 
+// GenerateReference is generate_reference.py's report: the reference
+// file it wrote beside it and what the unconverted model generated.
+type GenerateReference struct {
+	// Reference is the file's name in the step's output (reference.json).
+	Reference string `json:"reference"`
+	// Sequences counts the chat prompts plus, for a sliding-window model,
+	// the window sequence; GeneratedTokens all their tokens, StoppedAtEOS
+	// the sequences that ended at an end-of-sequence token.
+	Sequences       int   `json:"sequences"`
+	GeneratedTokens int   `json:"generated_tokens"`
+	StoppedAtEOS    int   `json:"stopped_at_eos"`
+	MaxNewTokens    int   `json:"max_new_tokens"`
+	ChatTemplate    bool  `json:"chat_template"`
+	EOSIDs          []int `json:"eos_ids"`
+	// SlidingWindow is the model's attention window (null without one);
+	// CrossesWindow whether the window sequence's decode crossed it (null
+	// without a window).
+	SlidingWindow *int   `json:"sliding_window"`
+	CrossesWindow *bool  `json:"crosses_window"`
+	Cache         string `json:"cache"`
+	Transformers  string `json:"transformers"`
+	Torch         string `json:"torch"`
+}
+
+// Decode is the report of every family's decode helper (llmc_decode.py,
+// mlc_decode.py, ...; pipelines/pylib/decode_check.py measures): the
+// artifact's token-by-token decode through its KV cache against its own
+// one-pass prefill, and against the unconverted model's greedy tokens.
+type Decode struct {
+	// Runtime names what ran the artifact and its KV cache.
+	Runtime      string `json:"runtime"`
+	Sequences    int    `json:"sequences"`
+	Steps        int    `json:"steps"`
+	MaxNewTokens int    `json:"max_new_tokens"`
+	// DecodeMaxAbs and DecodeTop1 compare decode with prefill: null when
+	// not finite, or not measured (NotApplicable says why).
+	DecodeMaxAbs   *float64 `json:"decode_max_abs"`
+	DecodeTop1     *float64 `json:"decode_top1"`
+	TokenAgreement float64  `json:"token_agreement"`
+	// FirstDivergence is the earliest step at which the artifact's most
+	// likely token was not the reference's (null: never).
+	FirstDivergence *int `json:"first_divergence"`
+	// MeanKL is null when it is not finite.
+	MeanKL *float64 `json:"mean_kl"`
+	// StopsLikeOriginal is null when no reference sequence stopped at
+	// EOS, CrossesWindow when the model has no sliding window.
+	StopsLikeOriginal *bool            `json:"stops_like_original"`
+	CrossesWindow     *bool            `json:"crosses_window"`
+	NotApplicable     *string          `json:"not_applicable"`
+	PerSequence       []DecodeSequence `json:"per_sequence"`
+}
+
+// DecodeSequence is one reference sequence's part of a Decode report.
+type DecodeSequence struct {
+	ID                string   `json:"id"`
+	PromptTokens      int      `json:"prompt_tokens"`
+	Steps             int      `json:"steps"`
+	DecodeMaxAbs      *float64 `json:"decode_max_abs"`
+	DecodeTop1        *float64 `json:"decode_top1"`
+	TokenAgreement    float64  `json:"token_agreement"`
+	FirstDivergence   *int     `json:"first_divergence"`
+	MeanKL            *float64 `json:"mean_kl"`
+	StoppedAtEOS      bool     `json:"stopped_at_eos"`
+	StopsLikeOriginal *bool    `json:"stops_like_original"`
+	CrossesWindow     *bool    `json:"crosses_window"`
+}
+
 // Types maps each helper to a new value of its report type.
 var Types = map[string]func() any{
-	"contract.py":      func() any { return &Contract{} },
-	"gguf_to_hf.py":    func() any { return &GGUFToHF{} },
-	"hf_perplexity.py": func() any { return &Perplexity{} },
+	"contract.py":           func() any { return &Contract{} },
+	"gguf_to_hf.py":         func() any { return &GGUFToHF{} },
+	"hf_perplexity.py":      func() any { return &Perplexity{} },
+	"generate_reference.py": func() any { return &GenerateReference{} },
 }
