@@ -157,7 +157,7 @@ func TestToolchainCommand(t *testing.T) {
 	}{
 		{[]string{"toolchain", "install", "--dry-run", "uv"}, ExitOK, "would install uv: runs uv; about 40 MB\n", ""},
 		{[]string{"toolchain", "install", "--dry-run", "llama"}, ExitOK, "would install uv: needed to install llama; about 40 MB\nwould install llama: ", ""},
-		{[]string{"toolchain", "install", "--dry-run", "--for", r}, ExitOK, "would install llamacpp: runs convert_hf_to_gguf.py, llama-perplexity, llama-quantize;", ""},
+		{[]string{"toolchain", "install", "--dry-run", "--for", r}, ExitOK, "would install llamacpp: runs convert_hf_to_gguf.py, llama-perplexity, llama-quantize, llama-tokenize;", ""},
 		{[]string{"toolchain", "install", "--dry-run", "builtin:smollm2-135m"}, ExitOK, "would install builtin:smollm2-135m: ; a small model", ""},
 		{[]string{"toolchain", "install", "pytorch"}, ExitUsage, "", `no toolchain named "pytorch"`},
 		{[]string{"toolchain", "install", "--for", r, "uv"}, ExitUsage, "", "name toolchains or give --for RECIPE, not both"},

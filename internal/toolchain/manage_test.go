@@ -289,7 +289,7 @@ func TestDoctorOfInstalledToolchains(t *testing.T) {
 	cache := t.TempDir()
 	lc, _ := Lookup(LlamaCpp)
 	fakeInstall(t, cache, lc, map[string]string{
-		"bin/llama-quantize": "", "bin/llama-perplexity": "", "bin/llama-imatrix": "", "bin/llama-bench": "", "src/convert_hf_to_gguf.py": "",
+		"bin/llama-quantize": "", "bin/llama-perplexity": "", "bin/llama-imatrix": "", "bin/llama-bench": "", "bin/llama-tokenize": "", "src/convert_hf_to_gguf.py": "",
 	}, lc.Digest())
 	bin := t.TempDir()
 	script := "#!/bin/sh\necho 'load_backend: loaded CPU backend' >&2\necho ''\necho 'cmake version 3.28.3'\necho 'CMake suite maintained by Kitware'\n"
