@@ -125,7 +125,7 @@ func TestRealVision(t *testing.T) {
 // the artifact in dir was made from is vision_train.py's reference build.
 func builtinIsReferenceBuild(t *testing.T, dir string) bool {
 	t.Helper()
-	script, err := os.ReadFile(filepath.Join("..", "..", "steps", "python", "vision_train.py"))
+	script, err := os.ReadFile(filepath.Join("..", "..", "pipelines", "vision", "python", "vision_train.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
