@@ -1,5 +1,5 @@
 // Package testray runs a local Ray cluster on loopback for tests,
-// benchmarks and `go tool task ray:cluster`: steps/python/ray_local_cluster.py
+// benchmarks and `go tool task ray:cluster`: ray_local_cluster.py (beside this file)
 // in edgepipe's pinned ray toolchain, a head and worker nodes each with an
 // environment of its own (its own EDGEPIPE_CACHE), all in one process
 // group that Close ends.
