@@ -39,7 +39,7 @@ const (
 )
 
 func (coremlConvert) Name() string { return "coreml-convert" }
-func (coremlConvert) Version() int { return 3 }
+func (coremlConvert) Version() int { return 4 }
 
 // ConvertParams are a coreml-convert step's.
 type ConvertParams struct {
@@ -153,6 +153,12 @@ func (coremlConvert) Run(ctx context.Context, sc *steps.Context) error {
 		}
 		sc.Result.SetFact("v_down", v)
 		sc.Result.SetMetric("eight_bit_weights", float64(res.EightBit))
+	}
+	// The package holds the program and its weights only: an app needs
+	// the tokenizer, the stop set and the chat template beside it (the
+	// behavioural contract checks them there).
+	if _, err := shared.CopyTokenizerFiles(src.Dir, sc.Out); err != nil {
+		return err
 	}
 	return nil
 }

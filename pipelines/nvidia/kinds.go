@@ -178,7 +178,7 @@ func (modeloptQuantize) Run(ctx context.Context, sc *steps.Context) error {
 }
 
 func (trtllmBuild) Name() string       { return "trtllm-build" }
-func (trtllmBuild) Version() int       { return 1 }
+func (trtllmBuild) Version() int       { return 2 }
 func (trtllmBuild) Tools(any) []string { return []string{ToolTRTLLMBuild} }
 func (trtllmBuild) Resources(p any) steps.Resources {
 	return steps.Resources{Cores: 2, MemoryMB: 8192, Host: buildHost(p)}
@@ -203,11 +203,13 @@ func (trtllmBuild) Run(ctx context.Context, sc *steps.Context) error {
 	}
 	sc.Result.SetFile("model", filepath.Base(engines[0]))
 	sc.Result.SetFact("engine_for", "the GPU of the host that built it; build on the target device")
-	return nil
+	// An engine holds no tokenizer: it ships beside it.
+	_, err = shared.CopyTokenizerFiles(ckpt.Dir, sc.Out)
+	return err
 }
 
 func (edgellmBuild) Name() string { return "edgellm-build" }
-func (edgellmBuild) Version() int { return 1 }
+func (edgellmBuild) Version() int { return 2 }
 func (edgellmBuild) Tools(any) []string {
 	return []string{ToolEdgeLLMExport, ToolEdgeLLMBuild}
 }
@@ -254,5 +256,6 @@ func (edgellmBuild) Run(ctx context.Context, sc *steps.Context) error {
 		}
 	}
 	sc.Result.SetFact("engine_for", "the GPU of the host that built it; build on the target device")
-	return nil
+	_, err = shared.CopyTokenizerFiles(ckpt.Dir, sc.Out)
+	return err
 }

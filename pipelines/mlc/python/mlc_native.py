@@ -587,6 +587,27 @@ def tokenizer_info(out):
     return {"token_postproc_method": "byte_fallback", "prepend_space_in_encode": True, "strip_space_in_decode": True}
 
 
+def stop_token_ids(model_dir, stop_strs):
+    """The ids a chat with this model stops on: its EOS set (config.json and
+    generation_config.json, an id or a list) and the ids its tokenizer gives the template's stop
+    strings as single tokens, sorted; empty when the files say nothing."""
+    ids = set()
+    for fname in ("config.json", "generation_config.json"):
+        p = os.path.join(model_dir, fname)
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                eos = json.load(f).get("eos_token_id")
+            ids.update(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
+    p = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(p):
+        with open(p, encoding="utf-8") as f:
+            tj = json.load(f)
+        vocab = dict((tj.get("model") or {}).get("vocab") or {}) if isinstance((tj.get("model") or {}).get("vocab"), dict) else {}
+        vocab.update({t["content"]: t["id"] for t in tj.get("added_tokens", [])})
+        ids.update(vocab[s] for s in stop_strs if s in vocab)
+    return sorted(i for i in ids if isinstance(i, int))
+
+
 def active_vocab_size(model_dir):
     """len(AutoTokenizer) as gen_config.py measures it: the base vocabulary plus the added tokens
     it lacks, read from tokenizer.json (importing transformers costs a minute on a loaded machine)."""
@@ -631,6 +652,10 @@ def gen_config(args):
         "kwargs": {k: v for k, v in cfg.items() if k not in known},
     }
     conv = CHATML if args.conv_template == "chatml" else {"name": args.conv_template}
+    if conv is CHATML:
+        # mlc_llm's ChatML template stops on id 2 (<|im_end|> in the vocabularies it was written
+        # for); this model's own ids for its stop strings and its EOS set are what stop it.
+        conv = dict(CHATML, stop_token_ids=stop_token_ids(args.model, CHATML["stop_str"]) or CHATML["stop_token_ids"])
     chat = {
         "version": "0.1.0", "model_type": "llama", "quantization": args.quantization,
         "model_config": model_config, "vocab_size": cfg["vocab_size"], "context_window_size": ctx,
