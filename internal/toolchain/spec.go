@@ -182,6 +182,8 @@ const (
 	ToolPython     = "python"
 	ToolGGUFToHF   = "gguf_to_hf.py"
 	ToolHFPPL      = "hf_perplexity.py"
+	// ToolTinyModel makes the built-in tiny models (builtin:tiny-ARCH).
+	ToolTinyModel = "tiny_model.py"
 	// Vision is the image-classification toolchain (the vision family
 	// registers it); ToolVisionTrain trains the built-in digits model,
 	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
@@ -287,11 +289,11 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolTinyModel},
 			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
-			Note:        "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
+			Note:        "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in models and perplexity",
 		},
 		{
 			Name: LlamaCpp, Kind: KindLlamaCpp,
