@@ -1,5 +1,6 @@
 // Package standin holds the stand-ins of the tools the shared step kinds run:
-// gguf_to_hf.py (a GGUF source) and hf_perplexity.py (the baseline).
+// gguf_to_hf.py (a GGUF source), hf_perplexity.py (the baseline) and
+// tiny_model.py (a built-in tiny model).
 package standin
 
 import (
