@@ -20,7 +20,10 @@ Not degenerate, not trained: the text's token counts (an integer log2, exact) go
 hidden dimension of the output embedding, a channel the random layers leave alone, so the
 model predicts like a unigram model of the text plus context-dependent noise from its layers:
 perplexity a tenth of the vocabulary's size or less on the built-in evaluation text (a
-uniform guess scores the vocabulary's size), greedy generations of frequent tokens.
+uniform guess scores the vocabulary's size), greedy generations of frequent tokens. The
+attention is peaked (q and k four times the variance-preserving scale, or q/k norms of 1.75),
+so that the logits depend on it far more than on 8-bit rounding: a conversion that breaks
+attention cannot hide in quantization noise.
 
 The script then loads the checkpoint back with transformers (strictly: no missing, unexpected
 or mismatched tensor) and checks that the logits are finite. Its report is report() below
@@ -94,12 +97,15 @@ ARCHS = {
 ROLES = {
     "embed": (0, 256, 10),      # std 0.14
     "head": (0, 256, 10),       # untied output embedding
-    "in_proj": (0, 256, 10),    # q, k, v, gate, up: std 0.14, variance-preserving at width 64
+    "in_proj": (0, 256, 10),    # v, gate, up: std 0.14, variance-preserving at width 64
+    "qk": (0, 256, 8),          # q, k: std 0.58, attention peaked on a few positions
     "out_proj": (0, 256, 14),   # o, down: std 0.009
     "bias": (0, 256, 12),
     "router": (0, 256, 8),      # router logits std ~4: tokens go to different experts
     "norm": (128, 16, 7),       # 1 +- 0.125
     "norm_zero": (0, 16, 7),    # Gemma's norms scale by 1 + w: w = 0 +- 0.125
+    "head_norm": (224, 32, 7),  # q and k norms: 1.75 +- 0.25, attention as peaked as above
+    "head_norm_zero": (96, 32, 7),
 }
 
 # The unigram channel, hidden dimension 0: the layers barely read it (their norms weigh it
@@ -116,7 +122,7 @@ UNTIED_INPUT, QUIET = 2, 8
 # Gemma's post-attention and post-MLP norms set what each layer adds: 1 + w = 0.25 +- 0.125.
 GEMMA_POST_BASE = -96
 
-IN_PROJ = ("q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj", "w1", "w3")
+IN_PROJ = ("v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj", "w1", "w3")
 OUT_PROJ = ("o_proj", "down_proj", "w2")
 NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
          "post_feedforward_layernorm")
@@ -139,11 +145,13 @@ def role_of(name, gemma):
     if module in NORMS and kind == "weight":
         return "layer_norm"
     if module in HEAD_NORMS and kind == "weight":
-        return "norm_zero" if gemma else "norm"
+        return "head_norm_zero" if gemma else "head_norm"
     if kind == "bias" and module in ("q_proj", "k_proj", "v_proj"):
         return "bias"
     if module == "gate" and kind == "weight":
         return "router"
+    if module in ("q_proj", "k_proj") and kind == "weight":
+        return "qk"
     if module in IN_PROJ and kind == "weight":
         return "in_proj"
     if module in OUT_PROJ and kind == "weight":
@@ -183,7 +191,7 @@ def unigram(np, counts, base, shift, exponent):
                  exponent)
 
 
-def tensor(np, arch, name, shape, role, gemma, tied, counts):
+def tensor(np, arch, name, shape, role, gemma, tied, counts, qk_rows):
     """One tensor as a float32 numpy array."""
     count = 1
     for d in shape:
@@ -200,6 +208,10 @@ def tensor(np, arch, name, shape, role, gemma, tied, counts):
         return vals.reshape(shape)
     base, spread, e = ROLES[role]
     vals = exact(np, base + integers(np, key, count, spread), e).reshape(shape)
+    if name.endswith("qkv_proj.weight"):
+        # the fused projection's q and k rows are scaled as q_proj's and k_proj's
+        base, spread, e = ROLES["qk"]
+        vals[:qk_rows] = exact(np, base + integers(np, key + "/qk", qk_rows * shape[1], spread), e).reshape(qk_rows, shape[1])
     if role == "out_proj":
         vals[UNIGRAM_DIM] = np.ldexp(vals[UNIGRAM_DIM], -QUIET)
     elif role == "head":
@@ -211,9 +223,10 @@ def tensor(np, arch, name, shape, role, gemma, tied, counts):
     return vals
 
 
-def weights(np, arch, shapes, gemma, tied, counts):
-    """Every tensor of the model, by name."""
-    return {name: tensor(np, arch, name, shape, role_of(name, gemma), gemma, tied, counts)
+def weights(np, arch, shapes, gemma, tied, counts, qk_rows):
+    """Every tensor of the model, by name (qk_rows: how many rows of a fused qkv
+    projection are q's and k's)."""
+    return {name: tensor(np, arch, name, shape, role_of(name, gemma), gemma, tied, counts, qk_rows)
             for name, shape in sorted(shapes.items())}
 
 
@@ -272,7 +285,9 @@ def main() -> int:
         return 2
 
     gemma = cfg.model_type.startswith("gemma")
-    tensors = weights(np, args.arch, shapes, gemma, cfg.tie_word_embeddings, counts)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    qk_rows = (cfg.num_attention_heads + cfg.num_key_value_heads) * head_dim
+    tensors = weights(np, args.arch, shapes, gemma, cfg.tie_word_embeddings, counts, qk_rows)
     dtype = ARCHS[args.arch]["dtype"]
     out.mkdir(parents=True, exist_ok=True)
     if dtype == "bfloat16":
