@@ -2,6 +2,7 @@ package pipelines_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,9 @@ var pythonModules = map[string]pythonModule{
 	// stays inside it, on tiny random models (one decoded across its
 	// sliding window) and the built-in SmolLM2 end to end.
 	"test_decode_check.py": {toolchain: toolchain.Llama, env: decodeEnv, timeout: 20 * time.Minute},
+	// tiny_model.py: each built-in tiny model built twice to the pinned
+	// bytes, loaded, not degenerate, and with its architecture's features.
+	"test_tiny_model.py": {toolchain: toolchain.Llama, env: tinyEnv, timeout: 20 * time.Minute},
 	// The MLC converter's searched scales against mlc_llm's, decoded the
 	// way the gate decodes them (numpy and torch, no model).
 	"test_mlc_scales.py": {toolchain: toolchain.Llama, timeout: 10 * time.Minute},
@@ -273,6 +277,41 @@ func decodeEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
 		t.Fatal(err)
 	}
 	return []string{"EDGEPIPE_DECODE_MODEL=" + model, "EDGEPIPE_DECODE_PROMPTS=" + prompts, "EDGEPIPE_DECODE_TEXT=" + text}
+}
+
+// tinyEnv provisions the models whose tokenizers the tiny models copy and
+// hands the test the texts and the Go table of pins.
+func tinyEnv(t *testing.T, ctx context.Context, cacheDir string) []string {
+	tokenizers := map[string]string{}
+	for _, m := range toolchain.TinyArchs() {
+		if tokenizers[m.Tokenizer] != "" {
+			continue
+		}
+		dir, err := toolchain.BuiltinModel(ctx, cacheDir, m.Tokenizer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokenizers[m.Tokenizer] = dir
+	}
+	dir := t.TempDir()
+	calibration, err := data.Materialize("calibration", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval, err := data.Materialize("eval", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := json.Marshal(toolchain.TinyArchs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := json.Marshal(tokenizers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"EDGEPIPE_TINY_TEXT=" + calibration, "EDGEPIPE_TINY_EVAL=" + eval,
+		"EDGEPIPE_TINY_PINS=" + string(pins), "EDGEPIPE_TINY_TOKENIZERS=" + string(toks)}
 }
 
 func visionDataEnv(t *testing.T, _ context.Context, _ string) []string {

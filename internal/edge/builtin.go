@@ -25,6 +25,36 @@ var builtinConfigs = map[string]hfConfig{
 		Intermediate: intp(2048), Vocab: intp(262144), TieEmbeddings: boolp(true),
 		MaxPositions: intp(32768),
 	},
+	// The tiny models of each architecture (tiny_model.py): width 64, four
+	// layers, four heads of 16 over two KV heads, 128-wide MLPs, SmolLM2's
+	// 49,152-token vocabulary; each estimate is within 0.02% of the count.
+	"tiny-llama":   tiny(nil, false),
+	"tiny-qwen2":   tiny(nil, true),
+	"tiny-qwen3":   tiny(nil, true),
+	"tiny-phi3":    tiny(nil, false),
+	"tiny-mistral": tiny(nil, false),
+	// Four experts per layer (two per token): 64 wide here, 128 in Mixtral.
+	"tiny-qwen3-moe": func() hfConfig {
+		c := tiny(intp(4), false)
+		c.Intermediate = intp(64)
+		return c
+	}(),
+	"tiny-mixtral": tiny(intp(4), false),
+	// Gemma 3's layout at width 32: six layers (five with a 64-token
+	// sliding window), one KV head, Gemma 3's 262,144-token vocabulary.
+	"tiny-gemma3": {
+		Layers: intp(6), Heads: intp(4), KVHeads: intp(1), Hidden: intp(32), HeadDim: intp(16),
+		Intermediate: intp(64), Vocab: intp(262144), TieEmbeddings: boolp(true),
+		MaxPositions: intp(4096),
+	},
+}
+
+func tiny(experts *int, tied bool) hfConfig {
+	return hfConfig{
+		Layers: intp(4), Heads: intp(4), KVHeads: intp(2), Hidden: intp(64), HeadDim: intp(16),
+		Intermediate: intp(128), Vocab: intp(49152), TieEmbeddings: boolp(tied), LocalExperts: experts,
+		MaxPositions: intp(4096),
+	}
 }
 
 func builtinNames() []string {

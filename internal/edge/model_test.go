@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
+	"github.com/edgepipe/edgepipe/internal/toolchain"
 )
 
 func TestConfigEstimatesParams(t *testing.T) {
@@ -287,5 +289,32 @@ func mkfifo(t *testing.T, path string) {
 	t.Helper()
 	if err := syscall.Mkfifo(path, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The tiny models' shapes: every built-in language model has one, and the
+// estimate is within 0.02% of what tiny_model.py reported (the biases and
+// the q/k norms are all it leaves out).
+func TestTinyBuiltinShapes(t *testing.T) {
+	params := map[string]int64{
+		"tiny-llama": 6439488, "tiny-qwen2": 3294272, "tiny-qwen3": 3293888, "tiny-gemma3": 8457184,
+		"tiny-phi3": 6439488, "tiny-mistral": 6439488, "tiny-qwen3-moe": 6538944, "tiny-mixtral": 6735424,
+	}
+	for _, n := range toolchain.BuiltinNames() {
+		if _, ok := builtinConfigs[n]; !ok && !toolchain.IsVisionBuiltin(n) {
+			t.Errorf("builtin:%s has no shape for the pre-flight", n)
+		}
+	}
+	for name, want := range params {
+		m := ResolveModel("builtin:"+name, "")
+		if len(m.Notes) != 0 || m.MaxContext != 4096 || !m.HasKVShape() {
+			t.Errorf("%s: %+v", name, m)
+		}
+		if got := m.Shape.Params; math.Abs(float64(got-want))/float64(want) > 0.0002 {
+			t.Errorf("%s: estimated %d parameters, tiny_model.py counted %d", name, got, want)
+		}
+	}
+	if got := ResolveModel("builtin:tiny-gemma3", "").Shape; got != (catalog.ModelShape{Layers: 6, KVHeads: 1, HeadDim: 16, Params: got.Params}) {
+		t.Errorf("tiny-gemma3 shape %+v", got)
 	}
 }

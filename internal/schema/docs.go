@@ -84,7 +84,7 @@ var fieldDocs = map[string]fieldDoc{
 		}},
 	"Recipe.Toolchains": {Desc: "Use your own tools instead of the pinned toolchains, by toolchain name (`edgepipe doctor` lists them).", Nullable: true},
 
-	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits, efficientnet-lite0), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
+	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits, efficientnet-lite0, and the tiny models of each architecture that test conversions: tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3, tiny-phi3, tiny-mistral, tiny-qwen3-moe, tiny-mixtral), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
 		Required: true, Examples: []any{"builtin:smollm2-135m", "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main", "./weights", "./model-Q4_K_M.gguf"}},
 	"Model.AllowPickle":     {Desc: "Accept pickled weights (.bin, .pt, .pth, .ckpt, .pkl), which can run code when loaded. Default: refuse them.", Default: false},
 	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},

@@ -88,6 +88,9 @@ func BuiltinNames() []string {
 	for n := range visionModels {
 		names = append(names, n)
 	}
+	for n := range tinyModels {
+		names = append(names, n)
+	}
 	sort.Strings(names)
 	return names
 }
@@ -116,22 +119,34 @@ func builtinRoot(cacheDir, name string) (string, builtinModel, error) {
 // CheckBuiltin refuses a builtin: source that names no built-in model.
 func CheckBuiltin(src string) error {
 	name := strings.TrimPrefix(src, "builtin:")
-	if _, ok := builtinModels[name]; !ok && !IsVisionBuiltin(name) {
+	if _, ok := builtinModels[name]; !ok && !IsVisionBuiltin(name) && !IsTinyBuiltin(name) {
 		return fmt.Errorf("no built-in model %q: built-in models are builtin:%s", name, strings.Join(BuiltinNames(), ", builtin:"))
 	}
 	return nil
 }
 
-// builtinDir returns the checkpoint folder of an already provisioned model.
+// builtinDir returns the checkpoint folder of an already provisioned
+// model, of any kind.
 func builtinDir(cacheDir, name string) (string, error) {
-	root, _, err := builtinRoot(cacheDir, name)
+	var root string
+	var err error
+	dir := "hf"
+	switch {
+	case IsTinyBuiltin(name):
+		root, _, err = tinyRoot(cacheDir, name)
+	case IsVisionBuiltin(name):
+		root, _, err = visionRoot(cacheDir, name)
+		dir = "model"
+	default:
+		root, _, err = builtinRoot(cacheDir, name)
+	}
 	if err != nil {
 		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(root, markerFile)); err != nil {
 		return "", fmt.Errorf("built-in model %s is not provisioned yet", name)
 	}
-	return filepath.Join(root, "hf"), nil
+	return filepath.Join(root, dir), nil
 }
 
 // BuiltinModel returns the folder of the built-in model's Hugging Face
@@ -149,6 +164,9 @@ func provision(ctx context.Context, cacheDir, name string, progress io.Writer) (
 	if IsVisionBuiltin(name) {
 		return provisionVision(ctx, cacheDir, name, progress)
 	}
+	if IsTinyBuiltin(name) {
+		return provisionTiny(ctx, cacheDir, name, progress)
+	}
 	return provisionBuiltin(ctx, cacheDir, name, progress)
 }
 
@@ -158,7 +176,11 @@ const BuiltinInfoFile = "gguf-info.json"
 
 // BuiltinGGUF returns the original GGUF of a provisioned built-in model.
 func BuiltinGGUF(cacheDir, name string) (string, error) {
-	dir, err := builtinDir(cacheDir, strings.TrimPrefix(name, "builtin:"))
+	name = strings.TrimPrefix(name, "builtin:")
+	if _, ok := builtinModels[name]; !ok {
+		return "", fmt.Errorf("built-in model %s is not made from a GGUF", name)
+	}
+	dir, err := builtinDir(cacheDir, name)
 	if err != nil {
 		return "", err
 	}

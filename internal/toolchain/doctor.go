@@ -59,10 +59,17 @@ func Doctor(cacheDir string) []ToolStatus {
 		}
 	}
 	for _, name := range BuiltinNames() {
-		st := ToolStatus{Name: "builtin:" + name, Toolchain: "model", Note: builtinModels[name].note}
+		note, version := builtinModels[name].note, builtinModels[name].version
+		if m, ok := tinyModels[name]; ok {
+			note, version = m.note, m.version()
+		}
+		if m, ok := visionModels[name]; ok {
+			version = m.version
+		}
+		st := ToolStatus{Name: "builtin:" + name, Toolchain: "model", Note: note}
 		if dir, err := builtinDir(cacheDir, name); err == nil {
 			st.Found, st.Path = true, dir
-			st.Version = builtinModels[name].version
+			st.Version = version
 		} else {
 			st.InstallCommand = "edgepipe toolchain install builtin:" + name
 		}

@@ -12,6 +12,7 @@ import (
 // the toolchain layer's own tests cannot import them.
 var testHelpers = fstest.MapFS{
 	ToolGGUFToHF:      {Data: []byte("import json\nprint('gguf to hf')\n")},
+	ToolTinyModel:     {Data: []byte("import hashlib\nimport closure_leaf\n")},
 	ToolHFPPL:         {Data: []byte("import os\nimport ppl_scoring\nfrom ppl_scoring import score\n")},
 	"ppl_scoring.py":  {Data: []byte("import numpy\nimport closure_leaf\n")},
 	"closure_leaf.py": {Data: []byte("x = 1\n")},

@@ -190,6 +190,8 @@ const (
 	// ToolGenerateReference generates the unconverted model's greedy
 	// tokens every artifact's decode check compares with.
 	ToolGenerateReference = "generate_reference.py"
+	// ToolTinyModel makes the built-in tiny models (builtin:tiny-ARCH).
+	ToolTinyModel = "tiny_model.py"
 	// Vision is the image-classification toolchain (the vision family
 	// registers it); ToolVisionTrain trains the built-in digits model,
 	// ToolVisionImport imports the built-in EfficientNet-Lite0's weights.
@@ -295,11 +297,11 @@ func coreSpecs() []Spec {
 		},
 		{
 			Name: Llama, Kind: KindPython, Lock: embedded(coreLocks, "llama.lock"),
-			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract, ToolGenerateReference},
+			Tools:       []string{ToolPython, ToolGGUFToHF, ToolHFPPL, ToolContract, ToolGenerateReference, ToolTinyModel},
 			Needs:       []string{UV},
 			Packages:    []string{"python", "torch", "transformers", "gguf"},
 			SmokeImport: "import torch, transformers, gguf, accelerate, sentencepiece, safetensors",
-			Note:        "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in model and perplexity",
+			Note:        "torch, transformers and gguf for convert_hf_to_gguf.py, the built-in models and perplexity",
 		},
 		{
 			Name: LlamaCpp, Kind: KindLlamaCpp,

@@ -187,6 +187,9 @@ func TestFetchTools(t *testing.T) {
 		{FetchParams{Source: "builtin:smollm2-135m"}, []string{toolchain.ToolGGUFToHF}},
 		{FetchParams{Source: "builtin:mobilenetv3-small-digits"}, []string{toolchain.ToolVisionTrain}},
 		{FetchParams{Source: "builtin:efficientnet-lite0"}, []string{toolchain.ToolVisionImport}},
+		// A tiny model is made by tiny_model.py with the tokenizer of a
+		// model gguf_to_hf.py converts.
+		{FetchParams{Source: "builtin:tiny-gemma3"}, []string{toolchain.ToolTinyModel, toolchain.ToolGGUFToHF}},
 		{FetchParams{Source: "hf://org/name"}, nil},
 		{FetchParams{Source: "https://h/m.tar.gz"}, nil},
 		{FetchParams{Source: "./folder"}, nil},

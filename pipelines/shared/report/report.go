@@ -155,10 +155,33 @@ type DecodeSequence struct {
 	CrossesWindow     *bool    `json:"crosses_window"`
 }
 
+// TinyModel is tiny_model.py's report: the built-in tiny model it made
+// of one architecture (builtin:tiny-ARCH).
+type TinyModel struct {
+	// Arch is the script's name of the architecture (--arch), Architecture
+	// the transformers class that loads it.
+	Arch         string `json:"arch"`
+	Architecture string `json:"architecture"`
+	Parameters   int64  `json:"parameters"`
+	// DType is model.safetensors' (float32, or bfloat16 for the largest
+	// vocabulary); its values are exact in both and in float16.
+	DType     string `json:"dtype"`
+	VocabSize int    `json:"vocab_size"`
+	// TextTokens is how many tokens of the text shaped the output layer.
+	TextTokens int      `json:"text_tokens"`
+	Features   []string `json:"features"`
+	// Bytes and SHA256 are model.safetensors': edgepipe pins the digest.
+	Bytes   int64    `json:"bytes"`
+	SHA256  string   `json:"sha256"`
+	Seconds float64  `json:"seconds"`
+	Files   []string `json:"files"`
+}
+
 // Types maps each helper to a new value of its report type.
 var Types = map[string]func() any{
 	"contract.py":           func() any { return &Contract{} },
 	"gguf_to_hf.py":         func() any { return &GGUFToHF{} },
 	"hf_perplexity.py":      func() any { return &Perplexity{} },
 	"generate_reference.py": func() any { return &GenerateReference{} },
+	"tiny_model.py":         func() any { return &TinyModel{} },
 }

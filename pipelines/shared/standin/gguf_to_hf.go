@@ -1,6 +1,7 @@
 // Package standin holds the stand-ins of the tools the shared step kinds run:
-// gguf_to_hf.py (a GGUF source), hf_perplexity.py (the baseline) and
-// contract.py (the behavioural contract).
+// gguf_to_hf.py (a GGUF source), hf_perplexity.py (the baseline),
+// contract.py (the behavioural contract), generate_reference.py and
+// tiny_model.py (a built-in tiny model).
 package standin
 
 import (
