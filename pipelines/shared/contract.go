@@ -109,7 +109,7 @@ func (contract) Run(ctx context.Context, sc *steps.Context) error {
 	if err != nil {
 		return err
 	}
-	args, err := contractArgs(sc, p, src, model, corpus)
+	args, err := contractArgs(ctx, sc, p, src, model, corpus)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func contractModel(sc *steps.Context) (steps.Input, error) {
 	return steps.Input{}, fmt.Errorf("step %s needs the model step whose artifact it checks, besides the source", sc.StepID)
 }
 
-func contractArgs(sc *steps.Context, p *ContractParams, src, model steps.Input, corpus string) ([]string, error) {
+func contractArgs(ctx context.Context, sc *steps.Context, p *ContractParams, src, model steps.Input, corpus string) ([]string, error) {
 	artifact := model.Dir
 	switch p.Artifact {
 	case ContractGGUF:
@@ -151,7 +151,7 @@ func contractArgs(sc *steps.Context, p *ContractParams, src, model steps.Input, 
 		return nil, fmt.Errorf("step %s: artifact %q is not one the contract reads: %s, %s or %s", sc.StepID, p.Artifact, ContractGGUF, ContractMLC, ContractFolder)
 	}
 	args := []string{"--source", src.Dir, "--artifact", artifact, "--reader", p.Artifact, "--corpus", corpus}
-	gguf, err := sourceGGUF(sc, p.GGUFSource)
+	gguf, err := sourceGGUF(ctx, sc, p.GGUFSource)
 	if err != nil {
 		return nil, err
 	}
@@ -173,14 +173,19 @@ func contractArgs(sc *steps.Context, p *ContractParams, src, model steps.Input, 
 
 // sourceGGUF is the source's own GGUF file, or "" when the source is none
 // the step can read (a checkpoint, or a download the source step did not
-// keep).
-func sourceGGUF(sc *steps.Context, where string) (string, error) {
+// keep). A built-in source is provisioned here when this cache has not
+// made it: a step whose source came from a remote cache runs on a machine
+// that never ran the source step.
+func sourceGGUF(ctx context.Context, sc *steps.Context, where string) (string, error) {
 	switch {
 	case where == "" || where == GGUFSourceDownload:
 		return "", nil
 	case where == GGUFSourceLocal:
 		return sc.Data(DataGGUF)
 	case strings.HasPrefix(where, "builtin:"):
+		if _, err := toolchain.BuiltinModel(ctx, sc.CacheDir, where); err != nil {
+			return "", fmt.Errorf("step %s: %w", sc.StepID, err)
+		}
 		return toolchain.BuiltinGGUF(sc.CacheDir, where)
 	}
 	return "", fmt.Errorf("step %s: gguf_source %q is not %s, %s or builtin:NAME", sc.StepID, where, GGUFSourceLocal, GGUFSourceDownload)
