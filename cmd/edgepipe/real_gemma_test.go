@@ -58,7 +58,7 @@ func TestRealGemma(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 3) {
 		t.Fatalf("edgepipe run: %v", err)
 	}
-	gate := regexp.MustCompile(`gate +(\S+): perplexity ([0-9.]+) vs baseline ([0-9.]+): delta (\S+) -> (\w+)`)
+	gate := regexp.MustCompile(`gate +(\S+): perplexity ([0-9.]+) vs baseline ([0-9.]+): delta (\S+)(?: \[[^\]]*\])? -> (\w+)`)
 	verdicts := map[string]string{}
 	for _, m := range gate.FindAllStringSubmatch(out, -1) {
 		conv, _ := strconv.ParseFloat(m[2], 64)

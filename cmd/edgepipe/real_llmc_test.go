@@ -84,7 +84,7 @@ func TestRealGPUServerRecipe(t *testing.T) {
 	if code != 0 && code != 3 {
 		t.Fatalf("edgepipe run exited %d", code)
 	}
-	gateLine := regexp.MustCompile(`gate +(\S+): perplexity ([0-9.]+) vs baseline ([0-9.]+): delta \S+ -> (\w+)`)
+	gateLine := regexp.MustCompile(`gate +(\S+): perplexity ([0-9.]+) vs baseline ([0-9.]+): delta \S+(?: \[[^\]]*\])? -> (\w+)`)
 	verdicts := map[string]string{}
 	for _, m := range gateLine.FindAllStringSubmatch(out, -1) {
 		verdicts[m[1]] = m[4]
