@@ -43,6 +43,7 @@ import time
 
 import edgepipe_env
 import edgepipe_report
+import edgepipe_tokenizer
 
 # Every layer's value and down projections, by module name; the same pattern as a
 # compressed-tensors target.
@@ -82,7 +83,7 @@ def main() -> int:
 
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     import compressed_tensors
     import llmcompressor
@@ -101,7 +102,7 @@ def main() -> int:
     torch.set_num_threads(edgepipe_env.threads(args.threads))
     start = time.monotonic()
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    tokenizer = edgepipe_tokenizer.load(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
 
@@ -159,6 +160,8 @@ def main() -> int:
     oneshot(model=model, tokenizer=tokenizer, dataset=dataset, recipe=recipe,
             max_seq_length=args.seq_len, num_calibration_samples=n,
             shuffle_calibration_samples=False, output_dir=args.out)
+    # The artifact ships the source's own tokenizer files, byte for byte (edgepipe_tokenizer).
+    edgepipe_tokenizer.copy_files(args.model, args.out)
 
     with open(os.path.join(args.out, "config.json"), encoding="utf-8") as f:
         qc = json.load(f).get("quantization_config")

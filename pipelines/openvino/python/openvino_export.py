@@ -18,6 +18,7 @@ import sys
 
 import edgepipe_env
 import edgepipe_report
+import edgepipe_tokenizer
 import openvino_census
 
 
@@ -37,6 +38,14 @@ def main() -> int:
     main_export(model_name_or_path=args.model, output=args.out, task="text-generation-with-past",
                 trust_remote_code=args.trust_remote_code, library_name="transformers", framework="pt",
                 stateful=True, convert_tokenizer=True)
+    # optimum loads the tokenizer with AutoTokenizer, which on transformers 5 drops parts of
+    # tokenizer.json's pipeline (edgepipe_tokenizer): the OpenVINO tokenizer is converted
+    # again from the faithful one, and the source's own tokenizer files are the artifact's.
+    from optimum.exporters.openvino.convert import export_tokenizer
+    export_tokenizer(edgepipe_tokenizer.load(args.model, args.trust_remote_code), args.out,
+                     task="text-generation-with-past")
+    restored = edgepipe_tokenizer.copy_files(args.model, args.out)
+    print(f"openvino_export: the source's {', '.join(restored) or 'no'} tokenizer files kept", file=sys.stderr)
     ir = openvino_census.describe(args.out)
     if ir is None:
         return 1

@@ -27,6 +27,7 @@ import sys
 
 import edgepipe_env
 import edgepipe_report
+import edgepipe_tokenizer
 import openvino_census
 
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
@@ -73,7 +74,6 @@ def main() -> int:
 
     import torch
     from optimum.intel import OVConfig, OVModelForCausalLM, OVQuantizer, OVWeightQuantizationConfig
-    from transformers import AutoTokenizer
 
     torch.set_num_threads(edgepipe_env.threads(args.threads))
 
@@ -86,7 +86,7 @@ def main() -> int:
             q["all_layers"] = True
     n_samples = 0
     if data_aware:
-        tok = AutoTokenizer.from_pretrained(args.src, trust_remote_code=args.trust_remote_code)
+        tok = edgepipe_tokenizer.load(args.src, trust_remote_code=args.trust_remote_code)
         q["dataset"] = calibration_strings(tok, args.calibration, args.samples, args.seq_len)
         q["num_samples"] = n_samples = len(q["dataset"])
         q["tokenizer"] = args.src

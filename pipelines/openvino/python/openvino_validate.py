@@ -33,6 +33,7 @@ import sys
 
 import edgepipe_env
 import edgepipe_report
+import edgepipe_tokenizer
 import logits_check
 import ppl_scoring
 
@@ -92,11 +93,10 @@ def main() -> int:
 
     import numpy as np
     import torch
-    from transformers import AutoTokenizer
 
     threads = edgepipe_env.threads(args.threads)
     torch.set_num_threads(threads)
-    tokenizer = AutoTokenizer.from_pretrained(args.hf)
+    tokenizer = edgepipe_tokenizer.load(args.hf)
     with open(args.text, encoding="utf-8") as f:
         text = f.read()
     try:
