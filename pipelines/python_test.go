@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -221,7 +222,7 @@ func runPythonModules(t *testing.T, real bool) {
 			if err != nil {
 				t.Fatalf("%s failed: %v", name, err)
 			}
-			if m.toolchain != "" && strings.Contains(string(out), "skipped") {
+			if m.toolchain != "" && unittestSkipped.Match(out) {
 				t.Fatalf("%s skipped a test in its own toolchain: something it needs is missing", name)
 			}
 		})
@@ -325,6 +326,24 @@ func visionDataEnv(t *testing.T, _ context.Context, _ string) []string {
 	return []string{"EDGEPIPE_VISION_DATA=" + dir}
 }
 
+// unittestSkipped matches what unittest -v prints for a skipped test
+// ("... skipped 'why'") and its summary ("OK (skipped=1)"), not a test
+// whose name has the word.
+var unittestSkipped = regexp.MustCompile(`\.\.\. skipped|\(skipped=[0-9]+`)
+
 // The ray toolchain registers in rayexec's init; linking it here makes
 // its helpers part of what TestHelpersCompile compiles.
 var _ = rayexec.Toolchain
+
+func TestUnittestSkipped(t *testing.T) {
+	for out, want := range map[string]bool{
+		"test_x (m.C.test_x) ... skipped 'no GPU'\n":                                             true,
+		"Ran 3 tests in 1.0s\n\nOK (skipped=1)\n":                                                true,
+		"test_a_source_is_skipped_not_passed (m.C.test_a_source_is_skipped_not_passed) ... ok\n": false,
+		"Ran 3 tests in 1.0s\n\nOK\n":                                                            false,
+	} {
+		if got := unittestSkipped.MatchString(out); got != want {
+			t.Errorf("unittestSkipped(%q) = %v, want %v", out, got, want)
+		}
+	}
+}
