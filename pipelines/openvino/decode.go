@@ -11,9 +11,10 @@ import (
 // it on OpenVINO's CPU plugin as openvino_bench.py does, the state reset
 // and the prompt fed whole, then one token at a time through the KV cache
 // in the model's state, and decodes the generate-reference step's
-// sequences so. The plugin computes in f32 with an f32 cache (its x86
-// default, a u8 cache, is lossy only where the decode reads it back), so
-// what is checked is the IR's decode path.
+// sequences so. The plugin computes in f32 with an f32 cache and no
+// on-the-fly quantization of activations (its x86 defaults quantize both,
+// a token decoded alone otherwise than a prompt), so what is checked is
+// the IR's decode path.
 type ovDecode struct{}
 
 // ToolDecode is the decode check's helper, in the family's toolchain.
@@ -22,8 +23,10 @@ const ToolDecode = "openvino_decode.py"
 // DecodeBound is the stateful IR's decode consistency bound on the CPU
 // plugin in f32, INT4 and INT8 alike: docs/results/decode.md has the
 // measurements on the built-in model and on a state fed one position off.
-// The bound sits well above the first and far below the second; top-1 may
-// flip only on a near tie.
+// The bound sits well above the first and far below the second (wider
+// than ONNX Runtime's: the plugin's f32 kernels, chosen by the host's
+// instruction set, put decode and prefill further apart); top-1 may flip
+// only on a near tie.
 var DecodeBound = shared.DecodeBound{MaxAbs: 1e-2, MinTop1: 0.99}
 
 func (ovDecode) Name() string       { return "openvino-decode" }

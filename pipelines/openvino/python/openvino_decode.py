@@ -12,10 +12,10 @@ model's greedy tokens and top-32 log-probabilities.
 
 The CPU plugin computes in f32 (INFERENCE_PRECISION_HINT, as openvino_validate.py scores), keeps
 its KV cache in f32 (KV_CACHE_PRECISION) and does not quantize activations on the fly
-(DYNAMIC_QUANTIZATION_GROUP_SIZE 0). Its x86 defaults do both, lossily and differently for one
-token than for a prompt (a u8 cache, int8 activations in groups of 32), which moves a correct
-decode's logits tenths of a unit to whole units off its prefill (docs/results/decode.md): what is
-checked is the IR's decode path, not those approximations. An Intel NPU computes in FP16 with a
+(DYNAMIC_QUANTIZATION_GROUP_SIZE 0). Its x86 defaults do both (a u8 cache, int8 activations),
+and the activations' quantization alone, which treats one token otherwise than a prompt, moved a
+correct decode's logits a unit and more off its prefill (docs/results/decode.md): what is checked
+is the IR's decode path, not those approximations. An Intel NPU computes in FP16 with a
 cache of its own: this is not that. Its report is report() below (reports/openvino_decode.json).
 """
 

@@ -27,7 +27,7 @@ import onnx_export
 import onnx_quantize
 
 # The family's decode-consistency bounds (pipelines/onnx/decode.go, DecodeBounds).
-BOUNDS = {"fp32": 1e-3, "int4": 1e-2}
+BOUNDS = {"fp32": 1e-3, "int4": 1e-3}
 
 
 class ShiftedPositions(onnx_decode.OnnxRuntime):
