@@ -77,7 +77,7 @@ var pythonModules = map[string]pythonModule{
 	// family's bounds, a past fed at an offset of one far outside them.
 	"test_onnx_decode.py": {toolchain: "onnx", timeout: 15 * time.Minute},
 	// openvino_decode.py's runtime on a tiny random Llama's stateful IR,
-	// f32 and NNCF INT4: the same, through the KV cache in its state.
+	// NNCF INT4 and INT8: the same, through the KV cache in its state.
 	"test_openvino_decode.py": {toolchain: "openvino", timeout: 15 * time.Minute},
 	// vision_qnn.py through QNN's HTP backend and its simulator.
 	"test_vision_qnn.py": {toolchain: "qnn", timeout: 10 * time.Minute},
