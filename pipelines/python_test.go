@@ -72,6 +72,13 @@ var pythonModules = map[string]pythonModule{
 	"test_edgepipe_report.py": {timeout: time.Minute},
 	// litert_convert.py and litert_validate.py on a random classifier.
 	"test_litert.py": {toolchain: "litert", timeout: 20 * time.Minute},
+	// onnx_decode.py's runtime on a tiny random Llama exported with its
+	// past key/values, fp32 and MatMulNBits: its decode within the
+	// family's bounds, a past fed at an offset of one far outside them.
+	"test_onnx_decode.py": {toolchain: "onnx", timeout: 15 * time.Minute},
+	// openvino_decode.py's runtime on a tiny random Llama's stateful IR,
+	// NNCF INT4 and INT8: the same, through the KV cache in its state.
+	"test_openvino_decode.py": {toolchain: "openvino", timeout: 15 * time.Minute},
 	// vision_qnn.py through QNN's HTP backend and its simulator.
 	"test_vision_qnn.py": {toolchain: "qnn", timeout: 10 * time.Minute},
 }

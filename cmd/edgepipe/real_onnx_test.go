@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgepipe/edgepipe/internal/manifest"
 )
 
 // TestRealONNXAndQNN runs recipes/onnx.yaml on the built-in model with the
@@ -51,9 +53,11 @@ func TestRealONNXAndQNN(t *testing.T) {
 					Converted float64 `json:"converted"`
 					Verdict   string  `json:"verdict"`
 				} `json:"perplexity"`
-				Checks []struct {
+				Generation *manifest.Generation `json:"generation"`
+				Checks     []struct {
 					Name   string `json:"name"`
 					Passed bool   `json:"passed"`
+					Detail string `json:"detail"`
 				} `json:"checks"`
 			} `json:"metrics"`
 		}
@@ -76,11 +80,20 @@ func TestRealONNXAndQNN(t *testing.T) {
 		if p == nil || !(p.Baseline > 1) || !(p.Converted > 1) || p.Verdict == "" || p.Verdict == "fail" {
 			t.Errorf("%s: perplexity gate %+v: want measured numbers and a passing verdict", w.target, p)
 		}
-		logits := false
+		logits, decode := false, false
 		for _, c := range m.Metrics.Checks {
 			if c.Passed && strings.Contains(c.Name, "logits-vs-pytorch") {
 				logits = true
 			}
+			if strings.Contains(c.Name, "decode consistency") {
+				decode = c.Passed
+			}
+			if strings.Contains(c.Name, "decode") || strings.Contains(c.Name, "generation") {
+				t.Logf("%s: %s (passed: %v): %s", w.target, c.Name, c.Passed, c.Detail)
+			}
+		}
+		if g := m.Metrics.Generation; g == nil || !decode || !strings.Contains(g.Runtime, "ONNX Runtime") {
+			t.Errorf("%s: generation %+v: want a passing decode consistency check on ONNX Runtime", w.target, g)
 		}
 		if !logits {
 			t.Errorf("%s: no passed logits-vs-pytorch check in the manifest: %+v", w.target, m.Metrics.Checks)

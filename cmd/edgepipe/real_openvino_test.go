@@ -73,6 +73,15 @@ func TestRealOpenVINO(t *testing.T) {
 	if !quantized {
 		t.Error("no openvino-quantize step in the manifest")
 	}
+	for _, c := range m.Metrics.Checks {
+		if strings.Contains(c.Name, "decode consistency") || strings.Contains(c.Name, "generation agreement") {
+			t.Logf("%s: %s (passed: %v)", c.Name, c.Detail, c.Passed)
+		}
+	}
+	if g := m.Metrics.Generation; g == nil || g.DecodeMaxAbs == nil || g.DecodeBound == nil || *g.DecodeMaxAbs > *g.DecodeBound ||
+		!strings.Contains(g.Runtime, "OpenVINO") {
+		t.Errorf("generation %+v: want a decode within its bound on OpenVINO's CPU plugin", g)
+	}
 	p := m.Metrics.Perplexity
 	if p == nil || !(p.Baseline > 1) || !(p.Converted > 1) || p.Verdict == "fail" || !strings.Contains(p.Backend, "CPU plugin") {
 		t.Fatalf("perplexity %+v: want measured numbers from OpenVINO's CPU plugin and a passing verdict", p)

@@ -117,8 +117,10 @@ func TestExpandPerFamily(t *testing.T) {
 			"onnx-export:fp32 onnx-export <- source",
 			"onnx-quantize:int4 onnx-quantize <- onnx-export:fp32",
 			"onnx-validate:int4 onnx-validate <- onnx-quantize:int4 source hf-perplexity:baseline",
+			"generate:reference generate-reference <- source",
+			"onnx-decode:int4 onnx-decode <- onnx-quantize:int4 generate:reference",
 			"contract:onnx-quantize:int4 contract <- source onnx-quantize:int4",
-			"publish:t publish <- onnx-quantize:int4 onnx-validate:int4 contract:onnx-quantize:int4",
+			"publish:t publish <- onnx-quantize:int4 onnx-validate:int4 onnx-decode:int4 contract:onnx-quantize:int4",
 		}},
 		{"jetson-orin-nano-super", "gptq-w4a16", []string{
 			"source fetch <- ",
@@ -173,8 +175,10 @@ func TestExpandPerFamily(t *testing.T) {
 			"openvino-export:fp32 openvino-export <- source",
 			"openvino-quantize:int4 openvino-quantize <- openvino-export:fp32",
 			"openvino-validate:int4 openvino-validate <- openvino-quantize:int4 source hf-perplexity:baseline",
+			"generate:reference generate-reference <- source",
+			"openvino-decode:int4 openvino-decode <- openvino-quantize:int4 generate:reference",
 			"contract:openvino-quantize:int4 contract <- source openvino-quantize:int4",
-			"publish:t publish <- openvino-quantize:int4 openvino-validate:int4 contract:openvino-quantize:int4",
+			"publish:t publish <- openvino-quantize:int4 openvino-validate:int4 openvino-decode:int4 contract:openvino-quantize:int4",
 		}},
 	} {
 		t.Run(tc.format, func(t *testing.T) {

@@ -57,7 +57,9 @@ func ValidateStep(r *recipe.Recipe, t *recipe.Target, logitLimit float64, model,
 // expandONNX: source -> optimum-onnx export with KV cache (fp32, shared)
 // -> MatMulNBits 4-bit (onnx-int4) -> onnx-validate (ONNX Runtime CPU:
 // logits against PyTorch as a gate, perplexity against the transformers
-// baseline on the same tokens).
+// baseline on the same tokens) and onnx-decode (the same model decoded
+// token by token through its past key/values, against its prefill and the
+// shared generate:reference).
 func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	baseline := plan.HFBaseline(r, t, add)
 	model := ExportStep(t, true, add)
@@ -74,7 +76,8 @@ func expandONNX(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.A
 			Kind: "onnx-quantize", Needs: []string{model.ID}, Params: params}, t.Name)
 	}
 	check := ValidateStep(r, t, onnxLogitLimits[f.Name], model, baseline, add)
-	return model, []string{check.ID}
+	decode := plan.GenerationCheck(r, t, add, "onnx-decode", model.ID[strings.Index(model.ID, ":")+1:], model.ID)
+	return model, []string{check.ID, decode.ID}
 }
 
 // DefaultOpset is the opset of the export when a target sets none.

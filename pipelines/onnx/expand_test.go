@@ -8,6 +8,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	_ "github.com/edgepipe/edgepipe/pipelines" // every family
 	"github.com/edgepipe/edgepipe/pipelines/onnx"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 func load(t *testing.T, src string) (*plan.Plan, error) {
@@ -44,14 +45,21 @@ func TestExpandONNX(t *testing.T) {
 		"onnx-quantize:int4":        "onnx-export:fp32",
 		"onnx-validate:int4":        "onnx-quantize:int4,source,hf-perplexity:baseline",
 		"onnx-export:fp32+opset=17": "source",
-		"onnx-quantize:int4+opset=17+block_size=64+method=rtn":          "onnx-export:fp32+opset=17",
-		"onnx-validate:int4+opset=17+block_size=64+method=rtn":          "onnx-quantize:int4+opset=17+block_size=64+method=rtn,source,hf-perplexity:baseline",
-		"contract:onnx-export:fp32":                                     "source,onnx-export:fp32",
-		"publish:fp32":                                                  "onnx-export:fp32,onnx-validate:fp32,contract:onnx-export:fp32",
-		"contract:onnx-quantize:int4":                                   "source,onnx-quantize:int4",
-		"publish:int4":                                                  "onnx-quantize:int4,onnx-validate:int4,contract:onnx-quantize:int4",
+		"onnx-quantize:int4+opset=17+block_size=64+method=rtn": "onnx-export:fp32+opset=17",
+		"onnx-validate:int4+opset=17+block_size=64+method=rtn": "onnx-quantize:int4+opset=17+block_size=64+method=rtn,source,hf-perplexity:baseline",
+		// Each model's decode check: the model, then the one shared
+		// reference of the unconverted model's generations.
+		"generate:reference": "source",
+		"onnx-decode:fp32":   "onnx-export:fp32,generate:reference",
+		"onnx-decode:int4":   "onnx-quantize:int4,generate:reference",
+		"onnx-decode:int4+opset=17+block_size=64+method=rtn": "onnx-quantize:int4+opset=17+block_size=64+method=rtn,generate:reference",
+		"contract:onnx-export:fp32":                          "source,onnx-export:fp32",
+		"publish:fp32":                                       "onnx-export:fp32,onnx-validate:fp32,onnx-decode:fp32,contract:onnx-export:fp32",
+		"contract:onnx-quantize:int4":                        "source,onnx-quantize:int4",
+		"publish:int4":                                       "onnx-quantize:int4,onnx-validate:int4,onnx-decode:int4,contract:onnx-quantize:int4",
 		"contract:onnx-quantize:int4+opset=17+block_size=64+method=rtn": "source,onnx-quantize:int4+opset=17+block_size=64+method=rtn",
-		"publish:rtn":                                                   "onnx-quantize:int4+opset=17+block_size=64+method=rtn,onnx-validate:int4+opset=17+block_size=64+method=rtn,contract:onnx-quantize:int4+opset=17+block_size=64+method=rtn",
+		"publish:rtn": "onnx-quantize:int4+opset=17+block_size=64+method=rtn,onnx-validate:int4+opset=17+block_size=64+method=rtn," +
+			"onnx-decode:int4+opset=17+block_size=64+method=rtn,contract:onnx-quantize:int4+opset=17+block_size=64+method=rtn",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))
@@ -77,6 +85,11 @@ func TestExpandONNX(t *testing.T) {
 	if q := s.Params.(*onnx.QuantizeParams); *q != (onnx.QuantizeParams{Method: onnx.MethodRTN, BlockSize: 64, Symmetric: true, LMHeadBits: 8, VDownBits: 8}) {
 		t.Errorf("rtn params %+v", q)
 	}
+	s, _ = p.Step("onnx-decode:int4")
+	if d := s.Params.(*shared.DecodeParams); *d != (shared.DecodeParams{MaxNewTokens: recipe.DefaultMaxNewTokens,
+		MinTokenAgreement: recipe.DefaultMinTokenAgreement, MaxMeanKL: recipe.DefaultMaxMeanKL}) || s.Kind != "onnx-decode" {
+		t.Errorf("decode %s params %+v", s.Kind, d)
+	}
 	for id, limit := range map[string]float64{"onnx-validate:fp32": 1e-2, "onnx-validate:int4": 25} {
 		s, _ := p.Step(id)
 		v := s.Params.(*onnx.ValidateParams)
@@ -94,7 +107,7 @@ func TestExpandKeepLMHead(t *testing.T) {
 	}
 	found := 0
 	for _, s := range p.Steps {
-		if !strings.Contains(s.ID, "keep_lm_head=true") || s.Kind == "contract" {
+		if !strings.Contains(s.ID, "keep_lm_head=true") || s.Kind == "contract" || s.Kind == "onnx-decode" {
 			continue
 		}
 		found++

@@ -2,7 +2,9 @@
 // Face checkpoint to an fp32 graph with its KV cache, ONNX Runtime's
 // weight-only quantizer makes the 4-bit MatMulNBits model, and ONNX Runtime's
 // CPU provider gates both (logits against PyTorch, perplexity against the
-// transformers baseline on the same tokens) and times them on this host.
+// transformers baseline on the same tokens, a token-by-token decode through
+// the past key/values against its prefill and the unconverted model's greedy
+// generations) and times them on this host.
 // The QNN family builds on its export and validation steps.
 package onnx
 
@@ -42,9 +44,9 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expandONNX,
-		Kinds:   []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}},
+		Kinds:   []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}, onnxDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench, ToolDecode},
 			"optimum-onnx, ONNX Runtime (CPU) and its quantizers for ONNX and QNN QDQ; qai-hub's client is installed, "+
 				"but its compile jobs were not run here: they need a Qualcomm AI Hub account (QAI_HUB_API_TOKEN)").
 			WithPackages("python", "onnxruntime", "onnx", "optimum-onnx", "torch", "transformers")},

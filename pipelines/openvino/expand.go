@@ -23,7 +23,9 @@ var quantizeWith = []struct{ key, tag string }{
 // expand: source -> openvino-export (optimum-intel, fp32 IR with its KV
 // cache, shared) -> openvino-quantize (NNCF weight compression) ->
 // openvino-validate (OpenVINO's CPU plugin: perplexity against the
-// transformers baseline on the same tokens and chunks).
+// transformers baseline on the same tokens and chunks) and openvino-decode
+// (the same IR decoded token by token through the KV cache in its state,
+// against its prefill and the shared generate:reference).
 func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFunc) (*plan.Step, []string) {
 	baseline := plan.HFBaseline(r, t, add)
 	export := add(&plan.Step{ID: ExportStepID, Kind: "openvino-export", Needs: []string{plan.SourceStepID},
@@ -43,7 +45,8 @@ func expand(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.AddFu
 	}
 	check := add(&plan.Step{ID: id, Kind: "openvino-validate", Needs: []string{model.ID, plan.SourceStepID, baseline.ID},
 		Params: &ValidateParams{Eval: plan.EvalOf(t.Quality.Perplexity), Precision: DefaultPrecision}, Data: plan.EvalData(r)}, t.Name)
-	return model, []string{check.ID}
+	decode := plan.GenerationCheck(r, t, add, "openvino-decode", strings.TrimPrefix(model.ID, "openvino-quantize:"), model.ID)
+	return model, []string{check.ID, decode.ID}
 }
 
 // quantizeParams fills every value of a quantize step, defaults included.

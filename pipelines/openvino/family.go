@@ -4,7 +4,9 @@
 // (the KV cache in the model's state, tokenizer and detokenizer IRs beside
 // it), NNCF compresses its weights (INT4 with the settings Intel documents
 // for its NPU, or INT8), and OpenVINO's runtime scores the result on this
-// host's CPU, on the baseline's tokens, and times it.
+// host's CPU, on the baseline's tokens, decodes it token by token through
+// the KV cache in its state (against its own prefill and the unconverted
+// model's greedy generations), and times it.
 //
 // What runs here is the CPU plugin: the NPU plugin needs an Intel NPU and
 // its driver. The artifact is what Intel's NPU pipeline (OpenVINO GenAI's
@@ -54,9 +56,9 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expand,
-		Kinds:   []steps.Kind{ovExport{}, ovQuantize{}, ovValidate{}},
+		Kinds:   []steps.Kind{ovExport{}, ovQuantize{}, ovValidate{}, ovDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
-		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench},
+		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench, ToolDecode},
 			"optimum-intel (OpenVINO IR export), NNCF (weight compression) and the OpenVINO runtime; its CPU plugin runs here, "+
 				"the NPU plugin needs an Intel NPU and its driver, which this host does not have").
 			WithPackages("python", "openvino", "nncf", "optimum-intel", "torch", "transformers")},

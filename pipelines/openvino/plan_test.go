@@ -8,6 +8,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	_ "github.com/edgepipe/edgepipe/pipelines" // every family
 	"github.com/edgepipe/edgepipe/pipelines/openvino"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 func load(t *testing.T, src string) (*plan.Plan, error) {
@@ -36,21 +37,28 @@ func TestExpandOpenVINO(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"source":                                     "",
-		"hf-perplexity:baseline":                     "source",
-		openvino.ExportStepID:                        "source",
-		"openvino-quantize:int4":                     openvino.ExportStepID,
-		"openvino-validate:int4":                     "openvino-quantize:int4,source,hf-perplexity:baseline",
-		"openvino-quantize:int8":                     openvino.ExportStepID,
-		"openvino-validate:int8":                     "openvino-quantize:int8,source,hf-perplexity:baseline",
-		"openvino-quantize:int4+g32+awq+n8":          openvino.ExportStepID,
-		"openvino-validate:int4+g32+awq+n8":          "openvino-quantize:int4+g32+awq+n8,source,hf-perplexity:baseline",
+		"source":                            "",
+		"hf-perplexity:baseline":            "source",
+		openvino.ExportStepID:               "source",
+		"openvino-quantize:int4":            openvino.ExportStepID,
+		"openvino-validate:int4":            "openvino-quantize:int4,source,hf-perplexity:baseline",
+		"openvino-quantize:int8":            openvino.ExportStepID,
+		"openvino-validate:int8":            "openvino-quantize:int8,source,hf-perplexity:baseline",
+		"openvino-quantize:int4+g32+awq+n8": openvino.ExportStepID,
+		"openvino-validate:int4+g32+awq+n8": "openvino-quantize:int4+g32+awq+n8,source,hf-perplexity:baseline",
+		// Each compressed IR's decode check: the IR, then the one shared
+		// reference of the unconverted model's generations.
+		"generate:reference":                         "source",
+		"openvino-decode:int4":                       "openvino-quantize:int4,generate:reference",
+		"openvino-decode:int8":                       "openvino-quantize:int8,generate:reference",
+		"openvino-decode:int4+g32+awq+n8":            "openvino-quantize:int4+g32+awq+n8,generate:reference",
 		"contract:openvino-quantize:int4":            "source,openvino-quantize:int4",
-		"publish:int4":                               "openvino-quantize:int4,openvino-validate:int4,contract:openvino-quantize:int4",
+		"publish:int4":                               "openvino-quantize:int4,openvino-validate:int4,openvino-decode:int4,contract:openvino-quantize:int4",
 		"contract:openvino-quantize:int8":            "source,openvino-quantize:int8",
-		"publish:int8":                               "openvino-quantize:int8,openvino-validate:int8,contract:openvino-quantize:int8",
+		"publish:int8":                               "openvino-quantize:int8,openvino-validate:int8,openvino-decode:int8,contract:openvino-quantize:int8",
 		"contract:openvino-quantize:int4+g32+awq+n8": "source,openvino-quantize:int4+g32+awq+n8",
-		"publish:awq":                                "openvino-quantize:int4+g32+awq+n8,openvino-validate:int4+g32+awq+n8,contract:openvino-quantize:int4+g32+awq+n8",
+		"publish:awq": "openvino-quantize:int4+g32+awq+n8,openvino-validate:int4+g32+awq+n8,openvino-decode:int4+g32+awq+n8," +
+			"contract:openvino-quantize:int4+g32+awq+n8",
 	}
 	if len(p.Steps) != len(want) {
 		t.Errorf("%d steps, want %d", len(p.Steps), len(want))
@@ -77,7 +85,12 @@ func TestExpandOpenVINO(t *testing.T) {
 			t.Errorf("%s data %v", id, s.Data)
 		}
 	}
-	s, _ := p.Step("openvino-validate:int8")
+	s, _ := p.Step("openvino-decode:int8")
+	if d := s.Params.(*shared.DecodeParams); *d != (shared.DecodeParams{MaxNewTokens: recipe.DefaultMaxNewTokens,
+		MinTokenAgreement: recipe.DefaultMinTokenAgreement, MaxMeanKL: recipe.DefaultMaxMeanKL}) || s.Kind != "openvino-decode" {
+		t.Errorf("decode %s params %+v", s.Kind, d)
+	}
+	s, _ = p.Step("openvino-validate:int8")
 	if v := s.Params.(*openvino.ValidateParams); v.Precision != openvino.DefaultPrecision || v.Chunk != 512 || s.Data["eval"] == "" {
 		t.Errorf("validate params %+v, data %v", v, s.Data)
 	}

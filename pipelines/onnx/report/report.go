@@ -1,7 +1,11 @@
 // Package report holds the reports of the onnx family's helper scripts,
 // one named type per helper, decoded strictly (steps.ReadReport) by the
-// kinds and written by the stand-ins; python/reports/ has a golden of each.
+// kinds and written by the stand-ins; python/reports/ has a golden of
+// each. The decode helper's report is every decode helper's
+// (pipelines/shared/report.Decode).
 package report
+
+import shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 
 // Export is onnx_export.py's report: the graph optimum-onnx wrote, read
 // back from the file.
@@ -92,4 +96,5 @@ var Types = map[string]func() any{
 	"onnx_quantize.py": func() any { return &Quantize{} },
 	"onnx_validate.py": func() any { return &Validate{} },
 	"onnx_bench.py":    func() any { return &Bench{} },
+	"onnx_decode.py":   func() any { return &shared.Decode{} },
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/onnx/report"
+	shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
 )
 
@@ -109,5 +110,31 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 		"--runs", "3", "--threads", "2"), &b)
 	if len(b.PromptNS) != 3 || len(b.DecodeNS) != 3 || b.KVLayers != 2 {
 		t.Fatalf("bench report %+v", b)
+	}
+	// The decode check, against the shared stand-in's reference for the
+	// checkpoint: each model decodes otherwise, and a graph without past
+	// key/values is refused as the real helper refuses it.
+	prompts := filepath.Join(dir, "prompts.json")
+	os.WriteFile(prompts, []byte(`{"prompts": [{"id": "one", "messages": [{"role": "user", "content": "Answer with one word."}]},
+		{"id": "two", "messages": [{"role": "user", "content": "Explain why the sea is salty."}]}]}`), 0o644)
+	run(t, "generate_reference.py", "--model", ckpt, "--prompts", prompts, "--out", filepath.Join(dir, "ref"), "--max-new-tokens", "5")
+	ref := filepath.Join(dir, "ref", "reference.json")
+	var d32, d4 shared.Decode
+	steptest.CheckReport(t, "onnx_decode.py", run(t, "onnx_decode.py", "--onnx", filepath.Join(fp32, e.Model), "--reference", ref, "--threads", "1"), &d32)
+	steptest.CheckReport(t, "onnx_decode.py", run(t, "onnx_decode.py", "--onnx", filepath.Join(int4, q.Model), "--reference", ref), &d4)
+	if d32.Sequences != 2 || d32.MaxNewTokens != 5 || len(d32.PerSequence) != 2 || d32.DecodeMaxAbs == nil || d32.NotApplicable != nil {
+		t.Fatalf("decode report %+v", d32)
+	}
+	if d32.TokenAgreement == d4.TokenAgreement && *d32.MeanKL == *d4.MeanKL {
+		t.Errorf("fp32 and int4 decoded alike (%v, %v): the stand-in ignores the model", d32.TokenAgreement, *d32.MeanKL)
+	}
+	noPast := filepath.Join(dir, "nopast")
+	run(t, "onnx_export.py", "--model", ckpt, "--out", noPast, "--no-past")
+	var errs bytes.Buffer
+	if err := standin.Tools["onnx_decode.py"]([]string{"--onnx", filepath.Join(noPast, "model.onnx"), "--reference", ref}, &bytes.Buffer{}, &errs); err == nil {
+		t.Error("onnx_decode.py decoded a graph exported without its KV cache")
+	}
+	if err := standin.Tools["onnx_decode.py"]([]string{"--onnx", filepath.Join(fp32, e.Model), "--reference", prompts}, &bytes.Buffer{}, &errs); err == nil {
+		t.Error("onnx_decode.py decoded against a file that is not a reference")
 	}
 }

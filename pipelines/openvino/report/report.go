@@ -1,8 +1,11 @@
 // Package report holds the reports of the openvino family's helper
 // scripts, one named type per helper, decoded strictly (steps.ReadReport)
 // by the kinds and written by the stand-ins; python/reports/ has a golden
-// of each.
+// of each. The decode helper's report is every decode helper's
+// (pipelines/shared/report.Decode).
 package report
+
+import shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 
 // IR is what openvino_census.py's describe() reads back from an IR: the
 // export's report, and the start of the compression's.
@@ -94,4 +97,5 @@ var Types = map[string]func() any{
 	"openvino_quantize.py": func() any { return &Quantize{} },
 	"openvino_validate.py": func() any { return &Validate{} },
 	"openvino_bench.py":    func() any { return &Bench{} },
+	"openvino_decode.py":   func() any { return &shared.Decode{} },
 }

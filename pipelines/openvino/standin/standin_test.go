@@ -10,6 +10,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/pplstat"
 	"github.com/edgepipe/edgepipe/internal/standin"
 	"github.com/edgepipe/edgepipe/pipelines/openvino/report"
+	shared "github.com/edgepipe/edgepipe/pipelines/shared/report"
 	"github.com/edgepipe/edgepipe/steps/steptest"
 )
 
@@ -97,5 +98,26 @@ func TestStandInReportsDecodeStrictly(t *testing.T) {
 	steptest.CheckReport(t, "openvino_bench.py", run(t, "openvino_bench.py", "--ir", int4, "--prompt-tokens", "16", "--runs", "3", "--threads", "2"), &b)
 	if len(b.PromptNS) != 3 || len(b.DecodeNS) != 3 || b.Device != "CPU" {
 		t.Fatalf("bench report %+v", b)
+	}
+	// The decode check, against the shared stand-in's reference for the
+	// checkpoint: the export and its compression decode otherwise, and a
+	// folder that is not an IR is refused.
+	prompts := filepath.Join(dir, "prompts.json")
+	os.WriteFile(prompts, []byte(`{"prompts": [{"id": "one", "messages": [{"role": "user", "content": "Answer with one word."}]},
+		{"id": "two", "messages": [{"role": "user", "content": "Explain why the sea is salty."}]}]}`), 0o644)
+	run(t, "generate_reference.py", "--model", ckpt, "--prompts", prompts, "--out", filepath.Join(dir, "ref"), "--max-new-tokens", "5")
+	ref := filepath.Join(dir, "ref", "reference.json")
+	var d32, d4 shared.Decode
+	steptest.CheckReport(t, "openvino_decode.py", run(t, "openvino_decode.py", "--ir", export, "--reference", ref, "--threads", "1"), &d32)
+	steptest.CheckReport(t, "openvino_decode.py", run(t, "openvino_decode.py", "--ir", int4, "--reference", ref), &d4)
+	if d4.Sequences != 2 || d4.MaxNewTokens != 5 || len(d4.PerSequence) != 2 || d4.DecodeMaxAbs == nil || d4.NotApplicable != nil {
+		t.Fatalf("decode report %+v", d4)
+	}
+	if d32.TokenAgreement == d4.TokenAgreement && *d32.MeanKL == *d4.MeanKL {
+		t.Errorf("the export and its INT4 decoded alike (%v, %v): the stand-in ignores the IR", d4.TokenAgreement, *d4.MeanKL)
+	}
+	var errs bytes.Buffer
+	if err := standin.Tools["openvino_decode.py"]([]string{"--ir", ckpt, "--reference", ref}, &bytes.Buffer{}, &errs); err == nil {
+		t.Error("openvino_decode.py decoded a checkpoint folder as an IR")
 	}
 }
