@@ -86,16 +86,20 @@ type pickFlags struct {
 	minTokS         float64
 	context         int
 	format          string
+	// flags tells a --context given from the default (nil in tests: the
+	// default), which yields to a model trained for less.
+	flags *pflag.FlagSet
 }
 
 func (p *pickFlags) register(fs *pflag.FlagSet) {
+	p.flags = fs
 	fs.StringVar(&p.task, "task", "llm", "what the model does: llm (text generation) or vision (image classification)")
 	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the brief's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
 	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", "))
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
 	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
 	fs.Float64Var(&p.minTokS, "min-tok-s", 0, "decode speed budget in tokens per second")
-	fs.IntVar(&p.context, "context", edge.DefaultContext, "context length in tokens the KV cache must hold")
+	fs.IntVar(&p.context, "context", edge.DefaultContext, "context length in tokens the KV cache must hold (default: 4096, or the model's max_position_embeddings when less)")
 	fs.StringVar(&p.format, "format", "", "use this format instead of the platform's choice (e.g. gguf-q4_k_m, which this build converts)")
 }
 
@@ -141,14 +145,19 @@ func (p *pickFlags) pick() (edge.Pick, error) {
 	if p.context <= 0 || p.maxMemGB < 0 || p.minTokS < 0 {
 		return edge.Pick{}, usageErr("--context must be positive, --max-memory and --min-tok-s not negative")
 	}
+	ctx := p.context
+	if p.flags == nil || !p.flags.Changed("context") {
+		ctx = 0
+	}
 	pk, err := edge.PickTarget(edge.PickRequest{
 		Platform: p.platform, Model: edge.ResolveModel(p.model, "."),
-		Context: p.context, MaxMemoryGB: p.maxMemGB, MinTokensPerS: p.minTokS, Format: p.format,
+		Context: ctx, MaxMemoryGB: p.maxMemGB, MinTokensPerS: p.minTokS, Format: p.format,
 	})
 	var unknown *edge.UnknownPlatformError
 	var badFormat *edge.FormatError
 	var badModel *edge.ModelError
-	if errors.As(err, &unknown) || errors.As(err, &badFormat) || errors.As(err, &badModel) {
+	var badContext *edge.ContextError
+	if errors.As(err, &unknown) || errors.As(err, &badFormat) || errors.As(err, &badModel) || errors.As(err, &badContext) {
 		return pk, usageErr("%v", err)
 	}
 	return pk, err

@@ -41,6 +41,7 @@ func (m *Model) readGGUF(path, label string) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.note("%s is not there, so the memory pre-flight was skipped", label)
+		m.Missing = true
 		return
 	case errors.As(err, &notRegular):
 		m.problem("%v: a model source is a regular file; point model.source at the GGUF itself", err)

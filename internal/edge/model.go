@@ -29,6 +29,11 @@ type Model struct {
 	// GGUF is what a GGUF source's header says of its quantization (nil
 	// for any other source).
 	GGUF *GGUFSource `json:"gguf,omitempty"`
+	// Missing is a local source (folder or .gguf) that is not there. Plan
+	// only notes it (a recipe may be planned before its model is copied
+	// in); pick and init refuse it, since the recipe they write would
+	// fail at its first step.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // HasKVShape reports whether the KV cache can be sized.
@@ -126,6 +131,7 @@ func (m *Model) unusableProblem(label string, err error) {
 func (m *Model) readFolder(dir, label string) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		m.note("model folder %s is not there, so the memory pre-flight was skipped", label)
+		m.Missing = true
 		return
 	}
 	cfg, err := readHFConfig(filepath.Join(dir, "config.json"))

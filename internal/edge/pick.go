@@ -81,8 +81,22 @@ func PickTarget(req PickRequest) (Pick, error) {
 	if len(req.Model.Problems) > 0 {
 		return Pick{}, &ModelError{Source: req.Model.Source, Problems: req.Model.Problems}
 	}
-	if req.Context <= 0 {
+	if req.Model.Missing {
+		return Pick{}, &ModelError{Source: req.Model.Source, Problems: []string{
+			"there is no such file or folder (a relative path is from the current folder): point --model at a model folder (config.json and safetensors), a .gguf file, builtin:NAME or hf://org/name"}}
+	}
+	// A recipe whose context is beyond the model's max_position_embeddings
+	// fails validate, so the default yields to the model and an explicit
+	// context beyond it is refused here rather than written.
+	maxCtx := req.Model.MaxContext
+	var clamped bool
+	switch {
+	case req.Context <= 0 && maxCtx > 0 && maxCtx < DefaultContext:
+		req.Context, clamped = maxCtx, true
+	case req.Context <= 0:
 		req.Context = DefaultContext
+	case maxCtx > 0 && req.Context > maxCtx:
+		return Pick{}, &ContextError{Source: req.Model.Source, Context: req.Context, Max: maxCtx}
 	}
 	formats := rule.Formats
 	if req.Format != "" {
@@ -127,6 +141,9 @@ func PickTarget(req PickRequest) (Pick, error) {
 		Prediction: c.Prediction, Considered: cands,
 		MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB,
 	}
+	if clamped {
+		p.Reasons = append(p.Reasons, fmt.Sprintf("context %d, the model's max_position_embeddings: the default %d is beyond what it was trained for", maxCtx, DefaultContext))
+	}
 	if req.Format != "" && req.Format != rule.Formats[0] {
 		p.Reasons = append(p.Reasons, fmt.Sprintf("format %s as asked (--format); the domain brief's choice for %s is %s", req.Format, rule.Name, rule.Formats[0]))
 	}
@@ -166,6 +183,16 @@ func candidateList(cands []Candidate) string {
 		parts[i] = c.Format + " on " + c.Device
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ContextError is a context asked for beyond what the model supports.
+type ContextError struct {
+	Source       string
+	Context, Max int
+}
+
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("context %d is beyond what %s supports (max_position_embeddings %d): use --context %d or less, or leave it out to get the model's own", e.Context, e.Source, e.Max, e.Max)
 }
 
 // FormatError is a --format the platform's devices cannot run.

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -131,5 +133,36 @@ func TestPickUnknownShape(t *testing.T) {
 	p, err := PickTarget(PickRequest{Platform: "laptop", Model: m, MinTokensPerS: 10})
 	if err != nil || p.Device != "x86-laptop" || p.Prediction.Memory != nil || len(p.Prediction.Notes) != 1 {
 		t.Errorf("%+v, %v", p, err)
+	}
+}
+
+// The default context yields to a model trained for less, so the recipe
+// init writes validates; an explicit context beyond it is refused, and so
+// is a local model that is not there.
+func TestPickContextAndMissingModel(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "llama", "hidden_size": 576,
+		"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
+		"vocab_size": 49152, "max_position_embeddings": 2048}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := ResolveModel(dir, "")
+	p, err := PickTarget(PickRequest{Platform: "laptop", Model: m})
+	if err != nil || p.Context != 2048 || !strings.Contains(strings.Join(p.Reasons, "\n"), "context 2048, the model's max_position_embeddings") {
+		t.Errorf("default context: %d, %q, %v", p.Context, p.Reasons, err)
+	}
+	if p, err := PickTarget(PickRequest{Platform: "laptop", Model: m, Context: 1024}); err != nil || p.Context != 1024 {
+		t.Errorf("context 1024: %d, %v", p.Context, err)
+	}
+	var ctxErr *ContextError
+	if _, err := PickTarget(PickRequest{Platform: "laptop", Model: m, Context: 4096}); !errors.As(err, &ctxErr) || ctxErr.Max != 2048 {
+		t.Errorf("context 4096 on a 2048 model: %v", err)
+	}
+	var modelErr *ModelError
+	for _, src := range []string{filepath.Join(dir, "nowhere"), filepath.Join(dir, "nowhere.gguf")} {
+		m := ResolveModel(src, "")
+		if _, err := PickTarget(PickRequest{Platform: "laptop", Model: m}); !m.Missing || !errors.As(err, &modelErr) || !strings.Contains(err.Error(), "no such file or folder") {
+			t.Errorf("%s: missing %v, %v", src, m.Missing, err)
+		}
 	}
 }
