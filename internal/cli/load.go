@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/atomicfile"
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
+	"github.com/edgepipe/edgepipe/internal/edge"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
 
@@ -43,6 +44,21 @@ func loadPlan(path string) (*plan.Plan, error) {
 	// device is refused before an hour of conversion.
 	if len(pl.Preflight) > 0 {
 		return nil, pl.Preflight
+	}
+	return pl, nil
+}
+
+// loadLocalPlan is loadPlan for the commands that run or check a recipe
+// on this machine (validate, plan, run): a local model source must be
+// here too. `step run` does not ask, since a worker takes the source
+// step's output from the remote cache and need not hold the folder.
+func loadLocalPlan(path string) (*plan.Plan, error) {
+	pl, err := loadPlan(path)
+	if err != nil {
+		return nil, err
+	}
+	if diags := edge.MissingLocalSource(pl.Recipe); len(diags) > 0 {
+		return nil, diags
 	}
 	return pl, nil
 }

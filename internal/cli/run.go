@@ -34,7 +34,7 @@ func cmdValidate(env *Env, fs *pflag.FlagSet) runFunc {
 		if len(pos) != 1 {
 			return usageErr("validate takes one recipe file")
 		}
-		p, err := loadPlan(pos[0])
+		p, err := loadLocalPlan(pos[0])
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := checkOutput("--junit", *junit); err != nil {
 			return err
 		}
-		pl, err := loadPlan(pos[0])
+		pl, err := loadLocalPlan(pos[0])
 		if err != nil {
 			return err
 		}
@@ -253,7 +253,13 @@ func cmdPlan(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := checkOutput("--bundle", *bundleOut); err != nil {
 			return err
 		}
-		pl, err := loadPlan(pos[0])
+		// A bundle's steps run elsewhere (Argo), where a local source may
+		// be a path only the workers have.
+		load := loadLocalPlan
+		if *bundleOut != "" {
+			load = loadPlan
+		}
+		pl, err := load(pos[0])
 		if err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 	if !r.Traits().Generates {
 		// Weights, KV cache and decode ceilings are an LLM's; an image
 		// classifier's memory and latency are not predicted yet.
-		return nil, nil
+		return LocalSourceProblems(r), nil
 	}
 	model := ResolveModel(r.Model.Source, r.Dir())
 	var diags recipe.Diagnostics
@@ -38,6 +38,11 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 			}
 			diags = append(diags, recipe.Diagnostic{Pos: r.Model.SourcePos, Msg: p})
 		}
+		return diags, nil
+	}
+	// After the shape, whose reader says more precisely what is wrong
+	// with a config.json that is a FIFO or far too large.
+	if diags := LocalSourceProblems(r); len(diags) > 0 {
 		return diags, nil
 	}
 	fits := make([]TargetFit, 0, len(r.Targets))
