@@ -95,7 +95,7 @@ func (p *pickFlags) register(fs *pflag.FlagSet) {
 	p.flags = fs
 	fs.StringVar(&p.task, "task", "llm", "what the model does: llm (text generation) or vision (image classification)")
 	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the brief's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
-	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", "))
+	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", ")+" (several, comma-separated: a pick each; init writes one recipe with a target each)")
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
 	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
 	fs.Float64Var(&p.minTokS, "min-tok-s", 0, "decode speed budget in tokens per second")
@@ -163,6 +163,37 @@ func (p *pickFlags) pick() (edge.Pick, error) {
 	return pk, err
 }
 
+// picks is pick for each platform of a comma-separated --platform
+// (ios,android,browser): one model, one recipe, a target per platform.
+func (p *pickFlags) picks() ([]edge.Pick, error) {
+	var picks []edge.Pick
+	seen := map[string]bool{}
+	for _, platform := range strings.Split(p.platform, ",") {
+		platform = strings.TrimSpace(platform)
+		if platform == "" || seen[platform] {
+			continue
+		}
+		seen[platform] = true
+		one := *p
+		one.platform = platform
+		pk, err := one.pick()
+		if err != nil {
+			return nil, err
+		}
+		picks = append(picks, pk)
+	}
+	if len(picks) == 0 {
+		return p.picksOfNone()
+	}
+	return picks, nil
+}
+
+// picksOfNone is the usage error of an empty --platform.
+func (p *pickFlags) picksOfNone() ([]edge.Pick, error) {
+	_, err := p.pick()
+	return nil, err
+}
+
 // commandLine is the pick as a command, for the written recipe's header.
 func (p *pickFlags) commandLine(cmd string) string {
 	s := fmt.Sprintf("edgepipe %s --platform %s --model %s", cmd, shellWord(p.platform), shellWord(p.model))
@@ -185,7 +216,7 @@ func (p *pickFlags) commandLine(cmd string) string {
 // characters sources and platforms are usually made of.
 func shellWord(s string) string {
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@+=", r)) {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@+=,", r)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
 	}
@@ -242,29 +273,57 @@ func cmdPick(env *Env, fs *pflag.FlagSet) runFunc {
 			edgetext.PrintVisionPick(env.Stdout, vp)
 			return nil
 		}
-		pk, err := pf.pick()
+		picks, err := pf.picks()
 		if err != nil {
 			return err
 		}
-		name := edge.RecipeName(pk.Platform)
-		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: name, Source: pf.model})
-		stepList, expandErr := pipelineFor(name+".yaml", data)
-		missing, instead := "", ""
-		if expandErr != nil {
-			missing = diagText(expandErr)
-			instead = buildableInstead(pf, pk)
+		outs := make([]pickJSON, len(picks))
+		for i, pk := range picks {
+			one := pf
+			one.platform = pk.Platform
+			outs[i] = one.explain(pk)
 		}
 		if *asJSON {
-			pj := pickJSON{Pick: pk, PipelineMissing: missing, Instead: instead}
-			for _, s := range stepList {
-				pj.Steps = append(pj.Steps, pickStep{s.ID, s.Kind})
+			if len(outs) == 1 {
+				return writeJSON(env.Stdout, outs[0])
 			}
-			return writeJSON(env.Stdout, pj)
+			return writeJSON(env.Stdout, outs)
 		}
-		edgetext.PrintPick(env.Stdout, pk, stepIDs(stepList), missing, instead)
+		for i, pj := range outs {
+			if i > 0 {
+				fmt.Fprintln(env.Stdout)
+			}
+			ids := make([]string, len(pj.Steps))
+			for j, st := range pj.Steps {
+				ids[j] = st.ID
+			}
+			edgetext.PrintPick(env.Stdout, pj.Pick, ids, pj.PipelineMissing, pj.Instead)
+		}
+		name := edge.RecipeName(picks[0].Platform)
+		if len(picks) > 1 {
+			fmt.Fprintf(env.Stdout, "\nWrite them as one recipe, a target each: %s -o recipes/%s.yaml\n", pf.commandLine("init"), "model")
+			return nil
+		}
 		fmt.Fprintf(env.Stdout, "\nWrite it as a recipe: %s -o recipes/%s.yaml\n", pf.commandLine("init"), name)
 		return nil
 	}
+}
+
+// explain is one pick with the steps its recipe expands to, or why this
+// build has no pipeline for it and what it could build instead.
+func (p pickFlags) explain(pk edge.Pick) pickJSON {
+	name := edge.RecipeName(pk.Platform)
+	data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: name, Source: p.model})
+	stepList, expandErr := pipelineFor(name+".yaml", data)
+	pj := pickJSON{Pick: pk}
+	if expandErr != nil {
+		pj.PipelineMissing = diagText(expandErr)
+		pj.Instead = buildableInstead(p, pk)
+	}
+	for _, s := range stepList {
+		pj.Steps = append(pj.Steps, pickStep{s.ID, s.Kind})
+	}
+	return pj
 }
 
 // diagText flattens diagnostics into one line: "message (hint)".
@@ -328,10 +387,11 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 		if *calibration != "" || *eval != "" {
 			return usageErr("--calibration and --eval are for --task vision (an LLM recipe's data defaults to the built-in texts; edit data: in the written recipe)")
 		}
-		pk, err := pf.pick()
+		picks, err := pf.picks()
 		if err != nil {
 			return err
 		}
+		pk := picks[0]
 		recipeName := *name
 		if recipeName == "" {
 			recipeName = edge.RecipeName(filepath.Base(*out))
@@ -340,7 +400,7 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		data := edge.RenderRecipe(pk, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init"), SchemaLine: edge.SchemaLine(*out)})
+		data := edge.RenderRecipes(picks, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init"), SchemaLine: edge.SchemaLine(*out)})
 		// The written file must parse and validate: a recipe that does not is
 		// a bug here, not the user's to find.
 		_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
@@ -354,13 +414,26 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 		if err := writeNew(*out, data, *force); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s\n", *out, pk.Platform, pk.Format, pk.Device)
-		for _, w := range pk.Warnings {
-			fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+		if len(picks) == 1 {
+			fmt.Fprintf(env.Stdout, "wrote %s: target %s, %s on %s\n", *out, pk.Platform, pk.Format, pk.Device)
+		} else {
+			parts := make([]string, len(picks))
+			for i, p := range picks {
+				parts[i] = fmt.Sprintf("%s (%s on %s)", p.Platform, p.Format, p.Device)
+			}
+			fmt.Fprintf(env.Stdout, "wrote %s: targets %s\n", *out, strings.Join(parts, ", "))
+		}
+		for _, p := range picks {
+			for _, w := range p.Warnings {
+				if len(picks) > 1 {
+					w = p.Platform + ": " + w
+				}
+				fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+			}
 		}
 		if _, err := pipelineFor(*out, data); err != nil {
 			fmt.Fprintf(env.Stdout, "note: this build cannot run it yet: %s\n", diagText(err))
-			if instead := buildableInstead(pf, pk); instead != "" {
+			if instead := buildableInstead(pf, pk); instead != "" && len(picks) == 1 {
 				fmt.Fprintf(env.Stdout, "note: meanwhile %s\n", strings.Replace(instead, "edgepipe pick", "edgepipe init", 1)+" -o "+*out+" --force")
 			}
 		} else {

@@ -53,17 +53,32 @@ type RecipeOptions struct {
 
 // RenderRecipe writes the pick as a recipe in format version 1, one target,
 // with the reasons and warnings as comments so the file explains itself.
-func RenderRecipe(p Pick, o RecipeOptions) []byte {
-	header := pickHeader(o, fmt.Sprintf("%s on %s (%s):", p.Format, p.Device, p.DeviceName), p.Reasons, p.Warnings)
+func RenderRecipe(p Pick, o RecipeOptions) []byte { return RenderRecipes([]Pick{p}, o) }
+
+// RenderRecipes writes one recipe with a target per pick (one model for
+// several platforms), each target named after its platform and explained
+// in the header.
+func RenderRecipes(picks []Pick, o RecipeOptions) []byte {
+	header := headerPrelude(o)
+	platforms := make([]string, len(picks))
 	r := &recipe.Recipe{Edgepipe: recipe.FormatVersion, Name: o.Name,
-		Description: fmt.Sprintf("%s for %s, %s on %s", o.Source, p.Summary, p.Format, p.Device),
-		Model:       recipe.Model{Source: o.Source},
+		Model: recipe.Model{Source: o.Source},
 		Quality: recipe.Quality{Perplexity: recipe.PerplexityGate{Context: recipe.DefaultPPLContext,
 			WarnDelta: recipe.DefaultWarnDelta, MaxDelta: recipe.DefaultMaxDelta}},
-		Targets: []recipe.Target{{Name: p.Platform, Device: p.Device, Format: p.Format, Context: p.Context,
-			KVDtype: p.KVDtype, MinTokensPerS: p.MinTokensPerS, MaxMemoryGB: p.MaxMemoryGB}},
 	}
-	r.Targets[0].Quality = r.Quality
+	for i, p := range picks {
+		choice := fmt.Sprintf("%s on %s (%s):", p.Format, p.Device, p.DeviceName)
+		if len(picks) > 1 {
+			choice = fmt.Sprintf("%s: %s", p.Platform, choice)
+		}
+		header = append(header, choiceLines(choice, p.Reasons, p.Warnings)...)
+		platforms[i] = fmt.Sprintf("%s, %s on %s", p.Summary, p.Format, p.Device)
+		t := recipe.Target{Name: p.Platform, Device: p.Device, Format: p.Format, Context: p.Context,
+			KVDtype: p.KVDtype, MinTokensPerS: p.MinTokensPerS, MaxMemoryGB: p.MaxMemoryGB}
+		t.Quality = r.Quality
+		r.Targets = append(r.Targets, t)
+	}
+	r.Description = fmt.Sprintf("%s for %s", o.Source, strings.Join(platforms, "; "))
 	return recipewrite.Write(r, header)
 }
 
@@ -71,6 +86,11 @@ func RenderRecipe(p Pick, o RecipeOptions) []byte {
 // the schema modeline, the command that wrote it, the choice and its
 // reasons and warnings, so the file explains itself.
 func pickHeader(o RecipeOptions, choice string, reasons, warnings []string) []string {
+	return append(headerPrelude(o), choiceLines(choice, reasons, warnings)...)
+}
+
+// headerPrelude is the schema modeline and the command that wrote it.
+func headerPrelude(o RecipeOptions) []string {
 	line := o.SchemaLine
 	if line == "" {
 		line = SchemaComment
@@ -79,7 +99,12 @@ func pickHeader(o RecipeOptions, choice string, reasons, warnings []string) []st
 	if o.Command != "" {
 		header = append(header, fmt.Sprintf("Written by `%s`.", o.Command))
 	}
-	header = append(header, choice)
+	return header
+}
+
+// choiceLines explain one choice: what was chosen, why, and its warnings.
+func choiceLines(choice string, reasons, warnings []string) []string {
+	header := []string{choice}
 	for _, r := range reasons {
 		header = append(header, wrap("  - ", r)...)
 	}

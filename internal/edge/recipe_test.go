@@ -77,3 +77,37 @@ func TestRecipeName(t *testing.T) {
 		}
 	}
 }
+
+// One model for several platforms: a target per pick, in order, each
+// named after its platform and explained in the header.
+func TestRenderRecipesOneTargetPerPick(t *testing.T) {
+	model := edge.ResolveModel("builtin:smollm2-135m", "")
+	var picks []edge.Pick
+	for _, platform := range []string{"ios", "android", "laptop"} {
+		p, err := edge.PickTarget(edge.PickRequest{Platform: platform, Model: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		picks = append(picks, p)
+	}
+	data := edge.RenderRecipes(picks, edge.RecipeOptions{Name: "apps", Source: "builtin:smollm2-135m"})
+	r, err := recipe.Parse("recipes/apps.yaml", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if diags := recipe.Validate(r, plan.Catalog{}, nil); len(diags) > 0 {
+		t.Fatalf("%v\n%s", diags, data)
+	}
+	if len(r.Targets) != len(picks) {
+		t.Fatalf("%d targets for %d picks:\n%s", len(r.Targets), len(picks), data)
+	}
+	for i, p := range picks {
+		tg := r.Targets[i]
+		if tg.Name != p.Platform || tg.Device != p.Device || tg.Format != p.Format {
+			t.Errorf("target %d: %+v, pick %s %s on %s", i, tg, p.Platform, p.Format, p.Device)
+		}
+		if !strings.Contains(string(data), "# "+p.Platform+": "+p.Format+" on "+p.Device) {
+			t.Errorf("the header does not explain %s:\n%s", p.Platform, data)
+		}
+	}
+}
