@@ -104,7 +104,7 @@ type runFunc func(ctx context.Context, args []string) error
 type command struct {
 	use     string
 	summary string
-	// long is the help's body, before the exit codes.
+	// long is the help's body.
 	long string
 	// define adds the command's flags and returns what runs it.
 	define func(env *Env, fs *pflag.FlagSet) runFunc
@@ -136,6 +136,37 @@ func commands() []command {
 	}
 }
 
+// examples show each command in use, in its help.
+var examples = map[string]string{
+	"run": `  edgepipe run recipes/demo.yaml
+  edgepipe run -j 2 -t laptop-q8 --junit report.xml recipes/demo.yaml`,
+	"plan": `  edgepipe plan recipes/demo.yaml
+  edgepipe plan --json recipes/demo.yaml`,
+	"validate": `  edgepipe validate recipes/demo.yaml`,
+	"graph":    `  edgepipe graph --format dot recipes/demo.yaml | dot -Tsvg > plan.svg`,
+	"step": `  edgepipe plan --bundle plan.tar.gz recipes/demo.yaml
+  edgepipe step run plan.tar.gz source --remote-cache s3::https://127.0.0.1:8333/edgepipe/cache`,
+	"export":    `  edgepipe export argo --remote-cache s3::https://127.0.0.1:8333/edgepipe/cache recipes/demo.yaml > workflow.yaml`,
+	"lock":      `  edgepipe lock recipes/demo.yaml && edgepipe run --locked recipes/demo.yaml`,
+	"verify":    `  edgepipe verify artifacts/demo/laptop-q8`,
+	"reproduce": `  edgepipe reproduce artifacts/demo/laptop-q8`,
+	"pull":      `  edgepipe pull oci://127.0.0.1:5000/models/smollm2:laptop-q8 ./pulled`,
+	"cache": `  edgepipe cache ls
+  edgepipe cache gc --older-than 720h --dry-run`,
+	"toolchain": `  edgepipe toolchain install --for recipes/demo.yaml
+  edgepipe toolchain list`,
+	"doctor":  `  edgepipe doctor recipes/demo.yaml`,
+	"devices": `  edgepipe devices --json`,
+	"ceiling": `  edgepipe ceiling --model-gb 4.7`,
+	"pick": `  edgepipe pick --platform ios --model builtin:smollm2-135m
+  edgepipe pick --platform ios,android,browser --model ./my-model
+  edgepipe pick --task vision --platform android --params 2.5M`,
+	"init": `  edgepipe init --platform laptop --model builtin:smollm2-135m -o recipes/laptop.yaml
+  edgepipe init --platform ios,android,browser --model ./my-model -o recipes/apps.yaml`,
+	"schema":  `  edgepipe schema > recipe.schema.json`,
+	"version": `  edgepipe version`,
+}
+
 const exitCodesHelp = `Exit codes:
   0    ok
   1    a step failed
@@ -146,6 +177,54 @@ const exitCodesHelp = `Exit codes:
   6    a push to a remote failed (the local artifacts are published)
   7    step run: a step it needs is in neither the local nor the remote cache
   130  interrupted`
+
+// exitCodesPointer ends each command's help: the table is printed once,
+// by its own help topic.
+const exitCodesPointer = "Exit codes: `edgepipe help exit-codes`."
+
+// printHelp prints a command's help with its usage line first, then what
+// it does, examples, its subcommands and help topics, and its flags.
+func printHelp(c *cobra.Command, _ []string) {
+	var sections []string
+	switch {
+	case c.Runnable():
+		sections = append(sections, "Usage: "+c.UseLine())
+	case c.HasAvailableSubCommands():
+		sections = append(sections, "Usage: "+c.CommandPath()+" COMMAND [flags]")
+	}
+	text := c.Long
+	if text == "" {
+		text = c.Short
+	}
+	if text = strings.TrimSpace(text); text != "" {
+		sections = append(sections, text)
+	}
+	if c.HasExample() {
+		sections = append(sections, "Examples:\n"+strings.TrimRight(c.Example, "\n"))
+	}
+	var cmds, topics []string
+	for _, sub := range c.Commands() {
+		switch {
+		case sub.IsAvailableCommand() || sub.Name() == "help":
+			cmds = append(cmds, fmt.Sprintf("  %-*s %s", sub.NamePadding(), sub.Name(), sub.Short))
+		case sub.IsAdditionalHelpTopicCommand():
+			topics = append(topics, fmt.Sprintf("  %s %s  %s", c.CommandPath(), "help "+sub.Name(), sub.Short))
+		}
+	}
+	if len(cmds) > 0 {
+		sections = append(sections, "Commands:\n"+strings.Join(cmds, "\n")+"\n\nRun `"+c.CommandPath()+" COMMAND --help` for a command's flags and examples.")
+	}
+	if len(topics) > 0 {
+		sections = append(sections, "Help topics:\n"+strings.Join(topics, "\n"))
+	}
+	if c.HasAvailableLocalFlags() && (c.Runnable() || c.HasAvailableSubCommands()) {
+		sections = append(sections, "Flags:\n"+strings.TrimRight(c.LocalFlags().FlagUsages(), "\n"))
+	}
+	if c.HasAvailableInheritedFlags() {
+		sections = append(sections, "Global flags:\n"+strings.TrimRight(c.InheritedFlags().FlagUsages(), "\n"))
+	}
+	fmt.Fprintln(c.OutOrStdout(), strings.Join(sections, "\n\n"))
+}
 
 // newRoot builds the command tree: GNU flags with short forms, help on
 // stdout for every command, did-you-mean for commands and flags, and the
@@ -162,7 +241,7 @@ func newRootRan(env *Env, ran *bool) *cobra.Command {
 		Use:   "edgepipe",
 		Short: "convert models for edge devices, gate them on quality, publish verified artifacts",
 		Long: "edgepipe " + Version + ": convert models for edge devices, gate them on quality, publish verified artifacts.\n\n" +
-			exitCodesHelp,
+			"The everyday loop: pick -> init -> plan -> run -> verify. " + exitCodesPointer,
 		Version:                    VersionString(),
 		SilenceErrors:              true,
 		SilenceUsage:               true,
@@ -174,13 +253,17 @@ func newRootRan(env *Env, ran *bool) *cobra.Command {
 	root.Flags().BoolP("version", "V", false, "print edgepipe's version and exit")
 	root.SetFlagErrorFunc(flagError)
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetHelpFunc(printHelp)
 	root.AddCommand(completionCommand(env))
+	// A help topic (no Run): `edgepipe help exit-codes` prints it.
+	root.AddCommand(&cobra.Command{Use: "exit-codes", Short: "what each exit code means", Long: exitCodesHelp})
 	for _, c := range commands() {
 		name, _, _ := strings.Cut(c.use, " ")
 		cmd := &cobra.Command{
 			Use:               c.use,
 			Short:             c.summary,
-			Long:              strings.TrimSpace(c.summary+".\n\n"+c.long) + "\n\n" + exitCodesHelp,
+			Long:              strings.TrimSpace(c.summary+".\n\n"+c.long) + "\n\n" + exitCodesPointer,
+			Example:           examples[name],
 			Args:              cobra.ArbitraryArgs,
 			ValidArgsFunction: c.complete,
 		}
