@@ -77,8 +77,10 @@ func TestPickJSON(t *testing.T) {
 	}
 }
 
-// doctor --json lists every tool and still exits 2 when some are missing,
-// naming the command that installs them.
+// doctor --json lists every tool; without a recipe it is an inventory
+// (exit 0: a toolchain not installed yet is installed on first use), with
+// one it exits 2 when what the recipe needs is missing, naming the command
+// that installs it.
 func TestDoctorJSON(t *testing.T) {
 	cache := t.TempDir()
 	var st []struct {
@@ -88,7 +90,7 @@ func TestDoctorJSON(t *testing.T) {
 		InstallCommand string
 	}
 	code, stderr := mainJSON(t, &st, "doctor", "--json", "--cache-dir", cache)
-	if code != ExitUsage || !strings.Contains(stderr, "some tools are missing: run `edgepipe toolchain install NAME (or: edgepipe doctor RECIPE for what one recipe needs)`") {
+	if code != ExitOK || stderr != "" {
 		t.Errorf("doctor: exit %d, %q", code, stderr)
 	}
 	found := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/edgepipe/edgepipe/internal/cachegc"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,6 +152,25 @@ func toolchainRemove(env *Env, root, verb string, names []string, dryRun bool) e
 // cmdDoctor says, for every tool, whether it is installed, its version and
 // path, and the exact command that installs what is missing. It exits 2
 // when something a recipe could need is missing, so scripts can check.
+// writeDoctorSummary ends doctor's inventory: what is found, what edgepipe
+// installs when asked (or when a run needs it), and what does not run on
+// this host.
+func writeDoctorSummary(w io.Writer, st []toolchain.ToolStatus) {
+	var found, installable, elsewhere int
+	for _, s := range st {
+		switch {
+		case s.Found:
+			found++
+		case s.InstallCommand != "":
+			installable++
+		default:
+			elsewhere++
+		}
+	}
+	fmt.Fprintf(w, "\n%d of %d tools found; %d not installed yet (`edgepipe toolchain install` installs them all, and `run` installs what a recipe needs on first use); %d not run on this host (installed by hand, or on the device).\n", found, len(st), installable, elsewhere)
+	fmt.Fprintln(w, "For what one recipe needs, and exit 2 when something is missing: edgepipe doctor RECIPE")
+}
+
 func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
@@ -193,6 +213,15 @@ func cmdDoctor(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 		} else {
 			toolchain.WriteDoctor(env.Stdout, st)
+		}
+		if !recipeMode {
+			// Without a recipe doctor is an inventory: a toolchain not
+			// installed yet is not a fault (run installs what a recipe
+			// needs on first use), nor is a tool this host cannot run.
+			if !c.json {
+				writeDoctorSummary(env.Stdout, st)
+			}
+			return nil
 		}
 		for _, s := range st {
 			if !s.Found && s.InstallCommand != "" {
