@@ -21,29 +21,30 @@ func WriteList(w io.Writer, root string, human func(int64) string) error {
 		byDir[filepath.Base(f.Dir)] = f
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tLAST USED\tTOOLS")
-	var total int64
+	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tFREES\tLAST USED\tTOOLS")
 	for _, s := range Specs() {
-		state, size, used := "no", "-", "-"
+		state, size, frees, used := "no", "-", "-", "-"
 		if in, err := Resolve(root, s.Name); err == nil {
 			state = in.Summary()
 		}
 		if f, ok := byDir[s.DirName()]; ok && s.Kind != KindExternal {
-			size, used = human(f.Size), f.LastUsed.Local().Format(time.DateTime)
-			total += f.Size
+			size, frees, used = human(f.Size), human(f.Own), f.LastUsed.Local().Format(time.DateTime)
 		}
 		if s.Kind == KindExternal {
 			state = "(not installed by edgepipe)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, used, strings.Join(s.Tools, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, frees, used, strings.Join(s.Tools, " "))
 	}
+	dirs := make([]string, 0, len(folders))
 	for _, f := range folders {
+		dirs = append(dirs, f.Dir)
 		if !f.Current {
-			total += f.Size
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", human(f.Size), f.LastUsed.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", human(f.Size), human(f.Own), f.LastUsed.Local().Format(time.DateTime))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s in %s\n", human(total), filepath.Join(root, "toolchains"))
+	// The toolchains share files (uv links every environment's wheels from
+	// its cache), so the total is not the column's sum.
+	fmt.Fprintf(w, "%s in %s (each file once, however many toolchains link it; FREES is what removing one alone frees)\n", human(MeasureDisk(dirs...).Total), filepath.Join(root, "toolchains"))
 	return nil
 }

@@ -252,10 +252,10 @@ func TestWriteList(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "LAST USED") {
 		t.Errorf("header %q", lines[0])
 	}
-	if last := lines[len(lines)-1]; last != "0B in "+filepath.Join(cache, "toolchains") {
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "0B in "+filepath.Join(cache, "toolchains")+" (each file once") {
 		t.Errorf("total %q", last)
 	}
-	if !regexpLine(lines, `^uv\s+binary\s+no\s+-\s+-\s+uv$`) || !regexpLine(lines, `^cmake\s+external\s+\(not installed by edgepipe\)`) {
+	if !regexpLine(lines, `^uv\s+binary\s+no\s+-\s+-\s+-\s+uv$`) || !regexpLine(lines, `^cmake\s+external\s+\(not installed by edgepipe\)`) {
 		t.Errorf("empty cache:\n%s", out.String())
 	}
 
@@ -274,12 +274,47 @@ func TestWriteList(t *testing.T) {
 	}
 	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
 	uvSize := DirSize(uvDir)
-	if !regexpLine(lines, fmt.Sprintf(`^uv\s+binary\s+uv\s+%dB\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+uv$`, uvSize)) ||
-		!regexpLine(lines, `^llama-0000000000000000\s+stale\s+from another lock: `+"`toolchain prune`"+` removes it\s+7B`) {
+	if !regexpLine(lines, fmt.Sprintf(`^uv\s+binary\s+uv\s+%dB\s+%dB\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+uv$`, uvSize, uvSize)) ||
+		!regexpLine(lines, `^llama-0000000000000000\s+stale\s+from another lock: `+"`toolchain prune`"+` removes it\s+7B\s+7B`) {
 		t.Errorf("with installs:\n%s", out.String())
 	}
-	if last := lines[len(lines)-1]; last != fmt.Sprintf("%dB in %s", uvSize+7, filepath.Join(cache, "toolchains")) {
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, fmt.Sprintf("%dB in %s (", uvSize+7, filepath.Join(cache, "toolchains"))) {
 		t.Errorf("total %q", last)
+	}
+}
+
+// uv links the same wheel files into every environment: a file reached
+// by several paths is counted once, within a folder and in the total, and
+// a folder frees only what no path outside it reaches.
+func TestMeasureDiskCountsHardLinksOnce(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b, filepath.Join(a, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string, n int) {
+		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(old, new string) {
+		if err := os.Link(old, new); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(a, "wheel"), 1000)                         // shared with b
+	link(filepath.Join(a, "wheel"), filepath.Join(b, "wheel"))     //
+	write(filepath.Join(a, "own"), 100)                            // a's alone, two paths
+	link(filepath.Join(a, "own"), filepath.Join(a, "sub", "own2")) //
+	write(filepath.Join(b, "own"), 10)                             // b's alone
+	u := MeasureDisk(a, b)
+	if u.Bytes[a] != 1100 || u.Bytes[b] != 1010 || u.Own[a] != 100 || u.Own[b] != 10 || u.Total != 1110 {
+		t.Errorf("bytes %v own %v total %d; want a 1100/100, b 1010/10, total 1110", u.Bytes, u.Own, u.Total)
+	}
+	if DirSize(a) != 1100 {
+		t.Errorf("DirSize(a) = %d, want 1100: a file with two paths in a counts once", DirSize(a))
 	}
 }
 

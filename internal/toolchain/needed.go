@@ -151,7 +151,10 @@ func MarkUsed(cacheDir, name string) {
 type Folder struct {
 	Name string // toolchain name ("" when unknown)
 	Dir  string
-	Size int64
+	// Size is its files' bytes, hard links counted once; Own the part no
+	// path outside it reaches (what removing it frees: uv's cache keeps
+	// the wheel files every environment links).
+	Size, Own int64
 	// LastUsed is when a run last used it (else when it was installed).
 	LastUsed time.Time
 	// Current: the install the current lock names; stale folders can go.
@@ -180,7 +183,8 @@ func Folders(cacheDir string) ([]Folder, error) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
-		f := Folder{Dir: dir, Size: DirSize(dir)}
+		use := MeasureDisk(dir)
+		f := Folder{Dir: dir, Size: use.Bytes[dir], Own: use.Own[dir]}
 		f.Name, f.Current = current[e.Name()]
 		if !f.Current {
 			if m, err := readMarker(dir); err == nil {
@@ -233,17 +237,6 @@ func RemoveFolder(cacheDir string, f Folder) error {
 	return os.RemoveAll(f.Dir)
 }
 
-// DirSize is the bytes of the regular files under dir (hard links counted
-// once per path: an estimate of what removing it frees).
-func DirSize(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
+// DirSize is the bytes of the regular files under dir, each file once
+// however many hard links to it the folder holds.
+func DirSize(dir string) int64 { return MeasureDisk(dir).Bytes[dir] }

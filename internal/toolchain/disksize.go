@@ -1,0 +1,78 @@
+package toolchain
+
+import (
+	"io/fs"
+	"path/filepath"
+	"syscall"
+)
+
+// fileID is a file whatever path reaches it: uv hard-links the same wheel
+// files into every Python environment from its cache, so a path count
+// would add torch's gigabytes once per toolchain.
+type fileID struct{ dev, ino uint64 }
+
+// DiskUsage is what a set of folders holds on disk, hard links counted
+// once.
+type DiskUsage struct {
+	// Bytes per folder: each file once, however many of its paths the
+	// folder holds.
+	Bytes map[string]int64
+	// Own per folder: the bytes of files no path outside the folder
+	// reaches, which is what removing it frees.
+	Own map[string]int64
+	// Total is the distinct files of all the folders.
+	Total int64
+}
+
+// MeasureDisk walks dirs (unreadable entries are left out: sizes are an
+// estimate for a listing, never a reason to fail it).
+func MeasureDisk(dirs ...string) DiskUsage {
+	u := DiskUsage{Bytes: map[string]int64{}, Own: map[string]int64{}}
+	counted := map[fileID]bool{}
+	for _, dir := range dirs {
+		seen := map[fileID]uint64{} // paths of each file met in dir
+		sizes := map[fileID]int64{}
+		links := map[fileID]uint64{}
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			id, nlink, ok := statID(fi)
+			if !ok {
+				// No inode to tell links apart: count the path.
+				u.Bytes[dir] += fi.Size()
+				u.Own[dir] += fi.Size()
+				u.Total += fi.Size()
+				return nil
+			}
+			if seen[id] == 0 {
+				u.Bytes[dir] += fi.Size()
+				sizes[id], links[id] = fi.Size(), nlink
+			}
+			seen[id]++
+			if !counted[id] {
+				counted[id] = true
+				u.Total += fi.Size()
+			}
+			return nil
+		})
+		for id, n := range seen {
+			if n >= links[id] {
+				u.Own[dir] += sizes[id]
+			}
+		}
+	}
+	return u
+}
+
+func statID(fi fs.FileInfo) (fileID, uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, 0, false
+	}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}, uint64(st.Nlink), true //nolint:unconvert // the types differ by platform
+}
