@@ -31,7 +31,7 @@ targets:
 // the report record: real tools, percentiles in order, rates that agree
 // with the latencies, and efficiency against the host's ceiling.
 func TestRealBench(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "after `edgepipe toolchain install llamacpp`")
 	if err := os.WriteFile(filepath.Join(work, "bench.yaml"), []byte(benchRecipe), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // checks ran and the measured perplexity. Opt in with EDGEPIPE_REAL=1; the
 // toolchains go to EDGEPIPE_CACHE (default: the user cache folder).
 func TestRealCoreML(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs torch 2.7.0 and coremltools 9.0")
 	run("toolchain", "install", "llama", "coreml", "builtin:smollm2-135m")
 	// The recipe as shipped, default gate (max_delta 2.0) included: affine

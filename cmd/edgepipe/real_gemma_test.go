@@ -37,10 +37,10 @@ targets:
 // the same tokens; the default gate then publishes it or fails it (exit 3)
 // on its measured delta, which the test logs: Core ML's affine INT4, for
 // one, loses more on Gemma's K-quant weights than on SmolLM2's Q4_1 ones
-// (README). A published folder must verify, say the source was a Q4_K_M
+// (docs/results/gemma3.md). A published folder must verify, say the source was a Q4_K_M
 // GGUF, and (Core ML) carry the sliding-window mask input.
 func TestRealGemma(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "edgepipe toolchain install llama llamacpp onnx coreml llmcompressor builtin:gemma3-270m")
 	if err := os.WriteFile(filepath.Join(work, "gemma.yaml"), []byte(gemmaRecipe), 0o644); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // manifest says the source was a Q4_1 GGUF. Measured: 274 s for the source
 // step and 545 s in all on a loaded 2-core machine (load average 15).
 func TestRealGGUFSource(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "edgepipe toolchain install llama llamacpp builtin:smollm2-135m")
 	cache := userCache(t)
 	run("toolchain", "install", "builtin:smollm2-135m")

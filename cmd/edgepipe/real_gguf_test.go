@@ -52,7 +52,7 @@ func realRun(t *testing.T, args ...string) (string, error) {
 // with the real llama.cpp tools, gates both on measured perplexity, and
 // checks the published folders and manifests.
 func TestRealDemo(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	realTier(t)
 	out := t.TempDir()
 	log, err := realRun(t, "run", "-j", "2", "--out", out, "recipes/demo.yaml")

@@ -24,7 +24,7 @@ import (
 //
 //	edgepipe toolchain install llama llmcompressor builtin:smollm2-135m
 func TestRealGPUServerRecipe(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	if os.Getenv("EDGEPIPE_REAL") != "1" {
 		t.Skip("real tier: set EDGEPIPE_REAL=1 after `edgepipe toolchain install llama llmcompressor builtin:smollm2-135m`")
 	}
@@ -34,8 +34,8 @@ func TestRealGPUServerRecipe(t *testing.T) {
 	}
 	// The recipe's targets and methods at test size: two 256-token chunks of
 	// evaluation and a quarter of the calibration, so CI's real tier fits
-	// its time (the recipe itself keeps its full sizes; the README's
-	// figures come from it).
+	// its time (the recipe itself keeps its full sizes; the figures
+	// in docs/results/smollm2.md come from it).
 	trimmed := string(recipe)
 	for _, r := range [][2]string{
 		{"context: 512\n    max_chunks: 8", "context: 256\n    max_chunks: 2"},

@@ -22,7 +22,7 @@ import (
 // missing chromium fails the test: skipping would let CI pass without the
 // WebGPU check ever running.
 func TestRealMLC(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "the llama toolchain and Debian's chromium")
 	if _, err := exec.LookPath("chromium"); err != nil {
 		t.Fatal("real tier: chromium is not installed, so the WebGPU check cannot run: `go tool task toolchains` installs Debian's package (as root), or `apt-get install chromium`")

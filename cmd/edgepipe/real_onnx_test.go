@@ -19,7 +19,7 @@ import (
 // toolchains go to EDGEPIPE_CACHE (default: the user cache folder), so
 // later runs reuse them.
 func TestRealONNXAndQNN(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs torch, optimum-onnx and ONNX Runtime")
 	run("toolchain", "install", "llama", "onnx", "builtin:smollm2-135m")
 

@@ -16,11 +16,11 @@ import (
 // run shares that baseline), and a short bench; then it checks what the
 // manifest says ran and where.
 func TestRealOpenVINO(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs torch, optimum-intel, NNCF and OpenVINO")
 	run("toolchain", "install", "llama", "openvino", "builtin:smollm2-135m")
 	// The shipped recipe keeps the default gate, which Intel's NPU settings
-	// miss on the built-in model (+7.2: README); this test checks the path
+	// miss on the built-in model (+7.2: docs/results/openvino.md); this test checks the path
 	// (compression, IR, scoring, publishing), so its copy gates at 8.0.
 	shipped, err := os.ReadFile(filepath.Join("..", "..", "recipes", "intel-npu.yaml"))
 	if err != nil {

@@ -11,7 +11,8 @@ import (
 // realQNNRecipe is recipes/android.yaml's W8A16 target at a size the real
 // tier affords: QNN's HTP simulator takes minutes per chunk of 128 tokens
 // on two loaded cores, so the gate here is 2 chunks of 64 tokens. (W4A16
-// fails the default gate: recipes/android-w4a16.yaml and the README.)
+// fails the default gate: recipes/android-w4a16.yaml and
+// docs/results/qnn-htp.md.)
 const realQNNRecipe = `edgepipe: 1
 name: qnn-htp-real
 model:
@@ -39,7 +40,7 @@ targets:
 // version, the SoC and where the gate ran, and that nothing was a stand-in.
 // Opt in with EDGEPIPE_REAL=1.
 func TestRealQNNHTP(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs torch, ONNX Runtime and onnxruntime-qnn (QNN's HTP backend)")
 	run("toolchain", "install", "llama", "onnx", "qnn", "builtin:smollm2-135m")
 	recipe := filepath.Join(work, "qnn.yaml")

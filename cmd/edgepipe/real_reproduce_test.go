@@ -34,10 +34,10 @@ targets:
 // TestRealReproduceQ8 publishes the demo's Q8_0 target with the real
 // llama.cpp tools, checks its lock, then rebuilds it from scratch with
 // `edgepipe reproduce` and requires every file bit-identical and the
-// rebuilt gate's perplexity equal: measured so on linux/amd64 (README,
-// "Reproducibility"), where the llama.cpp build is the portable one.
+// rebuilt gate's perplexity equal: measured so on linux/amd64
+// (docs/results/reproducibility.md), where the llama.cpp build is the portable one.
 func TestRealReproduceQ8(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "needs `edgepipe toolchain install llama llamacpp`; rebuilds the built-in model and the Q8_0 chain, about 10 minutes on 2 cores")
 	if err := os.WriteFile(filepath.Join(work, "demo-q8.yaml"), []byte(demoQ8Recipe), 0o644); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 // test split against the fp32 PyTorch model. It checks what the manifests
 // say was measured, not what the recipe asked for.
 func TestRealVision(t *testing.T) {
-	t.Parallel() // two real tests at a time share the cores (README, Testing)
+	t.Parallel() // two real tests at a time share the cores (docs/testing.md)
 	run, work := realEdgepipe(t, "installs torch, torchvision, scikit-learn and ONNX Runtime, and the litert, qnn and openvino toolchains; trains the built-in vision model")
 	run("toolchain", "install", "vision", "builtin:mobilenetv3-small-digits")
 	recipe, err := filepath.Abs(filepath.Join("..", "..", "recipes", "vision-digits.yaml"))
@@ -32,10 +32,10 @@ func TestRealVision(t *testing.T) {
 	// earlier run would otherwise only publish); the trained model stays
 	// cached, it is the toolchain's, not a step's.
 	// iphone-int8 (coreml-int8) is left out: CI does not install its
-	// coreml-vision toolchain (README), so it has no real-tier test yet.
+	// coreml-vision toolchain (docs/vision.md), so it has no real-tier test yet.
 	log := runGated(t, work, "run", "--force", "--keep-going", "-j", "2", "-t", "cpu-fp32,cpu-int8,android-int8,hexagon-int8,intel-int8", "--out", out, recipe)
 	t.Logf("edgepipe run vision-digits.yaml:\n%s", log)
-	// The README's figures are the reference build's. A host whose kernels
+	// The figures in docs/vision.md are the reference build's. A host whose kernels
 	// train other weights (an AMX Xeon wrote sha256 1a0bf422...) gets another
 	// model, on which an INT8 target may fail its gate: there that is the
 	// gate doing its work, and the test checks the run said so.

@@ -168,7 +168,7 @@ func TestLayers(t *testing.T) {
 	for _, pkg := range pkgs {
 		li, ok := layerOf(pkg)
 		if !ok {
-			t.Errorf("package %s is in no layer: add it to the table in internal/architecture/layers_test.go (and README, Layout)", pkg)
+			t.Errorf("package %s is in no layer: add it to the table in internal/architecture/layers_test.go (and docs/layout.md)", pkg)
 			continue
 		}
 		deps := make([]string, 0, len(graph[pkg]))

@@ -60,7 +60,7 @@ func finish(c *runreport.Recorder, env *Env, junitPath string, asJSON bool, res 
 }
 
 // runExitCode is the exit code Main will give a run's error (runError's
-// result): the README's table.
+// result): the table in docs/cli.md.
 func runExitCode(err error) int {
 	var ee *ExitError
 	switch {

@@ -37,7 +37,8 @@ var Version = buildinfo.Version
 // VersionString is the version with the VCS revision.
 func VersionString() string { return buildinfo.String() }
 
-// Exit codes, documented in the README and --help.
+// Exit codes, documented in docs/cli.md (summed up in the README) and
+// --help.
 const (
 	ExitOK         = 0
 	ExitStepFailed = 1

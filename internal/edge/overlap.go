@@ -21,7 +21,7 @@ import (
 // it: the importance matrix, GPTQ's Hessians or INT8 ranges were fitted to
 // exactly those tokens or images. So calibration and evaluation data that
 // overlap are refused unless the recipe says data: {allow_overlap: true}.
-// The rule (the README's too):
+// The rule (docs/recipe.md's too):
 //
 //   - the two are the same bytes; or
 //   - texts: some 256-byte stretch of the evaluation text appears in the

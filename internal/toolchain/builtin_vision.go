@@ -28,7 +28,7 @@ type visionModel struct {
 var visionModels = map[string]visionModel{
 	// MobileNetV3-Small (torchvision, 10 classes, 1.53M parameters) on
 	// scikit-learn's digits: seeded, deterministic algorithms, one thread;
-	// a rebuild is bit-identical (README, "Vision").
+	// a rebuild is bit-identical (docs/vision.md).
 	"mobilenetv3-small-digits": {script: ToolVisionTrain,
 		version: "torchvision MobileNetV3-Small trained on scikit-learn's digits (vision_train.py)"},
 	// EfficientNet-Lite0 (ImageNet-1k, 1000 classes, 4.65M parameters):

@@ -31,7 +31,7 @@ var qnnWeightTypes = map[string]string{
 
 // qnnMinTop1 is the least share of positions where the compiled model
 // picks PyTorch's top-1 token on the first evaluation chunk (the HTP
-// backend's second logits check). See the README's measured results.
+// backend's second logits check). See docs/results/qnn-htp.md.
 var qnnMinTop1 = map[string]float64{
 	"qnn-w8a16": 0.6,
 	"qnn-w4a16": 0.5,
@@ -68,7 +68,7 @@ func expandQNN(r *recipe.Recipe, t *recipe.Target, f catalog.Format, add plan.Ad
 		// weights per output channel (MatMuls as 1x1 Convs, the only
 		// per-channel weights QNN takes). Measured on the built-in model at
 		// 64 x 2 on ONNX Runtime's CPU provider: W8A16 per tensor +1.90,
-		// per channel -0.03 (README).
+		// per channel -0.03 (docs/results/qnn-htp.md).
 		params.StaticInputs = true
 		params.PerChannel = true
 		if params.WeightType == "uint8" {

@@ -19,7 +19,7 @@ type Int8Options struct {
 	CalibrationMethod *string `yaml:"calibration_method" enum:"minmax,entropy,percentile" doc:"How ONNX Runtime picks activation ranges from the calibration images: minmax (the default), entropy or percentile."`
 	PerChannel        *bool   `yaml:"per_channel" doc:"One int8 scale per output channel of each weight (default true); false: one per tensor."`
 	Samples           *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
-	KeepStem          *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the Conv that reads the image) and its input in float (default true: on the built-in model it turns a 3.9-point top-1 drop into 0.56, README)."`
+	KeepStem          *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the Conv that reads the image) and its input in float (default true: on the built-in model it turns a 3.9-point top-1 drop into 0.56, docs/vision.md)."`
 	KeepFloat         *string `yaml:"keep_float" doc:"A regular expression over the ONNX graph's node names (for example /classifier/): the nodes it matches stay in float too (default: none)."`
 	ReduceRange       *bool   `yaml:"reduce_range" doc:"7-bit weights (ONNX Runtime's reduce_range), so that the uint8 x int8 multiply-adds of x86 CPUs without VNNI cannot saturate and the score measured on any CPU is the device's (default true for onnx-int8, as openvino-int8's overflow_fix; tensorrt-int8 refuses it: TensorRT computes int8 exactly)."`
 }
@@ -34,7 +34,7 @@ type TFLiteOptions struct {
 type CoreMLOptions struct {
 	PerChannel  *bool   `yaml:"per_channel" doc:"One int8 scale per output channel of each convolution and linear weight (default true); false: one per tensor."`
 	Samples     *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate the activations on the first N images of data.calibration (default: every image)."`
-	KeepStem    *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the program's first convolution, which reads the image) and its input in float (default true, as onnx-int8; on the built-in EfficientNet-Lite0 agreement 58.33% against 54.17% with the stem in int8, README)."`
+	KeepStem    *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the program's first convolution, which reads the image) and its input in float (default true, as onnx-int8; on the built-in EfficientNet-Lite0 agreement 58.33% against 54.17% with the stem in int8, docs/vision.md)."`
 	Activations *string `yaml:"activations" enum:"symmetric,affine" doc:"int8 activations with a zero point (affine, the default: the calibrated [min, max] over all 256 codes; the digits model's drop went from 1.39 to 0.84 points) or without one (symmetric, coremltools' documented default, which leaves half the codes unused after a ReLU)."`
 }
 
@@ -42,7 +42,7 @@ type CoreMLOptions struct {
 // of the fp32 export).
 type OpenVINOOptions struct {
 	Preset             *string `yaml:"preset" enum:"performance,mixed" doc:"NNCF's quantization preset: mixed (the default: asymmetric activations, symmetric weights) or performance (symmetric both)."`
-	FastBiasCorrection *bool   `yaml:"fast_bias_correction" doc:"NNCF's fast bias correction instead of the full one (default false: the full one, which put the built-in digits model within the gate, README)."`
+	FastBiasCorrection *bool   `yaml:"fast_bias_correction" doc:"NNCF's fast bias correction instead of the full one (default false: the full one, which put the built-in digits model within the gate, docs/vision.md)."`
 	OverflowFix        *string `yaml:"overflow_fix" enum:"enable,first_layer,disable" doc:"7-bit weights so that the u8 x s8 multiply-adds of CPUs without VNNI cannot saturate: enable (the default: every layer, so the score measured on any CPU is the device's), first_layer (NNCF's default) or disable (for VNNI, AMX and NPU targets only)."`
 	Samples            *int    `yaml:"calibration_samples" min:"1" doc:"Calibrate on the first N images of data.calibration (default: every image)."`
 	KeepStem           *bool   `yaml:"keep_stem_float" doc:"Leave the stem (the convolution that reads the image) in float (default true, as onnx-int8)."`
@@ -72,13 +72,13 @@ func (o *TensorRTOptions) CheckOptions() []recipe.OptionProblem {
 	return out
 }
 
-// Defaults of openvino-int8 (measured on both built-in models, README)
+// Defaults of openvino-int8 (measured on both built-in models, docs/vision.md)
 // and tensorrt-int8's batch range.
 const (
 	DefaultOVPreset      = "mixed"
 	DefaultOVOverflowFix = "enable"
 	DefaultOptBatch      = 8
-	// coreml-int8's, measured on the digits model (README).
+	// coreml-int8's, measured on the digits model (docs/vision.md).
 	DefaultCoreMLKeepStem    = true
 	DefaultCoreMLActivations = "affine"
 	DefaultMaxBatch          = 32

@@ -39,7 +39,7 @@ import (
 // engine computes the same INT8 model (not bit for bit: it may reorder the
 // float arithmetic between them). ONNX Runtime's fused kernels would score
 // something else on this AVX2 CPU: on the digits model 94.71% top-1 against
-// 96.94% as written (README), their u8 x s8 multiply-adds saturating.
+// 96.94% as written (docs/vision.md), their u8 x s8 multiply-adds saturating.
 
 // ToolTrtexec is TensorRT's command-line builder; ToolchainTensorRT the
 // external toolchain that names it.

@@ -168,7 +168,7 @@ func quantize(args []string, stdout, stderr io.Writer) error {
 // flipRate is how often (out of 256) the stand-in int8 model gets an
 // image wrong that the fp32 one got right: small with the defaults, a
 // failing gate with the stem quantized or one scale per tensor (as the
-// real model measured, see the README).
+// real model measured, see docs/vision.md).
 func flipRate(weights string) int {
 	rate := 1
 	if strings.Contains(weights, "keep_stem=false") {
