@@ -31,6 +31,7 @@ func WriteCommandReference(w io.Writer) error {
 	b.WriteString("The prose reference (what the commands print, environment variables, lock files,\n")
 	b.WriteString("the remote cache) is [cli.md](cli.md).\n\n")
 	b.WriteString("`" + root.Name() + "`: " + root.Short + ". `edgepipe -V` (or `edgepipe version`) prints the version.\n\n")
+	b.WriteString("`edgepipe help exit-codes` prints the exit codes:\n\n")
 	b.WriteString("```\n" + exitCodesHelp + "\n```\n\n")
 	// In the order of commands() (the help's order is alphabetical), then
 	// cobra's completion.
@@ -55,6 +56,9 @@ func writeCommand(b *bytes.Buffer, c *cobra.Command) {
 	fmt.Fprintf(b, "## %s\n\n", c.CommandPath())
 	fmt.Fprintf(b, "```\n%s\n```\n\n", c.UseLine())
 	fmt.Fprintf(b, "%s.\n\n", strings.TrimSuffix(c.Short, "."))
+	if c.HasExample() {
+		fmt.Fprintf(b, "Examples:\n\n```\n%s\n```\n\n", strings.TrimRight(c.Example, "\n"))
+	}
 	if flags := c.NonInheritedFlags().FlagUsages(); strings.TrimSpace(flags) != "" {
 		fmt.Fprintf(b, "```\n%s```\n\n", flags)
 	}
