@@ -117,12 +117,12 @@ func commands() []command {
 	return []command{
 		{use: "run [flags] RECIPE", summary: "run a recipe: convert, validate, publish", define: cmdRun, complete: complete.RecipeArg},
 		{use: "plan [--json] [--bundle FILE] [--target NAME] RECIPE", summary: "print the step graph with each step's cache status", define: cmdPlan, complete: complete.RecipeArg},
-		{use: "validate RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: complete.RecipeArg},
+		{use: "validate [--json] RECIPE", summary: "check a recipe without running anything", define: cmdValidate, complete: complete.RecipeArg},
 		{use: "graph --format dot|mermaid [--target NAME] RECIPE", summary: "print the step graph as dot or mermaid", define: cmdGraph, complete: complete.RecipeArg},
 		{use: "step run PLAN.json|BUNDLE STEP-ID", summary: "run one step of a saved plan or bundle (plan --bundle), on any machine", define: cmdStep, complete: complete.StepArgs},
 		{use: "export argo [--image IMG] --remote-cache URL [--target NAME] RECIPE", summary: "print the plan as an Argo Workflow: one pod per step running `edgepipe step run`", define: cmdExport, complete: complete.RecipeArg},
 		{use: "lock [flags] RECIPE", summary: "resolve a recipe's inputs and write RECIPE.lock", define: cmdLock, complete: complete.RecipeArg},
-		{use: "verify [--key PUB.pem] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: complete.DirArgs},
+		{use: "verify [--key PUB.pem] [--json] DIR...", summary: "re-hash a published folder against its manifest and provenance", define: cmdVerify, complete: complete.DirArgs},
 		{use: "reproduce [flags] DIR...", summary: "rebuild published folders in a scratch cache and compare them file by file", define: cmdReproduce, complete: complete.DirArgs},
 		{use: "pull [--key PUB.pem] [--insecure] oci://HOST/REPOSITORY:TAG DIR", summary: "download a pushed artifact and verify it", define: cmdPull},
 		{use: "cache ls | cache gc [--older-than DURATION] [--dry-run]", summary: "list the cache, or remove incomplete entries and what was not used for a while", define: cmdCache, complete: complete.Words("ls", "gc")},
@@ -133,7 +133,7 @@ func commands() []command {
 		{use: "pick --platform PLATFORM (--model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] | --task vision --params N) [--json]", summary: "choose device, format and pipeline for a platform, model and budget (--task vision: backbone, runtime and INT8 format for an image classifier)", define: cmdPick, complete: complete.NoArgs},
 		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: complete.NoArgs},
 		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: complete.NoArgs},
-		{use: "version", summary: "print edgepipe's version", define: cmdVersion, complete: complete.NoArgs},
+		{use: "version [--json]", summary: "print edgepipe's version", define: cmdVersion, complete: complete.NoArgs},
 	}
 }
 
@@ -284,6 +284,9 @@ func newRootRan(env *Env, ran *bool) *cobra.Command {
 // whole usage text.
 func flagError(cmd *cobra.Command, err error) error {
 	msg := err.Error()
+	if msg == "unknown flag: --json" {
+		return usageErr("%s has no --json: it prints no data to format (the commands that do: %s)", cmd.CommandPath(), strings.Join(jsonCommands(cmd.Root()), ", "))
+	}
 	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
 		var names []string
 		cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
@@ -292,6 +295,17 @@ func flagError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return usageErr("%s (see `%s --help`)", msg, cmd.CommandPath())
+}
+
+// jsonCommands are the commands that take --json.
+func jsonCommands(root *cobra.Command) []string {
+	var names []string
+	for _, c := range root.Commands() {
+		if c.Flags().Lookup("json") != nil {
+			names = append(names, c.Name())
+		}
+	}
+	return names
 }
 
 // Main runs edgepipe with args (without the program name) and returns the

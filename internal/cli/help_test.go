@@ -51,7 +51,7 @@ func TestHelpExamplesParse(t *testing.T) {
 // `help exit-codes` prints the table.
 func TestHelpUsageFirstExitCodesOnce(t *testing.T) {
 	code, out, _ := runMain(t, nil, "validate", "--help")
-	if code != ExitOK || !strings.HasPrefix(out, "Usage: edgepipe validate RECIPE") || strings.Contains(out, "130  interrupted") || !strings.Contains(out, "edgepipe help exit-codes") {
+	if code != ExitOK || !strings.HasPrefix(out, "Usage: edgepipe validate [--json] RECIPE") || strings.Contains(out, "130  interrupted") || !strings.Contains(out, "edgepipe help exit-codes") {
 		t.Errorf("validate --help (exit %d):\n%s", code, out)
 	}
 	code, out, _ = runMain(t, nil, "help", "exit-codes")

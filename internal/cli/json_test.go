@@ -87,7 +87,7 @@ func TestDoctorJSON(t *testing.T) {
 		Name           string
 		Toolchain      string
 		Found          bool
-		InstallCommand string
+		InstallCommand string `json:"install_command"`
 	}
 	code, stderr := mainJSON(t, &st, "doctor", "--json", "--cache-dir", cache)
 	if code != ExitOK || stderr != "" {
@@ -210,5 +210,72 @@ func TestInitCommand(t *testing.T) {
 	if code, stdout, stderr := runMain(t, nil, "init", "--platform", "laptop", "--model", "builtin:smollm2-135m", "--context", "8192", "-o", out, "--force"); code != ExitOK ||
 		!strings.Contains(string(mustReadFile(t, out)), "--context 8192") {
 		t.Errorf("init --force: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// Every command's JSON names its fields in snake_case: a key with a
+// capital letter is a Go field without its json tag.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	cache := t.TempDir()
+	r := writeRecipe(t, t.TempDir(), "two.yaml", twoTargets)
+	bad := writeRecipe(t, t.TempDir(), "bad.yaml", "edgepipe: 1\nname: bad\nmodel: {source: ./nowhere}\ntargets:\n  t: {device: x86-laptop, format: gguf-q8_0}\n")
+	for _, args := range [][]string{
+		{"devices", "--json"},
+		{"ceiling", "--model-gb", "4.7", "--json"},
+		{"pick", "--platform", "ios,laptop", "--model", "builtin:smollm2-135m", "--json"},
+		{"plan", "--json", "--cache-dir", cache, r},
+		{"validate", "--json", r},
+		{"validate", "--json", bad},
+		{"cache", "ls", "--json", "--cache-dir", cache},
+		{"doctor", "--json", "--cache-dir", cache},
+		{"version", "--json"},
+	} {
+		var v any
+		mainJSON(t, &v, args...)
+		var walk func(any, string)
+		walk = func(v any, at string) {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, e := range x {
+					if strings.ToLower(k) != k || strings.Contains(k, " ") {
+						t.Errorf("%s: key %q at %s is not snake_case", strings.Join(args, " "), k, at)
+					}
+					walk(e, at+"."+k)
+				}
+			case []any:
+				for _, e := range x {
+					walk(e, at+"[]")
+				}
+			}
+		}
+		walk(v, "")
+	}
+}
+
+// validate --json: ok with the counts, or the errors with their places
+// (exit 2); a command with nothing to format refuses --json, naming those
+// that take it.
+func TestValidateJSONAndRefusedJSON(t *testing.T) {
+	r := writeRecipe(t, t.TempDir(), "two.yaml", twoTargets)
+	var ok validateJSON
+	if code, _ := mainJSON(t, &ok, "validate", "--json", r); code != ExitOK || !ok.OK || ok.Targets != 2 || ok.Steps == 0 {
+		t.Errorf("validate --json: exit %d, %+v", code, ok)
+	}
+	bad := writeRecipe(t, t.TempDir(), "bad.yaml", "edgepipe: 1\nname: bad\nmodel: {source: ./nowhere}\ntargets:\n  t: {device: x86-laptop, format: gguf-q8_0}\n")
+	var no struct {
+		OK     bool `json:"ok"`
+		Errors []struct {
+			Pos struct {
+				Line, Col int
+			} `json:"pos"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if code, _ := mainJSON(t, &no, "validate", "--json", bad); code != ExitUsage || no.OK || len(no.Errors) != 1 || no.Errors[0].Pos.Line != 3 || !strings.Contains(no.Errors[0].Message, "no such folder") {
+		t.Errorf("validate --json on a bad recipe: exit %d, %+v", code, no)
+	}
+	code, _, stderr := runMain(t, nil, "init", "--json")
+	if code != ExitUsage || !strings.Contains(stderr, "edgepipe init has no --json: it prints no data to format (the commands that do: ") || !strings.Contains(stderr, "validate") {
+		t.Errorf("init --json: exit %d, %q", code, stderr)
 	}
 }

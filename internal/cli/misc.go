@@ -8,6 +8,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/cachegc"
 	"github.com/edgepipe/edgepipe/internal/schema"
 	"os"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,15 +20,35 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func cmdVersion(env *Env, _ *pflag.FlagSet) runFunc {
-	return func(context.Context, []string) error {
+func cmdVersion(env *Env, fs *pflag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print JSON: the version, the build it came from, the Go it was built with")
+	return func(_ context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return usageErr("version takes no arguments")
+		}
+		if *asJSON {
+			return writeJSON(env.Stdout, struct {
+				Version string `json:"version"`
+				Build   string `json:"build"`
+				Go      string `json:"go"`
+			}{Version, VersionString(), runtime.Version()})
+		}
 		fmt.Fprintf(env.Stdout, "edgepipe %s\n", VersionString())
 		return nil
 	}
 }
 
+// verifyJSON is one folder of `verify --json`.
+type verifyJSON struct {
+	Dir        string   `json:"dir"`
+	OK         bool     `json:"ok"`
+	Provenance string   `json:"provenance,omitempty"`
+	Problems   []string `json:"problems,omitempty"`
+}
+
 func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 	keyPath := fs.String("key", "", "check the provenance signature with this public key (`PUB.pem`); a folder that is not signed by it fails")
+	asJSON := fs.Bool("json", false, "print JSON: each folder with ok, its provenance and its problems")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) == 0 {
 			return usageErr("verify takes the published folder(s) to check, e.g. edgepipe verify artifacts/demo/laptop-q4km")
@@ -40,6 +61,7 @@ func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 		}
 		bad := 0
+		var results []verifyJSON
 		for _, dir := range pos {
 			problems, err := manifest.VerifyContext(ctx, dir)
 			if err != nil {
@@ -49,7 +71,19 @@ func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 			if err != nil {
 				return &ExitError{Code: ExitStepFailed, Err: fmt.Errorf("verify %s: %w", dir, err)}
 			}
-			if len(problems) == 0 && len(prov.Problems) == 0 {
+			ok := len(problems) == 0 && len(prov.Problems) == 0
+			if *asJSON {
+				all := make([]string, 0, len(problems)+len(prov.Problems))
+				for _, p := range problems {
+					all = append(all, p.String())
+				}
+				results = append(results, verifyJSON{Dir: dir, OK: ok, Provenance: provenanceSummary(prov), Problems: append(all, prov.Problems...)})
+				if !ok {
+					bad++
+				}
+				continue
+			}
+			if ok {
 				fmt.Fprintf(env.Stdout, "%s: ok; %s\n", dir, provenanceSummary(prov))
 				continue
 			}
@@ -59,6 +93,11 @@ func cmdVerify(env *Env, fs *pflag.FlagSet) runFunc {
 			}
 			for _, p := range prov.Problems {
 				fmt.Fprintf(env.Stdout, "%s: %s\n", dir, p)
+			}
+		}
+		if *asJSON {
+			if err := writeJSON(env.Stdout, results); err != nil {
+				return err
 			}
 		}
 		if bad > 0 {

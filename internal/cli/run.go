@@ -22,6 +22,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/engine"
 
 	"github.com/edgepipe/edgepipe/internal/plan"
+	"github.com/edgepipe/edgepipe/internal/recipe"
 
 	"github.com/edgepipe/edgepipe/internal/event"
 
@@ -29,18 +30,37 @@ import (
 )
 
 func cmdValidate(env *Env, fs *pflag.FlagSet) runFunc {
-
+	asJSON := fs.Bool("json", false, "print JSON: ok with the target and step counts, or each error with its file, line, column and hint (exit 2)")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 {
 			return usageErr("validate takes one recipe file")
 		}
 		p, err := loadLocalPlan(pos[0])
+		var diags recipe.Diagnostics
+		if *asJSON && errors.As(err, &diags) {
+			if err := writeJSON(env.Stdout, validateJSON{Recipe: pos[0], Errors: diags}); err != nil {
+				return err
+			}
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe has %d error(s); nothing was run", diags.Count())}
+		}
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return writeJSON(env.Stdout, validateJSON{Recipe: pos[0], OK: true, Targets: len(p.Recipe.Targets), Steps: len(p.Steps)})
 		}
 		fmt.Fprintf(env.Stdout, "%s: ok (%s, %s)\n", pos[0], plural(len(p.Recipe.Targets), "target"), plural(len(p.Steps), "step"))
 		return nil
 	}
+}
+
+// validateJSON is `validate --json`.
+type validateJSON struct {
+	Recipe  string             `json:"recipe"`
+	OK      bool               `json:"ok"`
+	Targets int                `json:"targets,omitempty"`
+	Steps   int                `json:"steps,omitempty"`
+	Errors  recipe.Diagnostics `json:"errors,omitempty"`
 }
 
 func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {

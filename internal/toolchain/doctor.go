@@ -9,15 +9,15 @@ import (
 
 // ToolStatus is one line of `edgepipe doctor`.
 type ToolStatus struct {
-	Name      string
-	Toolchain string
-	Found     bool
-	Version   string
-	Path      string
+	Name      string `json:"name"`
+	Toolchain string `json:"toolchain"`
+	Found     bool   `json:"found"`
+	Version   string `json:"version,omitempty"`
+	Path      string `json:"path,omitempty"`
 	// InstallCommand is the exact command that installs the tool; empty
 	// when edgepipe cannot install it (Note says what to do instead).
-	InstallCommand string
-	Note           string
+	InstallCommand string `json:"install_command,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 // Doctor reports every tool edgepipe uses: installed or not, its version
