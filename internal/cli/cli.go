@@ -397,7 +397,7 @@ func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
 	fs.IntVarP(&c.jobs, "jobs", "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.BoolVar(&c.keepGoing, "keep-going", false, "after a failure, finish independent branches")
 	fs.StringVar(&c.out, "out", "", "publish folder (default artifacts/<recipe name>)")
-	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
+	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GB (1e9 bytes, as every memory figure) for steps running at once (default: the recipe's, else the machine's)")
 	fs.BoolVar(&c.force, "force", false, "rerun every step, ignoring cache hits")
 	fs.BoolVar(&c.verify, "verify", false, "rehash every input and cached output instead of trusting file stats")
 	fs.BoolVar(&c.noPush, "no-push", false, "publish locally only: skip the targets' publish: remotes")

@@ -97,7 +97,7 @@ func (p *pickFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the brief's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
 	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", ")+" (several, comma-separated: a pick each; init writes one recipe with a target each)")
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
-	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB for the model on the device")
+	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB (1e9 bytes) for the model on the device")
 	fs.Float64Var(&p.minTokS, "min-tok-s", 0, "decode speed budget in tokens per second")
 	fs.IntVar(&p.context, "context", edge.DefaultContext, "context length in tokens the KV cache must hold (default: 4096, or the model's max_position_embeddings when less)")
 	fs.StringVar(&p.format, "format", "", "use this format instead of the platform's choice (e.g. gguf-q4_k_m, which this build converts)")

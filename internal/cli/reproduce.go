@@ -24,7 +24,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 	var c common
 	c.register(fs, env, false)
 	fs.IntVarP(&c.jobs, "jobs", "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
-	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GiB for steps running at once (default: the recipe's, else the machine's)")
+	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GB (1e9 bytes, as every memory figure) for steps running at once (default: the recipe's, else the machine's)")
 	recipeFlag := fs.String("recipe", "", "the recipe `FILE`, when it is not at the path the manifest records (it must have the recorded sha256)")
 	scratchFlag := fs.String("scratch", "", "`DIR` for the scratch cache and the rebuilt folders (default: a new temporary folder)")
 	keep := fs.Bool("keep", false, "keep the scratch folder (the rebuilt folders and their logs) afterwards")
@@ -56,8 +56,8 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 			return refusal(err)
 		}
 		defer func() { cleanup() }()
-		jobs, memGB := c.budgets(pl)
-		opt := engine.Options{Jobs: jobs, MaxMemoryMB: int64(memGB * 1024), Tools: c.toolResolver(pl, userRoot),
+		jobs, memMB := c.budgets(pl)
+		opt := engine.Options{Jobs: jobs, MaxMemoryMB: memMB, Tools: c.toolResolver(pl, userRoot),
 			Data: data.Resolver(filepath.Join(scratch, "cache"), pl.Recipe.Dir()), Version: Version}
 		if c.verbose {
 			opt.Verbose = env.toolOutput()

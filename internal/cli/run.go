@@ -188,9 +188,11 @@ func runError(res *engine.RunResult, runErr error) error {
 	return runErr
 }
 
-// budgets are the steps run at once and the memory budget in GiB: the
-// flags, else the recipe's resources, else the machine's.
-func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
+// budgets are the steps run at once and the memory budget in MiB (the
+// unit of the steps' memory weights): the flags, else the recipe's
+// resources, else the machine's. Memory flags and recipe keys are in GB,
+// 1e9 bytes, as every memory figure edgepipe prints.
+func (c *common) budgets(pl *plan.Plan) (jobs int, memMB int64) {
 	// An explicit -j wins over the recipe, the recipe over the core count.
 	switch {
 	case c.jobs > 0:
@@ -200,15 +202,18 @@ func (c *common) budgets(pl *plan.Plan) (jobs int, memGB float64) {
 	default:
 		jobs = runtime.NumCPU()
 	}
-	memGB = c.maxMemGB
-	if memGB == 0 {
-		memGB = pl.Recipe.Resources.MaxMemoryGB
+	gb := c.maxMemGB
+	if gb == 0 {
+		gb = pl.Recipe.Resources.MaxMemoryGB
 	}
-	if memGB == 0 {
-		memGB = host.MemoryGB()
+	if gb > 0 {
+		return jobs, gbToMiB(gb)
 	}
-	return jobs, memGB
+	return jobs, int64(host.MemoryGB() * 1024) // host.MemoryGB is GiB
 }
+
+// gbToMiB converts a memory figure in GB (1e9 bytes) to MiB.
+func gbToMiB(gb float64) int64 { return int64(gb * 1e9 / (1 << 20)) }
 
 // engine wires a plan to the cache, tools and data.
 func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []string) (*engine.Engine, string, string, error) {
@@ -237,9 +242,9 @@ func (c *common) engine(ctx context.Context, env *Env, pl *plan.Plan, only []str
 	if _, _, err := ca.CleanTemp(ctx); err != nil && ctx.Err() != nil {
 		return nil, "", "", ctx.Err()
 	}
-	jobs, memGB := c.budgets(pl)
+	jobs, memMB := c.budgets(pl)
 	opt := engine.Options{
-		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: int64(memGB * 1024),
+		Cache: ca, OutDir: out, Jobs: jobs, MaxMemoryMB: memMB,
 		KeepGoing: c.keepGoing, Force: c.force, Verify: c.verify,
 		Tools:   c.toolResolver(pl, ca.Root()),
 		Data:    data.Resolver(ca.Root(), pl.Recipe.Dir()),

@@ -50,16 +50,17 @@ func TestBudgets(t *testing.T) {
 		c        common
 		plan     *plan.Plan
 		wantJobs int
-		wantMem  float64
+		wantMiB  int64
 	}{
-		{"recipe", common{}, withRecipe, 3, 6},
-		{"flag equal to the cores", common{jobs: runtime.NumCPU(), maxMemGB: 2}, withRecipe, runtime.NumCPU(), 2},
-		{"flag", common{jobs: 1}, withRecipe, 1, 6},
-		{"machine", common{}, bare, runtime.NumCPU(), host.MemoryGB()},
+		// GB are 1e9 bytes: 6 GB is 5,722 MiB.
+		{"recipe", common{}, withRecipe, 3, 5722},
+		{"flag equal to the cores", common{jobs: runtime.NumCPU(), maxMemGB: 2}, withRecipe, runtime.NumCPU(), 1907},
+		{"flag", common{jobs: 1}, withRecipe, 1, 5722},
+		{"machine", common{}, bare, runtime.NumCPU(), int64(host.MemoryGB() * 1024)},
 	} {
 		jobs, mem := tc.c.budgets(tc.plan)
-		if jobs != tc.wantJobs || mem != tc.wantMem {
-			t.Errorf("%s: budgets = %d jobs, %g GB; want %d, %g", tc.name, jobs, mem, tc.wantJobs, tc.wantMem)
+		if jobs != tc.wantJobs || mem != tc.wantMiB {
+			t.Errorf("%s: budgets = %d jobs, %d MiB; want %d, %d", tc.name, jobs, mem, tc.wantJobs, tc.wantMiB)
 		}
 	}
 }

@@ -118,7 +118,7 @@ var fieldDocs = map[string]fieldDoc{
 	"PerplexityGate.MaxDelta":  {Desc: "A delta over this fails the gate: the target is not published and the run exits 3.", Min: zero, Default: recipe.DefaultMaxDelta},
 	"PerplexityGate.MaxChunks": {Desc: "Evaluate at most this many chunks, bounding the gate's cost; 0 evaluates the whole text.", Min: zero, Default: 0},
 
-	"Resources.MaxMemoryGB": {Desc: "Memory budget in GiB for the steps running at once; 0 means the machine's.", Min: zero},
+	"Resources.MaxMemoryGB": {Desc: "Memory budget in GB (1e9 bytes, as every memory figure edgepipe prints) for the steps running at once; 0 means the machine's.", Min: zero},
 	"Resources.Jobs":        {Desc: "Steps run at once; 0 means one per core.", Min: zero},
 
 	"Target.Name": {Key: true},
@@ -133,7 +133,7 @@ var fieldDocs = map[string]fieldDoc{
 		Schema: targetQuality},
 	"Target.With":            {Desc: "Format options, typed per format family (imatrix for GGUF, block_size and symmetric for ONNX INT4, backend for QNN, kv_cache for Core ML, group_size for GPTQ and AWQ, ...); an unknown key or a value of the wrong type is an error.", Nullable: true},
 	"Target.MinTokensPerS":   {Desc: "Budget: decode speed the device must reach, in tokens per second, checked against its decode ceiling before anything runs; 0 means unset.", Min: zero},
-	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GiB the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
+	"Target.MaxMemoryGB":     {Desc: "Budget: memory in GB (1e9 bytes, the device catalog's unit) the model, its KV cache and the runtime may take on the device; 0 means unset.", Min: zero},
 	"Target.MaxFirstTokenMS": {Desc: "Budget: time to first token in milliseconds; with bench on, the measured time over it fails the target (exit 3); 0 means unset.", Min: zero},
 	"Target.Bench": {Desc: "Measure the artifact on this host. Text generation (GGUF through llama.cpp's llama-bench, onnx-fp32/onnx-int4 through ONNX Runtime): per-token decode latency p50/p95/p99, time to first token, prompt and decode tok/s, and the host's memory bandwidth, so decode speed is reported against the host's own ceiling; with bench on, min_tokens_per_s and max_first_token_ms are judged against the measurement. Image classification (in the runtime that gated the target: ONNX Runtime for onnx-fp32/onnx-int8, the LiteRT interpreter for tflite-int8): single-inference latency p50/p95/p99, images/s and the process's peak memory. An empty bench: uses the defaults.",
 		Nullable: true},
