@@ -129,9 +129,9 @@ func commands() []command {
 		{use: "toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...", summary: "install the pinned toolchains (all, by name, or what a recipe needs), list them with sizes and last use, remove them", define: cmdToolchain, complete: complete.ToolchainArgs},
 		{use: "doctor [--json] [RECIPE]", summary: "say which tools are installed, their versions, and how to install the rest (with RECIPE: only what it needs)", define: cmdDoctor, complete: complete.RecipeArg},
 		{use: "devices [--json]", summary: "list the device catalog", define: cmdDevices, complete: complete.NoArgs},
-		{use: "ceiling --model-gb GB | --recipe RECIPE [--out DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: complete.NoArgs},
+		{use: "ceiling --model-gb GB | RECIPE [-o DIR] [--json]", summary: "decode ceiling (bandwidth / model size) per device, against observed speeds", define: cmdCeiling, complete: complete.NoArgs},
 		{use: "pick --platform PLATFORM (--model SOURCE [--max-memory GB] [--min-tok-s N] [--context N] | --task vision --params N) [--json]", summary: "choose device, format and pipeline for a platform, model and budget (--task vision: backbone, runtime and INT8 format for an image classifier)", define: cmdPick, complete: complete.NoArgs},
-		{use: "init --platform PLATFORM --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: complete.NoArgs},
+		{use: "init --platform PLATFORM[,PLATFORM...] --model SOURCE -o RECIPE.yaml [--name NAME] [--force]", summary: "write a recipe from pick's choice", define: cmdInit, complete: complete.NoArgs},
 		{use: "schema", summary: "print the recipe's JSON Schema (for editors; its $id is where it is published)", define: cmdSchema, complete: complete.NoArgs},
 		{use: "version [--json]", summary: "print edgepipe's version", define: cmdVersion, complete: complete.NoArgs},
 	}
@@ -396,7 +396,7 @@ func (c *common) register(fs *pflag.FlagSet, env *Env, runFlags bool) {
 	}
 	fs.IntVarP(&c.jobs, "jobs", "j", 0, "steps run at once (default: the recipe's resources.jobs, else the number of cores)")
 	fs.BoolVar(&c.keepGoing, "keep-going", false, "after a failure, finish independent branches")
-	fs.StringVar(&c.out, "out", "", "publish folder (default artifacts/<recipe name>)")
+	fs.StringVarP(&c.out, "out", "o", "", "publish folder (default artifacts/<recipe name>)")
 	fs.Float64Var(&c.maxMemGB, "max-memory", 0, "memory budget in GB (1e9 bytes, as every memory figure) for steps running at once (default: the recipe's, else the machine's)")
 	fs.BoolVar(&c.force, "force", false, "rerun every step, ignoring cache hits")
 	fs.BoolVar(&c.verify, "verify", false, "rehash every input and cached output instead of trusting file stats")

@@ -24,12 +24,16 @@ import (
 
 func cmdCeiling(env *Env, fs *pflag.FlagSet) runFunc {
 	modelGB := fs.Float64("model-gb", 0, "model size in GB (1e9 bytes), e.g. 4.7 for an 8B model at 4 bits")
-	recipePath := fs.String("recipe", "", "a recipe: each target's published size, else its estimate from parameters x bits a weight")
-	out := fs.String("out", "", "where the recipe's artifacts were published (default artifacts/<recipe name>)")
+	recipePath := fs.String("recipe", "", "a recipe (or give it as the argument, as every command takes one): each target's published size, else its estimate from parameters x bits a weight")
+	out := fs.StringP("out", "o", "", "where the recipe's artifacts were published (default artifacts/<recipe name>)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, pos []string) error {
+		if len(pos) == 1 && *recipePath == "" {
+			*recipePath = pos[0]
+			pos = nil
+		}
 		if len(pos) > 0 || (*modelGB > 0) == (*recipePath != "") {
-			return usageErr("ceiling takes --model-gb GB or --recipe RECIPE, e.g. edgepipe ceiling --model-gb 4.7")
+			return usageErr("ceiling takes --model-gb GB or a RECIPE, e.g. edgepipe ceiling --model-gb 4.7 or edgepipe ceiling recipes/demo.yaml")
 		}
 		if *modelGB > 0 {
 			rows := catalog.Ceilings(*modelGB)
@@ -372,7 +376,11 @@ func buildableInstead(pf pickFlags, pk edge.Pick) string {
 func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 	var pf pickFlags
 	pf.register(fs)
-	out := fs.StringP("output", "o", "", "recipe file to write, e.g. recipes/iphone.yaml")
+	out := fs.StringP("out", "o", "", "recipe file to write, e.g. recipes/iphone.yaml")
+	// --output was init's name for it before every command's output flag
+	// became -o/--out; kept so that scripts keep working.
+	fs.StringVar(out, "output", "", "recipe file to write (the old name of --out)")
+	_ = fs.MarkHidden("output")
 	name := fs.String("name", "", "recipe name (default: from the file name)")
 	force := fs.Bool("force", false, "overwrite an existing file")
 	calibration := fs.String("calibration", "", "vision: the labelled calibration images (an .npz of images and labels, as a recipe's data: takes them) of a model that is not built in")

@@ -46,8 +46,15 @@ func TestDevicesAndCeilingJSON(t *testing.T) {
 		!(byRecipe.Targets[0].ModelGB > 0) || len(byRecipe.Targets[0].Devices) == 0 {
 		t.Errorf("ceiling --recipe: exit %d, %+v", code, byRecipe)
 	}
-	for _, args := range [][]string{{"ceiling"}, {"ceiling", "--model-gb", "1", "--recipe", r}, {"ceiling", "x"}} {
-		if code, _, stderr := runMain(t, nil, args...); code != ExitUsage || !strings.Contains(stderr, "ceiling takes --model-gb GB or --recipe RECIPE") {
+	// The recipe as the argument, as every command takes one.
+	var positional struct {
+		Recipe string `json:"recipe"`
+	}
+	if code, _ := mainJSON(t, &positional, "ceiling", r, "-o", t.TempDir(), "--json"); code != ExitOK || positional.Recipe != "two" {
+		t.Errorf("ceiling RECIPE: exit %d, %+v", code, positional)
+	}
+	for _, args := range [][]string{{"ceiling"}, {"ceiling", "--model-gb", "1", "--recipe", r}, {"ceiling", "--model-gb", "1", r}, {"ceiling", r, r}} {
+		if code, _, stderr := runMain(t, nil, args...); code != ExitUsage || !strings.Contains(stderr, "ceiling takes --model-gb GB or a RECIPE") {
 			t.Errorf("%v: exit %d, %q", args, code, stderr)
 		}
 	}

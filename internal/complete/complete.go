@@ -98,6 +98,9 @@ func RegisterFlags(name string, cmd *cobra.Command, targets cobra.CompletionFunc
 		if name == "graph" && flag == "format" {
 			f = fixed("dot", "mermaid")
 		}
+		if name == "init" && flag == "out" {
+			f = files("yaml", "yml") // init's -o is the recipe it writes
+		}
 		if cmd.Flags().Lookup(flag) != nil {
 			_ = cmd.RegisterFlagCompletionFunc(flag, f)
 		}
