@@ -84,7 +84,7 @@ func TestBriefFigures(t *testing.T) {
 			t.Errorf("%s: bandwidth %v, want %v", tc.id, d.MemoryBandwidthGBs, tc.bandwidth)
 		}
 		o, ok := d.ObservationFor(4.7)
-		if !ok || o.TokS != tc.tokS || o.Source != "domain brief" {
+		if !ok || o.TokS != tc.tokS || o.Source != "platform guide" {
 			t.Errorf("%s: observation for 4.7 GB = %+v, %v; want %v tok/s from the brief", tc.id, o, ok, tc.tokS)
 		}
 	}

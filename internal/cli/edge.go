@@ -98,7 +98,7 @@ type pickFlags struct {
 func (p *pickFlags) register(fs *pflag.FlagSet) {
 	p.flags = fs
 	fs.StringVar(&p.task, "task", "llm", "what the model does: llm (text generation) or vision (image classification)")
-	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the brief's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
+	fs.StringVar(&p.params, "params", "", "vision: the backbone's parameter budget, e.g. 2.5M (the platform guide's rule: MobileNetV3-Small under 3M, EfficientNet-Lite0 for 3-10M)")
 	fs.StringVar(&p.platform, "platform", "", "target platform: "+strings.Join(edge.Platforms(), ", ")+" (several, comma-separated: a pick each; init writes one recipe with a target each)")
 	fs.StringVar(&p.model, "model", "", "model source, as in a recipe: builtin:NAME, ./folder, hf://org/name")
 	fs.Float64Var(&p.maxMemGB, "max-memory", 0, "memory budget in GB (1e9 bytes) for the model on the device")

@@ -145,7 +145,7 @@ func PickTarget(req PickRequest) (Pick, error) {
 		p.Reasons = append(p.Reasons, fmt.Sprintf("context %d, the model's max_position_embeddings: the default %d is beyond what it was trained for", maxCtx, DefaultContext))
 	}
 	if req.Format != "" && req.Format != rule.Formats[0] {
-		p.Reasons = append(p.Reasons, fmt.Sprintf("format %s as asked (--format); the domain brief's choice for %s is %s", req.Format, rule.Name, rule.Formats[0]))
+		p.Reasons = append(p.Reasons, fmt.Sprintf("format %s as asked (--format); the platform guide's choice for %s is %s", req.Format, rule.Name, rule.Formats[0]))
 	}
 	p.Reasons = append(p.Reasons, skipped[c.Device]...)
 	for _, earlier := range cands[:chosen] {

@@ -108,7 +108,7 @@ func TestPickWhenNothingFits(t *testing.T) {
 func TestPickFormatOverride(t *testing.T) {
 	p, err := PickTarget(PickRequest{Platform: "ios", Model: smol, Format: "gguf-q4_k_m"})
 	if err != nil || p.Format != "gguf-q4_k_m" || p.Device != "apple-a18" ||
-		!strings.Contains(p.Reasons[len(p.Reasons)-1], "the domain brief's choice for ios is coreml-int4") {
+		!strings.Contains(p.Reasons[len(p.Reasons)-1], "the platform guide's choice for ios is coreml-int4") {
 		t.Errorf("%+v, %v", p, err)
 	}
 	var fe *FormatError

@@ -79,7 +79,7 @@ func Predict(m Model, r Request) Prediction {
 	}
 	if p.Context <= 0 {
 		p.Context, p.ContextAssumed = DefaultContext, true
-		p.note("the target sets no context: the KV cache is sized for %d tokens (the domain brief keeps edge context at 4K-8K); set context: to check the length the app will use", DefaultContext)
+		p.note("the target sets no context: the KV cache is sized for %d tokens (the platform guide keeps edge context at 4K-8K); set context: to check the length the app will use", DefaultContext)
 	}
 	p.Notes = append(p.Notes, m.Notes...)
 	d, ok := catalog.Lookup(r.Device)

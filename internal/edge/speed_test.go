@@ -13,7 +13,7 @@ func TestDecodeSpeedBriefFigures(t *testing.T) {
 		ceiling, expected  float64
 		observationMention string
 	}{
-		{"apple-a18", 12.77, 8, "8 tok/s for 8B Q4 (4.7 GB, domain brief) is 63% of its ceiling"},
+		{"apple-a18", 12.77, 8, "8 tok/s for 8B Q4 (4.7 GB, platform guide) is 63% of its ceiling"},
 		{"snapdragon-8-gen-3", 16.38, 7, "43%"},
 		{"webgpu-m3-max", 85.11, 41, "48%"},
 		{"jetson-thor", 58.09, 0, ""},                                                              // no observation: no expectation

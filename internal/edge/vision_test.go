@@ -17,7 +17,7 @@ func TestPickVisionBackboneByParams(t *testing.T) {
 		{2_999_999, "MobileNetV3-Small", "builtin:mobilenetv3-small-digits", ""},
 		{3e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", ""},
 		{10e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", ""},
-		{25e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", "past the brief's vision rule, which stops at 10M"},
+		{25e6, "EfficientNet-Lite0", "builtin:efficientnet-lite0", "past the platform guide's vision rule, which stops at 10M"},
 	} {
 		p, err := PickVision(VisionRequest{Platform: "laptop", Params: tc.params})
 		if err != nil {

@@ -72,7 +72,7 @@ func RenderVisionRecipe(p VisionPick, o VisionRecipeOptions) []byte {
 		line("    min: %g", recipe.DefaultMinAgreement)
 	} else {
 		line("  accuracy:")
-		line("    max_drop: %g              # top-1, absolute: one percentage point (domain brief)", recipe.DefaultMaxAccuracyDrop)
+		line("    max_drop: %g              # top-1, absolute: one percentage point (platform guide)", recipe.DefaultMaxAccuracyDrop)
 	}
 	line("")
 	line("# 10 warm-up and 50 timed inferences of one image on this host, in the")

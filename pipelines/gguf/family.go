@@ -69,7 +69,7 @@ var ggufTypes = []ggufType{
 	{name: "Q5_K_S", llama3GiB: 5.21, block: 256},
 	{name: "Q5_1", llama3GiB: 5.65, block: 32},
 	{name: "Q5_0", llama3GiB: 5.21, block: 32},
-	{name: "Q4_K_M", llama3GiB: 4.58, block: 256, recommends: "CPU and Apple Silicon laptops (domain brief)"},
+	{name: "Q4_K_M", llama3GiB: 4.58, block: 256, recommends: "CPU and Apple Silicon laptops (platform guide)"},
 	{name: "Q4_K_S", llama3GiB: 4.37, block: 256},
 	{name: "Q4_1", llama3GiB: 4.78, block: 32},
 	{name: "Q4_0", llama3GiB: 4.34, block: 32},
