@@ -297,6 +297,23 @@ func flagError(cmd *cobra.Command, err error) error {
 	return usageErr("%s (see `%s --help`)", msg, cmd.CommandPath())
 }
 
+// subcommandErr refuses an unknown subcommand word (cache list, toolchain
+// lst) with the closest one, as cobra does for commands.
+func subcommandErr(cmd string, pos []string, valid []string, usage string) error {
+	if len(pos) == 0 {
+		return usageErr("%s", usage)
+	}
+	if c := suggest.Closest(pos[0], valid); c != "" && c != pos[0] {
+		return usageErr("unknown %s subcommand %q: did you mean %q? (%s)", cmd, pos[0], c, usage)
+	}
+	return usageErr("%s", usage)
+}
+
+// noJSON refuses --json for what prints no data, saying what does.
+func noJSON(what, instead string) error {
+	return usageErr("%s prints no data to format: --json applies to %s", what, instead)
+}
+
 // jsonCommands are the commands that take --json.
 func jsonCommands(root *cobra.Command) []string {
 	var names []string

@@ -22,7 +22,10 @@ func cmdExport(env *Env, fs *pflag.FlagSet) runFunc {
 	fs.StringVar(&o.Secret, "secret", "edgepipe-remote-cache", "a Kubernetes Secret whose keys become every pod's environment (`NAME`: the remote cache's AWS_* credentials, EDGEPIPE_SIGNING_KEY); optional at run time")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 2 || pos[0] != "argo" {
-			return usageErr("usage: edgepipe export argo [--image IMG] --remote-cache URL [--target NAME] RECIPE")
+			return subcommandErr("export", pos, []string{"argo"}, "usage: edgepipe export argo [--image IMG] --remote-cache URL [--target NAME] RECIPE")
+		}
+		if c.json {
+			return noJSON("export argo (it prints a workflow in YAML)", "plan, whose --json lists the steps the workflow runs")
 		}
 		if o.RemoteCache = c.remote.URL; o.RemoteCache == "" {
 			return usageErr("export argo needs --remote-cache URL (or EDGEPIPE_REMOTE_CACHE): each step runs in its own pod, and the pods share outputs only through it")

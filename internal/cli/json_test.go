@@ -235,6 +235,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 		{"validate", "--json", bad},
 		{"cache", "ls", "--json", "--cache-dir", cache},
 		{"doctor", "--json", "--cache-dir", cache},
+		{"toolchain", "list", "--json", "--cache-dir", cache},
 		{"version", "--json"},
 	} {
 		var v any
@@ -284,5 +285,33 @@ func TestValidateJSONAndRefusedJSON(t *testing.T) {
 	code, _, stderr := runMain(t, nil, "init", "--json")
 	if code != ExitUsage || !strings.Contains(stderr, "edgepipe init has no --json: it prints no data to format (the commands that do: ") || !strings.Contains(stderr, "validate") {
 		t.Errorf("init --json: exit %d, %q", code, stderr)
+	}
+}
+
+// A mistyped subcommand gets the closest one, as a mistyped command does;
+// --json where a subcommand prints no data is refused, naming what takes it.
+func TestSubcommandSuggestionsAndJSONRefusals(t *testing.T) {
+	cache := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cache", "list", "--cache-dir", cache}, `unknown cache subcommand "list": did you mean "ls"?`},
+		{[]string{"toolchain", "lst", "--cache-dir", cache}, `unknown toolchain subcommand "lst": did you mean "list"?`},
+		{[]string{"export", "argx", "r.yaml"}, `unknown export subcommand "argx": did you mean "argo"?`},
+		{[]string{"toolchain", "install", "--json", "--cache-dir", cache}, "toolchain install prints no data to format: --json applies to toolchain list"},
+		{[]string{"cache", "gc", "--json", "--cache-dir", cache}, "cache gc prints no data to format: --json applies to cache ls"},
+	} {
+		if code, _, stderr := runMain(t, nil, tc.args...); code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	var entries []struct {
+		Name      string `json:"name"`
+		Kind      string `json:"kind"`
+		SizeBytes int64  `json:"size_bytes"`
+	}
+	if code, _ := mainJSON(t, &entries, "toolchain", "list", "--json", "--cache-dir", cache); code != ExitOK || len(entries) < 5 || entries[0].Name != "uv" {
+		t.Errorf("toolchain list --json: exit %d, %+v", code, entries)
 	}
 }

@@ -114,7 +114,10 @@ func cmdCache(env *Env, fs *pflag.FlagSet) runFunc {
 	dryRun := fs.Bool("dry-run", false, "gc: list what would be removed and the space it would free; remove nothing")
 	return func(ctx context.Context, pos []string) error {
 		if len(pos) != 1 || (pos[0] != "ls" && pos[0] != "gc") {
-			return usageErr("usage: edgepipe cache ls | edgepipe cache gc")
+			return subcommandErr("cache", pos, []string{"ls", "gc"}, "usage: edgepipe cache ls | edgepipe cache gc")
+		}
+		if c.json && pos[0] == "gc" {
+			return noJSON("cache gc", "cache ls")
 		}
 		ca, err := c.openCache(env)
 		if err != nil {

@@ -21,8 +21,12 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 	forRecipe := fs.String("for", "", "install: only the toolchains this recipe's steps need (`RECIPE`)")
 	dryRun := fs.Bool("dry-run", false, "install, prune: say what would be installed or removed, and do nothing")
 	return func(ctx context.Context, pos []string) error {
-		if len(pos) == 0 || !slices.Contains([]string{"install", "list", "prune", "remove"}, pos[0]) {
-			return usageErr("usage: edgepipe toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...")
+		subs := []string{"install", "list", "prune", "remove"}
+		if len(pos) == 0 || !slices.Contains(subs, pos[0]) {
+			return subcommandErr("toolchain", pos, subs, "usage: edgepipe toolchain install [NAME...] [--for RECIPE] | list | prune | remove NAME...")
+		}
+		if c.json && pos[0] != "list" {
+			return noJSON("toolchain "+pos[0], "toolchain list")
 		}
 		root, err := c.cacheRoot(env)
 		if err != nil {
@@ -30,6 +34,13 @@ func cmdToolchain(env *Env, fs *pflag.FlagSet) runFunc {
 		}
 		switch pos[0] {
 		case "list":
+			if c.json {
+				entries, err := toolchain.List(root)
+				if err != nil {
+					return err
+				}
+				return writeJSON(env.Stdout, entries)
+			}
 			return toolchain.WriteList(env.Stdout, root, report.HumanBytes)
 		case "prune", "remove":
 			return toolchainRemove(env, root, pos[0], pos[1:], *dryRun)

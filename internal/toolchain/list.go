@@ -9,6 +9,53 @@ import (
 	"time"
 )
 
+// ListEntry is one row of `toolchain list --json`.
+type ListEntry struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Installed is what the install holds (versions), "" when it is not
+	// installed; Stale marks a folder no current lock names.
+	Installed  string     `json:"installed,omitempty"`
+	Stale      bool       `json:"stale,omitempty"`
+	Dir        string     `json:"dir,omitempty"`
+	SizeBytes  int64      `json:"size_bytes"`
+	FreesBytes int64      `json:"frees_bytes"`
+	LastUsed   *time.Time `json:"last_used,omitempty"`
+	Tools      []string   `json:"tools,omitempty"`
+}
+
+// List is what WriteList prints, as data: every toolchain, then the stale
+// folders.
+func List(root string) ([]ListEntry, error) {
+	folders, err := Folders(root)
+	if err != nil {
+		return nil, err
+	}
+	byDir := map[string]Folder{}
+	for _, f := range folders {
+		byDir[filepath.Base(f.Dir)] = f
+	}
+	var out []ListEntry
+	for _, s := range Specs() {
+		e := ListEntry{Name: s.Name, Kind: s.Kind, Tools: s.Tools}
+		if in, err := Resolve(root, s.Name); err == nil {
+			e.Installed = in.Summary()
+		}
+		if f, ok := byDir[s.DirName()]; ok && s.Kind != KindExternal {
+			used := f.LastUsed
+			e.Dir, e.SizeBytes, e.FreesBytes, e.LastUsed = f.Dir, f.Size, f.Own, &used
+		}
+		out = append(out, e)
+	}
+	for _, f := range folders {
+		if !f.Current {
+			used := f.LastUsed
+			out = append(out, ListEntry{Name: filepath.Base(f.Dir), Kind: "stale", Stale: true, Dir: f.Dir, SizeBytes: f.Size, FreesBytes: f.Own, LastUsed: &used})
+		}
+	}
+	return out, nil
+}
+
 // WriteList prints every toolchain (sizes as human writes them): kind, whether it is installed,
 // its size on disk and last use; then folders no current lock names.
 func WriteList(w io.Writer, root string, human func(int64) string) error {
