@@ -36,7 +36,7 @@ var layers = []layer{
 		"data", "internal/atomicfile", "internal/boundedfile", "internal/jsonfile", "internal/suggest", "internal/event",
 		"internal/dag", "internal/benchstat", "internal/buildinfo", "internal/termstatus", "internal/proctree",
 		"internal/recipe/yamlsyntax", "internal/digest", "internal/proc", "internal/host", "internal/runstats",
-		"internal/safetext", "internal/standin", "internal/testregistry", "internal/pplstat", "internal/gguf", "internal/gguf/gguftest", "internal/npz",
+		"internal/safetext", "internal/standin", "internal/testregistry", "internal/pplstat", "internal/gguf", "internal/gguf/gguftest", "internal/npz", "internal/toolprogress",
 	}},
 	{name: "records: what edgepipe reads and writes, and where", peers: true, packages: []string{
 		"internal/manifest", "internal/lockfile", "internal/cache", "internal/catalog", "internal/hf", "internal/getter",

@@ -71,6 +71,7 @@ func cmdReproduce(env *Env, fs *pflag.FlagSet) runFunc {
 				rep.Live(c.verbose)
 				eng.SetOnEvent(rep.Event)
 				eng.SetOnProgress(rep.Progress)
+				eng.SetOnToolProgress(rep.ToolProgress)
 			},
 			Notes: func(n string) { rep.Raw(noteLine(c.json, n)) }})
 		if rep == nil {

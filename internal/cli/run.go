@@ -121,6 +121,7 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		ci.OutDir, ci.Version = out, Version
 		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
 		eng.SetOnProgress(rep.Progress)
+		eng.SetOnToolProgress(rep.ToolProgress)
 		if err := lock.check(ctx, env, rep, eng, pl, cacheRoot); err != nil {
 			rep.Done()
 			return err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/edgepipe/edgepipe/internal/digest"
 	"github.com/edgepipe/edgepipe/internal/proc"
 	"github.com/edgepipe/edgepipe/internal/provenance"
+	"github.com/edgepipe/edgepipe/internal/toolprogress"
 	"github.com/edgepipe/edgepipe/steps"
 )
 
@@ -52,6 +54,9 @@ type Options struct {
 	OnEvent func(event.Event)
 	// OnProgress receives byte progress of long transfers, by step.
 	OnProgress func(step, label string, done, total int64)
+	// OnToolProgress receives the progress a step's tool prints (tensors
+	// quantized, chunks scored), read from its output as it runs.
+	OnToolProgress func(step, tool string, done, total int64)
 	// Verbose copies child output here as well as to the step logs.
 	Verbose io.Writer
 	Version string
@@ -666,7 +671,7 @@ func (e *Engine) execute(ctx context.Context, s *plan.Step, kind steps.Kind, key
 		// user's shell, which would oversubscribe the other steps' cores.
 		env = append(env[:len(env):len(env)], steps.ThreadEnv(threads, env, kind.Resources(s.Params).OwnWaitPolicy)...)
 		defer e.phase(PhaseTools)()
-		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.opt.Verbose, Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
+		return proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, LogPath: logPath, Stdout: e.toolOutput(s.ID, argv), Timeout: timeout, Dir: dir, PeakRSS: &peakRSS})
 	}
 	for _, in := range ins {
 		sc.Inputs = append(sc.Inputs, steps.Input{StepID: in.StepID, Kind: in.Kind, Dir: in.Dir, Result: in.Result})
@@ -851,6 +856,47 @@ func emptyDir(dir string) error {
 // IsInterrupted reports whether err means the run was interrupted.
 func IsInterrupted(err error) bool {
 	return errors.Is(err, context.Canceled)
+}
+
+// toolOutput is where a tool's output goes besides its log: --verbose's
+// writer, and a scanner for the progress it prints.
+func (e *Engine) toolOutput(step string, argv []string) io.Writer {
+	if e.opt.OnToolProgress == nil {
+		if e.opt.Verbose == nil {
+			return nil
+		}
+		return e.opt.Verbose
+	}
+	tool := toolName(argv)
+	scan := &toolprogress.Scanner{Report: func(done, total int64) { e.opt.OnToolProgress(step, tool, done, total) }}
+	if e.opt.Verbose == nil {
+		return scan
+	}
+	// The scanner first: it never fails, so a closed terminal cannot
+	// stop it.
+	return io.MultiWriter(scan, e.opt.Verbose)
+}
+
+// toolName is what a progress line calls the tool: the program, or the
+// script a Python interpreter runs.
+func toolName(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	name := filepath.Base(argv[0])
+	if strings.HasPrefix(name, "python") {
+		for _, a := range argv[1:] {
+			if strings.HasSuffix(a, ".py") {
+				return filepath.Base(a)
+			}
+		}
+	}
+	return name
+}
+
+// SetOnToolProgress sets the callback for the progress tools print.
+func (e *Engine) SetOnToolProgress(f func(step, tool string, done, total int64)) {
+	e.opt.OnToolProgress = f
 }
 
 // SetOnEvent sets the event callback (progress output, --json).

@@ -29,6 +29,12 @@ type Event struct {
 	// hashed through memory mappings, which read(2) counters such as
 	// /proc/PID/io's rchar do not see.
 	MappedBytes int64 `json:"mapped_bytes,omitempty"`
+	// Done and Total, in a progress event, are how far the step's tool
+	// (Message) is, in its own units (tensors, chunks); ETASeconds is the
+	// time left at the rate so far, when there is one.
+	Done       int64   `json:"done,omitempty"`
+	Total      int64   `json:"total,omitempty"`
+	ETASeconds float64 `json:"eta_seconds,omitempty"`
 }
 
 // Event types.
@@ -52,6 +58,8 @@ const (
 	// Overhead ends a run: where its time went (Phases). The terminal
 	// output does not show it; --json does.
 	Overhead = "overhead"
+	// Progress is how far a running step's tool is (Done of Total).
+	Progress = "progress"
 )
 
 // StepSeconds reads JSON-lines events (`run --json`) and returns how long

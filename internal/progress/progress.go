@@ -44,6 +44,90 @@ type Reporter struct {
 	// Off a terminal, a download's progress is a plain line each quarter.
 	xferLabel string
 	xferShown int64
+	// tools is each running step's tool progress, for its ETA.
+	tools map[string]*toolClock
+	// now is the clock (tests set it).
+	now func() time.Time
+}
+
+// toolClock follows one step's tool progress.
+type toolClock struct {
+	tool      string
+	start     time.Time
+	startDone int64
+	lastDone  int64
+	// what was last shown: off a terminal the quarter, in --json the
+	// time and the tenth.
+	quarter  int64
+	jsonAt   time.Time
+	jsonTens int64
+}
+
+// ToolProgress shows how far a step's tool is (done of total, in its own
+// units) with the time left at its rate so far: on a terminal in the
+// step's live line; off one, a plain line each quarter (no carriage
+// returns); with --json, a progress event each tenth or five seconds.
+func (r *Reporter) ToolProgress(step, tool string, done, total int64) {
+	if total <= 0 || done < 0 || done > total {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock()
+	c := r.tools[step]
+	if c == nil || c.tool != tool || done < c.lastDone {
+		// A step may run several tools, or the same one twice.
+		c = &toolClock{tool: tool, start: now, startDone: done, quarter: -1, jsonTens: -1}
+		if r.tools == nil {
+			r.tools = map[string]*toolClock{}
+		}
+		r.tools[step] = c
+	}
+	c.lastDone = done
+	eta := -1.0
+	if elapsed := now.Sub(c.start).Seconds(); elapsed >= 1 && done > c.startDone {
+		eta = float64(total-done) / (float64(done-c.startDone) / elapsed)
+	}
+	pct := done * 100 / total
+	switch {
+	case r.json:
+		tens := done * 10 / total
+		if tens == c.jsonTens && now.Sub(c.jsonAt) < 5*time.Second && done != total {
+			return
+		}
+		c.jsonTens, c.jsonAt = tens, now
+		ev := event.Event{Time: now, Type: event.Progress, Step: step, Message: tool, Done: done, Total: total}
+		if eta >= 0 {
+			ev.ETASeconds = float64(int64(eta*10+0.5)) / 10
+		}
+		b, _ := json.Marshal(ev)
+		fmt.Fprintln(r.env.Stdout, string(b))
+	case r.board != nil:
+		r.board.Detail(step, fmt.Sprintf("%s %d/%d (%d%%)%s", tool, done, total, pct, etaText(eta)))
+	case !r.env.IsTerminal && !r.Quiet:
+		quarter := done * 4 / total
+		if quarter <= c.quarter || quarter == 0 {
+			return
+		}
+		c.quarter = quarter
+		fmt.Fprintf(r.env.Stderr, "%s %s: %d%% (%d/%d)%s\n", safetext.Printable(step), safetext.Printable(tool), pct, done, total, etaText(eta))
+	}
+}
+
+// etaText is ", about 12s left", or "" while the rate is unknown (eta
+// < 0) or nothing is left.
+func etaText(eta float64) string {
+	if eta < 0.5 {
+		return ""
+	}
+	return ", about " + (time.Duration(eta+0.5) * time.Second).String() + " left"
+}
+
+func (r *Reporter) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
 }
 
 // Progress shows byte progress of downloads.
@@ -109,6 +193,7 @@ func (r *Reporter) Event(ev event.Event) {
 		switch ev.Type {
 		case event.Finished, event.Cached, event.Failed, event.Skipped, event.Canceled, event.Published, event.Started:
 			r.state[ev.Step] = ev.Type
+			delete(r.tools, ev.Step)
 		}
 	}
 	if r.json {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"bytes"
+	"encoding/json"
 	"github.com/edgepipe/edgepipe/internal/event"
 	"strings"
 	"testing"
@@ -65,5 +66,85 @@ func TestReporterTerminal(t *testing.T) {
 	plain := run(false, nil)
 	if strings.Contains(plain, "\x1b") || !strings.Contains(plain, " start    gguf-convert:f16\n") {
 		t.Errorf("plain output:\n%q", plain)
+	}
+}
+
+// fakeClock advances by step on each read.
+func fakeClock(step time.Duration) func() time.Time {
+	t := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	return func() time.Time { t = t.Add(step); return t }
+}
+
+// A tool's own progress: off a terminal a plain line each quarter with
+// the time left at its rate, no carriage returns; a new tool in the same
+// step starts its own clock.
+func TestToolProgressPlainLines(t *testing.T) {
+	var errb bytes.Buffer
+	r := New(Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, false, 3)
+	r.now = fakeClock(time.Second)
+	for done := int64(1); done <= 272; done++ {
+		r.ToolProgress("gguf-quantize:q4_k_m", "llama-quantize", done, 272)
+	}
+	r.ToolProgress("gguf-quantize:q4_k_m", "llama-quantize", 272, 272) // repeated: nothing new
+	out := errb.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if strings.Contains(out, "\r") || len(lines) != 4 {
+		t.Fatalf("lines:\n%s", out)
+	}
+	// 68 of 272 after 67 s at one a second: 204 left, about 3m24s.
+	if lines[0] != "gguf-quantize:q4_k_m llama-quantize: 25% (68/272), about 3m24s left" || lines[3] != "gguf-quantize:q4_k_m llama-quantize: 100% (272/272)" {
+		t.Errorf("lines:\n%s", out)
+	}
+	errb.Reset()
+	r.ToolProgress("gguf-quantize:q4_k_m", "llama-perplexity", 8, 16)
+	if !strings.HasPrefix(errb.String(), "gguf-quantize:q4_k_m llama-perplexity: 50% (8/16)\n") {
+		t.Errorf("a second tool: %q", errb.String())
+	}
+}
+
+// With --json, a progress event each tenth (or five seconds), carrying
+// done, total and the time left; the last always.
+func TestToolProgressJSON(t *testing.T) {
+	var outb bytes.Buffer
+	r := New(Env{Stdout: &outb, Stderr: &bytes.Buffer{}}, true, 3)
+	r.now = fakeClock(100 * time.Millisecond)
+	for done := int64(1); done <= 100; done++ {
+		r.ToolProgress("perplexity:q8_0", "llama-perplexity", done, 100)
+	}
+	var evs []event.Event
+	for _, l := range strings.Split(strings.TrimSpace(outb.String()), "\n") {
+		var ev event.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		evs = append(evs, ev)
+	}
+	last := evs[len(evs)-1]
+	if len(evs) != 11 || evs[0].Type != event.Progress || evs[0].Message != "llama-perplexity" || last.Done != 100 || last.Total != 100 {
+		t.Fatalf("%d events: %+v .. %+v", len(evs), evs[0], last)
+	}
+	// At 50 of 100 after 4.9 s (49 more at 0.1 s each): 50 left, about 5 s.
+	for _, ev := range evs {
+		if ev.Done == 50 && (ev.ETASeconds < 4.9 || ev.ETASeconds > 5.2) {
+			t.Errorf("eta at 50: %v", ev.ETASeconds)
+		}
+	}
+	if !strings.Contains(outb.String(), `"eta_seconds":`) {
+		t.Error("no eta_seconds field")
+	}
+}
+
+// On a terminal the step's live line carries it.
+func TestToolProgressLiveLine(t *testing.T) {
+	var errb bytes.Buffer
+	r := New(Env{Stdout: &bytes.Buffer{}, Stderr: &errb, IsTerminal: true, Getenv: func(string) string { return "" }}, false, 1)
+	r.now = fakeClock(time.Second)
+	r.Live(false)
+	r.Event(event.Event{Type: event.Started, Step: "gguf-quantize:q4_k_m", Time: time.Now()})
+	r.ToolProgress("gguf-quantize:q4_k_m", "llama-quantize", 1, 272)
+	r.ToolProgress("gguf-quantize:q4_k_m", "llama-quantize", 136, 272)
+	r.Done()
+	if !strings.Contains(errb.String(), "llama-quantize 136/272 (50%), about 1s left") {
+		t.Errorf("live region:\n%q", errb.String())
 	}
 }

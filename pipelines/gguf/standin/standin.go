@@ -317,7 +317,12 @@ func perplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	ppl += standin.Drift(h.Bits)
 	fmt.Fprintf(stdout, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, n_seq=1\n", n, *nctx, *nctx)
-	fmt.Fprintf(stdout, "Final estimate: PPL = %.4f +/- 0.05000\n", ppl)
+	// The running estimate after each chunk, on one line, as the real
+	// tool prints it (edgepipe reads its progress from it).
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(stdout, "[%d]%.4f,", i, ppl)
+	}
+	fmt.Fprintf(stdout, "\nFinal estimate: PPL = %.4f +/- 0.05000\n", ppl)
 	if *klBase != "" {
 		sum := sha256.Sum256(text)
 		rec, _ := json.Marshal(baseRecord{PPL: ppl, Chunks: n, Context: *nctx, TextSHA: hex.EncodeToString(sum[:]), Bits: h.Bits})
