@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 
@@ -292,5 +293,22 @@ func TestUndocumentedFieldsFailGeneration(t *testing.T) {
 	_, err := Generate()
 	if err == nil || !strings.Contains(err.Error(), `fieldDocs["Target.Device"]`) {
 		t.Fatalf("generating without a field's documentation: %v, want an error naming it", err)
+	}
+}
+
+// docs/format-options.md is generated from the formats' typed options: an
+// option added, removed or reworded without regenerating it fails here.
+func TestFormatOptionsCurrent(t *testing.T) {
+	want := FormatOptions()
+	got, err := os.ReadFile(filepath.Join("..", "..", "docs", "format-options.md"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("docs/format-options.md is out of date (%v): run `%s` and commit it", err, RegenerateOptionsCommand)
+	}
+	// Every format the catalog knows has its section or is listed as
+	// taking none.
+	for _, f := range catalog.Formats() {
+		if !bytes.Contains(want, []byte("`"+f.Name+"`")) {
+			t.Errorf("format %s is not in the reference", f.Name)
+		}
 	}
 }
