@@ -411,13 +411,19 @@ func cmdInit(env *Env, fs *pflag.FlagSet) runFunc {
 		data := edge.RenderRecipes(picks, edge.RecipeOptions{Name: recipeName, Source: source, Command: pf.commandLine("init"), SchemaLine: edge.SchemaLine(*out)})
 		// The written file must parse and validate: a recipe that does not is
 		// a bug here, not the user's to find.
-		_, err = recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
+		r, err := recipe.LoadBytes(*out, data, plan.Catalog{}, append(steps.Names(), "publish"))
 		if err != nil {
 			var diags recipe.Diagnostics
 			if errors.As(err, &diags) && *name != "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the recipe would not be valid: %s", diagText(err))}
 			}
 			return fmt.Errorf("init wrote a recipe that does not validate (a bug in edgepipe): %s", diagText(err))
+		}
+		// What pick only warns of (a model that does not fit the device, a
+		// speed over its ceiling), validate refuses: init writes no recipe
+		// that validate would refuse, and says how to get one that passes.
+		if pl, err := plan.Expand(r); err == nil && len(pl.Preflight) > 0 {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("nothing written: %s would not pass validate's pre-flight: %s", *out, diagText(pl.Preflight))}
 		}
 		if err := writeNew(*out, data, *force); err != nil {
 			return err
