@@ -55,9 +55,9 @@ const (
 	chartAxisGap = 26.0
 )
 
-// newChart lays out t's ceilings, or returns nil when there are none.
-func newChart(t Target) *chart {
-	rows := t.Ceilings()
+// newChart lays out rows, t's ceilings, or returns nil when there are
+// none.
+func newChart(t Target, rows []Ceiling) *chart {
 	if len(rows) == 0 {
 		return nil
 	}

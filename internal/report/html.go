@@ -30,7 +30,7 @@ func HTML(r Report) ([]byte, error) {
 	}{Report: r, Decision: r.Decision(), AnyGeneration: r.anyGeneration()}
 	view.DecisionNote = decisionNote(view.Decision, r)
 	for _, t := range r.Targets {
-		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t)}
+		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t, r.Ceilings(t))}
 		if t.SizeBytes > 0 {
 			tv.Size = HumanBytes(t.SizeBytes)
 		}

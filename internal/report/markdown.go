@@ -190,12 +190,12 @@ func tools(t Target) string {
 }
 
 // ceilings is one table for every published target: rows are this host
-// and the catalog's devices, cells each target's ceiling there.
+// and the devices of the run's targets, cells each target's ceiling there.
 func ceilings(b *strings.Builder, r Report) {
 	var ts []Target
 	var rows [][]Ceiling
 	for _, t := range r.Targets {
-		if c := t.Ceilings(); c != nil {
+		if c := r.Ceilings(t); c != nil {
 			ts = append(ts, t)
 			rows = append(rows, c)
 		}

@@ -2,8 +2,8 @@
 // self-contained page (inline SVG, no external assets, readable offline),
 // and report.md, its Markdown twin for CI job summaries. Per target: the
 // format, device, size, the quality gate, stand-in markers, the on-host
-// bench, and the bandwidth-bound decode ceiling on every catalog device
-// against what was measured on this host.
+// bench, and the bandwidth-bound decode ceiling on the devices of the
+// run's targets against what was measured on this host.
 //
 // The package only renders: the caller (the run command) gathers a Report
 // from the run's results and manifests, so the renderings are pure
@@ -141,11 +141,13 @@ type Ceiling struct {
 // Ceilings is the target's decode ceiling on this host (when it was
 // benched) and on every catalog device: bandwidth / model size, with the
 // model's size in GB (1e9 bytes) as catalog bandwidths are in GB/s. Nil
-// when nothing was published (no size to divide by), and for an image
-// classifier, which decodes no tokens (its manifest has no ceiling
-// either; the decision table is its speed).
+// when nothing was published (no size to divide by, or the size of a
+// model nobody may ship), and for an image classifier, which decodes no
+// tokens (its manifest has no ceiling either; the decision table is its
+// speed). The reports show the rows of Report.Ceilings.
 func (t Target) Ceilings() []Ceiling {
-	if t.SizeBytes <= 0 || t.Accuracy != nil || t.Agreement != nil || t.VisionBench != nil {
+	if t.SizeBytes <= 0 || (t.Outcome != "" && t.Outcome != OutcomePublished) ||
+		t.Accuracy != nil || t.Agreement != nil || t.VisionBench != nil {
 		return nil
 	}
 	gb := float64(t.SizeBytes) / 1e9
@@ -173,6 +175,23 @@ func (t Target) Ceilings() []Ceiling {
 		}
 		rows = append(rows, Ceiling{Device: d.ID, Name: d.Name, BandwidthGBs: d.MemoryBandwidthGBs,
 			CeilingTokS: catalog.DecodeCeiling(d.MemoryBandwidthGBs, gb), Target: d.ID == t.Device})
+	}
+	return rows
+}
+
+// Ceilings are the rows of t's ceilings the reports show: this host and
+// the devices the run's targets are for, not every device of the catalog
+// (a reader deciding what to ship compares the devices they ship to).
+func (r Report) Ceilings(t Target) []Ceiling {
+	devices := map[string]bool{}
+	for _, o := range r.Targets {
+		devices[o.Device] = true
+	}
+	var rows []Ceiling
+	for _, c := range t.Ceilings() {
+		if c.Host || devices[c.Device] {
+			rows = append(rows, c)
+		}
 	}
 	return rows
 }
