@@ -98,6 +98,9 @@ func newChart(t Target, rows []Ceiling) *chart {
 		row.Value = "ceiling " + tokS(r.CeilingTokS)
 		if r.Host {
 			row.Label = "this host"
+			if t.Earlier {
+				row.Label = "earlier host"
+			}
 		}
 		if r.MeasuredTokS != nil && *r.MeasuredTokS > 0 {
 			row.Measured = true
