@@ -88,6 +88,9 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		// The recipe's targets, before --target narrows the plan: the
+		// reports keep those an earlier run published.
+		allTargets := pl.TargetNames()
 		if len(*targets) > 0 {
 			if *updateLock {
 				return usageErr("--update-lock resolves the whole recipe: drop --target, or run `edgepipe lock %s`", pos[0])
@@ -119,6 +122,9 @@ func cmdRun(env *Env, fs *pflag.FlagSet) runFunc {
 		rep.Live(c.verbose)
 		ci := runreport.New(pl)
 		ci.OutDir, ci.Version = out, Version
+		if len(*targets) > 0 {
+			ci.AllTargets = allTargets
+		}
 		eng.SetOnEvent(func(ev event.Event) { rep.Event(ev); ci.Event(ev) })
 		eng.SetOnProgress(rep.Progress)
 		eng.SetOnToolProgress(rep.ToolProgress)

@@ -55,9 +55,9 @@ const (
 	chartAxisGap = 26.0
 )
 
-// newChart lays out t's ceilings, or returns nil when there are none.
-func newChart(t Target) *chart {
-	rows := t.Ceilings()
+// newChart lays out rows, t's ceilings, or returns nil when there are
+// none.
+func newChart(t Target, rows []Ceiling) *chart {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -98,6 +98,9 @@ func newChart(t Target) *chart {
 		row.Value = "ceiling " + tokS(r.CeilingTokS)
 		if r.Host {
 			row.Label = "this host"
+			if t.Earlier {
+				row.Label = "earlier host"
+			}
 		}
 		if r.MeasuredTokS != nil && *r.MeasuredTokS > 0 {
 			row.Measured = true

@@ -18,6 +18,8 @@ func HTML(r Report) ([]byte, error) {
 		Tools    string
 		Chart    *chart
 		HostName string
+		// EarlierAt is when an earlier run published the target.
+		EarlierAt string
 	}
 	view := struct {
 		Report
@@ -27,12 +29,19 @@ func HTML(r Report) ([]byte, error) {
 		// AnyGeneration: a target ran a decode check (the Generation
 		// column is left out of a report that has none).
 		AnyGeneration bool
-	}{Report: r, Decision: r.Decision(), AnyGeneration: r.anyGeneration()}
+		Summary       Summary
+		Legend        []LegendRow
+		PublishedLine string
+	}{Report: r, Decision: r.Decision(), AnyGeneration: r.anyGeneration(), Summary: r.Summary(), Legend: r.Legend(),
+		PublishedLine: r.PublishedLine()}
 	view.DecisionNote = decisionNote(view.Decision, r)
 	for _, t := range r.Targets {
-		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t)}
+		tv := targetView{Target: t, Tools: tools(t), Chart: newChart(t, r.Ceilings(t))}
 		if t.SizeBytes > 0 {
 			tv.Size = HumanBytes(t.SizeBytes)
+		}
+		if t.Earlier {
+			tv.EarlierAt = earlierAt(t)
 		}
 		if t.Bench != nil {
 			tv.HostName = t.Bench.Host
@@ -64,6 +73,14 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"base":    path.Base,
 }).Parse(pageTemplate))
 
+// earlierAt is when an earlier run published t, or "" when unknown.
+func earlierAt(t Target) string {
+	if t.PublishedAt.IsZero() {
+		return ""
+	}
+	return t.PublishedAt.UTC().Format("2006-01-02 15:04 UTC")
+}
+
 const pageTemplate = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -86,14 +103,78 @@ th { background: #f6f8fa; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.92em; }
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 .note { color: #57606a; }
+.summary { border: 1px solid #d0d7de; border-left: 4px solid #3d8bfd; border-radius: 4px; padding: 0.2em 1em 0.6em; max-width: 70em; }
+.summary h2 { margin-top: 0.6em; }
+.summary ul { margin: 0.2em 0 0.6em; } .summary ul ul { margin: 0.1em 0; }
+table.legend { margin-top: 1em; font-size: 0.92em; } table.legend td { max-width: 60em; }
 </style>
 </head>
 <body>
 <h1>edgepipe run: {{.Recipe}}</h1>
-<p>{{.Published}} of {{len .Targets}} targets published; exit code {{.ExitCode}} ({{.ExitText}}).</p>
+<p>{{.PublishedLine}}</p>
 {{- if .RunLine}}
 <p class="note">{{.RunLine}}.</p>
 {{- end}}
+<section class="summary">
+<h2>Summary</h2>
+{{- with .Summary}}
+<p><strong>Ship:</strong>{{if not .Ship}} nothing: no target was published.{{end}}</p>
+{{- if .Ship}}
+<ul>
+{{- range .Ship}}
+<li><strong>{{.Target}}</strong>: <code>{{.Format}}</code> on {{.Device}}, {{.Size}}, {{if .Verdict}}<span class="{{.Verdict}}">{{.Verdict}}</span>{{else}}published (no gate){{end}} ({{.Measure}}){{if .Earlier}}; <em>{{.Earlier}}</em>{{end}}{{range .Notes}}; {{.}}{{end}}{{range .Cautions}}; <strong class="fail">{{.}}</strong>{{end}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if or .Failed .Other}}
+<p><strong>Failed:</strong></p>
+<ul>
+{{- range .Failed}}
+<li><strong>{{.Target}}</strong> (<code>{{.Format}}</code> on {{.Device}}): <span class="fail">{{line .Why}}</span>{{range .Notes}}; {{.}}{{end}}</li>
+{{- end}}
+{{- range .Other}}
+<li>{{if .Step}}<strong>step {{.Step}}</strong>: {{else if .Target}}<strong>{{.Target}}</strong>: {{end}}<span class="fail">{{line .Why}}</span></li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .NotRun}}
+<p><strong>Not built:</strong></p>
+<ul>
+{{- range .NotRun}}
+<li><strong>{{.Target}}</strong> (<code>{{.Format}}</code> on {{.Device}}): {{line .Why}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .HasTry}}
+<p><strong>What to try:</strong></p>
+<ul>
+{{- range .Failed}}
+<li><strong>{{.Target}}</strong>:<ul>{{range .Try}}<li>{{line .}}</li>{{end}}</ul></li>
+{{- end}}
+{{- range .NotRun}}
+<li><strong>{{.Target}}</strong>:<ul>{{range .Try}}<li>{{line .}}</li>{{end}}</ul></li>
+{{- end}}
+{{- range .Other}}{{if .Try}}
+<li><strong>step {{.Step}}</strong>:<ul>{{range .Try}}<li>{{line .}}</li>{{end}}</ul></li>
+{{- end}}{{end}}
+</ul>
+{{- end}}
+{{- end}}
+{{- if .SourceNote}}
+<p class="note">{{.SourceNote}}</p>
+{{- end}}
+</section>
+{{- if .Legend}}
+<table class="legend">
+<thead><tr><th colspan="2">Legend</th></tr></thead>
+<tbody>
+{{- range .Legend}}
+<tr><td class="name">{{if or (eq .Term "excellent") (eq .Term "ok") (eq .Term "fail")}}<span class="{{.Term}}">{{.Term}}</span>{{else if eq .Term "stand-in"}}<span class="standin">{{.Term}}</span>{{else}}{{.Term}}{{end}}</td><td>{{.Meaning}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
+<h2>Targets</h2>
 <div class="wide">
 <table>
 <thead><tr><th>Target</th><th>Format</th><th>Device</th><th>Size</th><th>Baseline</th><th>Perplexity</th><th>Delta</th><th>Verdict</th><th>KL divergence</th><th>Top-1 agreement</th>{{if .AnyGeneration}}<th>Generation</th>{{end}}<th>Tools</th><th>Artifact</th></tr></thead>
@@ -101,7 +182,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 {{- range .Targets}}
 <tr>
 <td class="name">{{.Name}}</td><td><code>{{.Format}}</code></td><td class="name">{{.Device}}</td>
-<td class="n">{{if .Size}}{{.Size}}{{else}}-{{end}}</td>
+<td class="n">{{if .Size}}{{.Size}}{{if ne .Outcome "published"}}<br/><span class="note">not published</span>{{end}}{{else}}-{{end}}</td>
 {{- if .Perplexity}}
 <td class="n">{{ppl .Perplexity.Baseline}}</td><td class="n">{{ppl .Perplexity.Converted}}</td><td class="n">{{deltaci .Perplexity.Delta .Perplexity.DeltaCI95}}<br/><span class="note">max {{f2 .Perplexity.MaxDelta}}</span></td>
 {{- else if .Accuracy}}
@@ -118,7 +199,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 <td class="n">{{gen .Generation}}</td>
 {{- end}}
 <td class="tools">{{if .StandIns}}<span class="standin">stand-in:</span> {{range $i, $s := .StandIns}}{{if $i}}, {{end}}<span class="id">{{$s}}</span>{{end}}{{else}}real{{end}}</td>
-<td>{{if eq .Outcome "published"}}{{if .Manifest}}<a href="{{.Manifest}}"><code>{{.Artifact}}</code></a>{{else}}<code>{{.Artifact}}</code>{{end}}{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
+<td>{{if eq .Outcome "published"}}{{if .Manifest}}<a href="{{.Manifest}}"><code>{{.Artifact}}</code></a>{{else}}<code>{{.Artifact}}</code>{{end}}{{range .Pushed}}, <code>{{.}}</code>{{end}}{{range .PushFailed}}, <strong>push to <code>{{.}}</code> failed</strong>{{end}}{{if .Earlier}}<br/><span class="note">earlier run{{if .EarlierAt}}, {{.EarlierAt}}{{end}}</span>{{end}}{{else if eq .Outcome "gate-failed"}}not published (gate failed){{else if eq .Outcome "blocked"}}not published (upstream failed){{else if .StoppedBy}}not run (stopped after <code>{{.StoppedBy}}</code> failed){{else}}not published{{end}}</td>
 </tr>
 {{- end}}
 </tbody>
@@ -143,13 +224,35 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 </div>
 {{- end}}
 {{- range .Targets}}
-{{- if or .Bench .Chart .Error .Manifest}}
-<h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}</h2>
+{{- if or .Bench .Chart .Error .Manifest .Notes .Rejected .StepLogs}}
+<h2>{{.Name}}: <code>{{.Format}}</code> for {{.Device}}{{if .Earlier}} <span class="note">(earlier run)</span>{{end}}</h2>
+{{- if .Earlier}}
+<p class="note">Published by an earlier run{{if .EarlierAt}} on {{.EarlierAt}}{{end}}; this run did not build it, and its folder is still in the output folder.</p>
+{{- end}}
 {{- if .Manifest}}
 <p>Files: <a href="{{.Manifest}}">manifest.json</a>{{if .Logs}}; logs: {{range $i, $l := .Logs}}{{if $i}}, {{end}}<a class="id" href="{{$l}}">{{base $l}}</a>{{end}}{{end}}.</p>
 {{- end}}
 {{- if .Error}}
-<p class="fail">{{.Error}}</p>
+<p class="fail">{{line .Error}}</p>
+{{- end}}
+{{- if .Rejected}}
+<p>Rejected model{{if .Size}} ({{.Size}}){{end}}, kept in the cache: <code>{{.Rejected}}</code></p>
+{{- end}}
+{{- if .StepLogs}}
+<p>Logs:</p>
+<ul>
+{{- range .StepLogs}}
+<li><span class="id">{{.Step}}</span>: <code>{{.Path}}</code></li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .Notes}}
+<p>Notes from the steps:</p>
+<ul>
+{{- range .Notes}}
+<li><span class="id">{{.Step}}</span>: {{line .Text}}</li>
+{{- end}}
+</ul>
 {{- end}}
 {{- with .Bench}}
 <p>Measured on this host ({{.Host}}) with {{.Backend}}, {{.Threads}} threads: {{.WarmupRuns}} warm-up and {{.TimedRuns}} timed runs; each decodes one token with {{.PromptTokens}} tokens in the KV cache, and the first token is the median forward pass of a {{.PromptTokens}}-token prompt.</p>
@@ -208,7 +311,7 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 {{- end}}
 </ul>
 {{- end}}
-<p class="note">Written by edgepipe. Sizes in binary units; bandwidths in GB/s (10<sup>9</sup> bytes).</p>
+<p class="note">Written by edgepipe. Sizes in binary units; bandwidths in GB/s (10<sup>9</sup> bytes). Paths in code, not links, are on the machine that ran, relative to the folder the run started in where they are inside it.</p>
 </body>
 </html>
 `

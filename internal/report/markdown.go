@@ -23,10 +23,13 @@ const (
 func Markdown(r Report) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s%s\n\n", MarkdownHeading, MDText(r.Recipe))
-	fmt.Fprintf(&b, "%d of %d targets published; exit code %d (%s).\n\n", r.Published, len(r.Targets), r.ExitCode, r.ExitText)
+	fmt.Fprintf(&b, "%s\n\n", MDText(r.PublishedLine()))
 	if line := r.RunLine(); line != "" {
 		fmt.Fprintf(&b, "%s.\n\n", MDText(line))
 	}
+	summary(&b, r)
+	legend(&b, r)
+	b.WriteString("### Targets\n\n")
 	b.WriteString("| Target | Format | Device | Size | PPL | Delta | Verdict | Artifact |\n")
 	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
 	for _, t := range r.Targets {
@@ -60,6 +63,13 @@ func Markdown(r Report) []byte {
 			if t.Verdict == "" {
 				verdict = "published (no gate)"
 			}
+			if t.Earlier {
+				where += " (earlier run"
+				if at := earlierAt(t); at != "" {
+					where += ", " + at
+				}
+				where += ")"
+			}
 		case OutcomeGateFailed:
 			verdict, where = "**"+verdict+"**", "not published (gate failed)"
 		case OutcomeBlocked:
@@ -78,6 +88,7 @@ func Markdown(r Report) []byte {
 	decision(&b, r)
 	quality(&b, r)
 	ceilings(&b, r)
+	details(&b, r)
 	if len(r.Failures) > 0 {
 		b.WriteString("\n### Failures\n\n")
 		for _, f := range r.Failures {
@@ -101,6 +112,145 @@ func Markdown(r Report) []byte {
 	}
 	b.WriteString("\n")
 	return []byte(b.String())
+}
+
+// summary leads the report with the decision: what to ship, what failed
+// and why, and what to try.
+func summary(b *strings.Builder, r Report) {
+	s := r.Summary()
+	b.WriteString("### Summary\n\n")
+	if len(s.Ship) == 0 {
+		b.WriteString("**Ship:** nothing: no target was published.\n\n")
+	} else {
+		b.WriteString("**Ship:**\n\n")
+		for _, it := range s.Ship {
+			verdict := it.Verdict
+			if verdict == "" {
+				verdict = "published (no gate)"
+			}
+			line := fmt.Sprintf("**%s**: `%s` on %s, %s, %s (%s)", MDText(it.Target), MDCode(it.Format), MDText(it.Device), it.Size, verdict, MDText(it.Measure))
+			if it.Earlier != "" {
+				line += "; _" + MDText(it.Earlier) + "_"
+			}
+			for _, n := range it.Notes {
+				line += "; " + MDText(n)
+			}
+			for _, c := range it.Cautions {
+				line += "; **" + MDText(c) + "**"
+			}
+			b.WriteString("- " + line + "\n")
+		}
+		b.WriteString("\n")
+	}
+	item := func(it FailedItem, bold bool) {
+		why := MDText(it.Why)
+		if bold {
+			why = "**" + why + "**"
+		}
+		line := fmt.Sprintf("- **%s** (`%s` on %s): %s", MDText(it.Target), MDCode(it.Format), MDText(it.Device), why)
+		for _, n := range it.Notes {
+			line += "; " + MDText(n)
+		}
+		b.WriteString(line + "\n")
+	}
+	if len(s.Failed)+len(s.Other) > 0 {
+		b.WriteString("**Failed:**\n\n")
+		for _, it := range s.Failed {
+			item(it, true)
+		}
+		for _, it := range s.Other {
+			switch {
+			case it.Step != "":
+				fmt.Fprintf(b, "- **step %s**: **%s**\n", MDText(it.Step), MDText(it.Why))
+			case it.Target != "":
+				fmt.Fprintf(b, "- **%s**: **%s**\n", MDText(it.Target), MDText(it.Why))
+			default:
+				fmt.Fprintf(b, "- **%s**\n", MDText(it.Why))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(s.NotRun) > 0 {
+		b.WriteString("**Not built:**\n\n")
+		for _, it := range s.NotRun {
+			item(it, false)
+		}
+		b.WriteString("\n")
+	}
+	if s.HasTry() {
+		b.WriteString("**What to try:**\n\n")
+		for _, it := range append(append(append([]FailedItem(nil), s.Failed...), s.NotRun...), s.Other...) {
+			if len(it.Try) == 0 {
+				continue
+			}
+			name := it.Target
+			if it.Step != "" {
+				name = "step " + it.Step
+			}
+			fmt.Fprintf(b, "- **%s**:\n", MDText(name))
+			for _, t := range it.Try {
+				fmt.Fprintf(b, "  - %s\n", MDText(t))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if r.SourceNote != "" {
+		b.WriteString(MDText(r.SourceNote) + "\n\n")
+	}
+}
+
+// legend defines the verdicts and markers the report uses.
+func legend(b *strings.Builder, r Report) {
+	rows := r.Legend()
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("| Legend | Meaning |\n| --- | --- |\n")
+	for _, l := range rows {
+		fmt.Fprintf(b, "| %s | %s |\n", MDText(l.Term), MDText(l.Meaning))
+	}
+	b.WriteString("\n")
+}
+
+// details lists, per target, what the tables have no room for: an
+// earlier run's date, a rejected model and its logs, the steps' notes.
+func details(b *strings.Builder, r Report) {
+	any := false
+	for _, t := range r.Targets {
+		if t.Earlier || t.Rejected != "" || len(t.StepLogs) > 0 || len(t.Notes) > 0 {
+			if !any {
+				b.WriteString("\n### Target details\n")
+				any = true
+			}
+			fmt.Fprintf(b, "\n**%s** (`%s` on %s)\n\n", MDText(t.Name), MDCode(t.Format), MDText(t.Device))
+			if t.Earlier {
+				at := earlierAt(t)
+				if at != "" {
+					at = " on " + at
+				}
+				fmt.Fprintf(b, "- published by an earlier run%s; this run did not build it, and its folder is still in the output folder\n", at)
+			}
+			if t.Rejected != "" {
+				size := ""
+				if t.SizeBytes > 0 {
+					size = " (" + HumanBytes(t.SizeBytes) + ")"
+				}
+				fmt.Fprintf(b, "- rejected model%s, kept in the cache: `%s`\n", size, MDCode(t.Rejected))
+			}
+			if len(t.StepLogs) > 0 {
+				b.WriteString("- logs:\n")
+				for _, l := range t.StepLogs {
+					fmt.Fprintf(b, "  - `%s`: `%s`\n", MDCode(l.Step), MDCode(l.Path))
+				}
+			}
+			if len(t.Notes) > 0 {
+				b.WriteString("- notes from the steps:\n")
+				for _, n := range t.Notes {
+					fmt.Fprintf(b, "  - `%s`: %s\n", MDCode(n.Step), MDText(n.Text))
+				}
+			}
+		}
+	}
 }
 
 // decision is the decision table of an image-classification run whose
@@ -190,12 +340,12 @@ func tools(t Target) string {
 }
 
 // ceilings is one table for every published target: rows are this host
-// and the catalog's devices, cells each target's ceiling there.
+// and the devices of the run's targets, cells each target's ceiling there.
 func ceilings(b *strings.Builder, r Report) {
 	var ts []Target
 	var rows [][]Ceiling
 	for _, t := range r.Targets {
-		if c := t.Ceilings(); c != nil {
+		if c := r.Ceilings(t); c != nil {
 			ts = append(ts, t)
 			rows = append(rows, c)
 		}

@@ -28,13 +28,18 @@ type Report struct {
 	Version string
 	// Source is the recipe's model source (credentials removed), Revision
 	// the commit it resolved to ("" for sources without one).
-	Source    string
-	Revision  string
-	ExitCode  int
-	ExitText  string // what the exit code means
+	Source   string
+	Revision string
+	ExitCode int
+	ExitText string // what the exit code means
+	// Published counts the targets this run published; targets an
+	// earlier run published (Target.Earlier) are not in it.
 	Published int
 	Targets   []Target
 	Failures  []Failure
+	// SourceNote says what every artifact inherits from its source (one
+	// that was already quantized); "" when nothing.
+	SourceNote string
 }
 
 // Target outcomes, as the CI reports name them.
@@ -91,6 +96,45 @@ type Target struct {
 	// StoppedBy is the failure after which fail-fast stopped the run before
 	// this target (which needs nothing that failed) was built.
 	StoppedBy string
+	// Earlier marks a target this run did not build (run --target chose
+	// others) whose folder an earlier run published, still in the output
+	// folder; PublishedAt is when its manifest was written.
+	Earlier     bool
+	PublishedAt time.Time
+	// Notes are what the target's steps observed and recorded (the
+	// tensors llama-quantize had to fall back on, the precision a runtime
+	// kept), one per step, from its manifest or this run's outputs.
+	Notes []Note
+	// FailedSteps are the steps whose failure kept the target from being
+	// built; Check is the check, other than a quality gate's measurement,
+	// that refused it ("check ... of step ... failed: ...").
+	FailedSteps []string
+	Check       string
+	// Rejected is where the model a gate refused is (the output, in the
+	// cache, of RejectedStep), and StepLogs the logs of the steps that
+	// made and judged it, or of the steps that failed: paths on the
+	// machine that ran, not links. Set for a target that was not
+	// published. CheckStep is the step whose measurement Check judged.
+	Rejected     string
+	RejectedStep string
+	CheckStep    string
+	StepLogs     []StepLog
+	// StaleFolder is the target's folder when it still holds an earlier
+	// run's artifact that this run, whose gate refused the target, left
+	// in place.
+	StaleFolder string
+}
+
+// StepLog is one step's log.
+type StepLog struct {
+	Step string
+	Path string
+}
+
+// Note is one step's recorded observation about a target.
+type Note struct {
+	Step string
+	Text string
 }
 
 // Perplexity is the gate's measurement.
@@ -141,11 +185,13 @@ type Ceiling struct {
 // Ceilings is the target's decode ceiling on this host (when it was
 // benched) and on every catalog device: bandwidth / model size, with the
 // model's size in GB (1e9 bytes) as catalog bandwidths are in GB/s. Nil
-// when nothing was published (no size to divide by), and for an image
-// classifier, which decodes no tokens (its manifest has no ceiling
-// either; the decision table is its speed).
+// when nothing was published (no size to divide by, or the size of a
+// model nobody may ship), and for an image classifier, which decodes no
+// tokens (its manifest has no ceiling either; the decision table is its
+// speed). The reports show the rows of Report.Ceilings.
 func (t Target) Ceilings() []Ceiling {
-	if t.SizeBytes <= 0 || t.Accuracy != nil || t.Agreement != nil || t.VisionBench != nil {
+	if t.SizeBytes <= 0 || (t.Outcome != "" && t.Outcome != OutcomePublished) ||
+		t.Accuracy != nil || t.Agreement != nil || t.VisionBench != nil {
 		return nil
 	}
 	gb := float64(t.SizeBytes) / 1e9
@@ -157,11 +203,14 @@ func (t Target) Ceilings() []Ceiling {
 		}
 		c := Ceiling{Name: "this host", BandwidthGBs: *b.HostBandwidthGBs, Host: true,
 			CeilingTokS: catalog.DecodeCeiling(*b.HostBandwidthGBs, float64(bytes)/1e9)}
+		if t.Earlier {
+			c.Name = "the earlier run's host"
+		}
 		if b.HostCeilingTokS != nil {
 			c.CeilingTokS = *b.HostCeilingTokS
 		}
 		if b.Host != "" {
-			c.Name = "this host (" + b.Host + ")"
+			c.Name += " (" + b.Host + ")"
 		}
 		m := b.DecodeTokS
 		c.MeasuredTokS = &m
@@ -173,6 +222,23 @@ func (t Target) Ceilings() []Ceiling {
 		}
 		rows = append(rows, Ceiling{Device: d.ID, Name: d.Name, BandwidthGBs: d.MemoryBandwidthGBs,
 			CeilingTokS: catalog.DecodeCeiling(d.MemoryBandwidthGBs, gb), Target: d.ID == t.Device})
+	}
+	return rows
+}
+
+// Ceilings are the rows of t's ceilings the reports show: this host and
+// the devices the run's targets are for, not every device of the catalog
+// (a reader deciding what to ship compares the devices they ship to).
+func (r Report) Ceilings(t Target) []Ceiling {
+	devices := map[string]bool{}
+	for _, o := range r.Targets {
+		devices[o.Device] = true
+	}
+	var rows []Ceiling
+	for _, c := range t.Ceilings() {
+		if c.Host || devices[c.Device] {
+			rows = append(rows, c)
+		}
 	}
 	return rows
 }

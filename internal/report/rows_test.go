@@ -39,9 +39,11 @@ func TestMarkdownTargetRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := string(Markdown(Report{Recipe: "r", Targets: []Target{tc.t}}))
+			// The first row of the targets' table (the legend's come first).
 			var row string
-			for _, l := range strings.Split(md, "\n") {
-				if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| Target") && !strings.HasPrefix(l, "| ---") {
+			_, table, _ := strings.Cut(md, "\n| Target | Format |")
+			for _, l := range strings.Split(table, "\n") {
+				if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| ---") {
 					row = l
 					break
 				}
@@ -121,7 +123,7 @@ func TestNoCeilings(t *testing.T) {
 		if rows := tg.Ceilings(); rows != nil {
 			t.Errorf("%s: %d ceilings", name, len(rows))
 		}
-		if c := newChart(tg); c != nil {
+		if c := newChart(tg, tg.Ceilings()); c != nil {
 			t.Errorf("%s: a chart", name)
 		}
 	}
@@ -140,5 +142,32 @@ func TestNoCeilings(t *testing.T) {
 	}
 	if marked != 1 {
 		t.Errorf("%d rows marked as the target's device, want 1", marked)
+	}
+}
+
+// The decode ceilings are this host's and the devices of the run's
+// targets, not every catalog device; a target that was not published has
+// none.
+func TestCeilingsOfTheTargetsDevices(t *testing.T) {
+	r := sample()
+	var got []string
+	for _, c := range r.Ceilings(r.Targets[0]) {
+		if c.Host {
+			got = append(got, "host")
+		} else {
+			got = append(got, c.Device)
+		}
+	}
+	if strings.Join(got, " ") != "host apple-a18 webgpu-m3-max x86-laptop" {
+		t.Errorf("ceiling rows %v, want this host and the three targets' devices (catalog order)", got)
+	}
+	md := string(Markdown(r))
+	if strings.Contains(md, "NVIDIA H100") || !strings.Contains(md, "| Apple A18 (iPhone 16) | 60 | 568.9 |") {
+		t.Errorf("report.md's ceilings are not the targets' devices:\n%s", md)
+	}
+	failed := r.Targets[1]
+	failed.SizeBytes = 5 << 20
+	if c := r.Ceilings(failed); c != nil {
+		t.Errorf("laptop-q2k, not published, has ceilings %v", c)
 	}
 }

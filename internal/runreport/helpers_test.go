@@ -48,7 +48,10 @@ func publishFolder(t *testing.T, dir, target string, files map[string]string, m 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m.EdgepipeVersion, m.Recipe.Name, m.Target.Name = "test", "r", target
+	m.EdgepipeVersion, m.Target.Name = "test", target
+	if m.Recipe.Name == "" {
+		m.Recipe.Name = "r"
+	}
 	if err := manifest.Write(dir, &m); err != nil {
 		t.Fatal(err)
 	}

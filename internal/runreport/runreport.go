@@ -36,6 +36,10 @@ type Recorder struct {
 	OutDir string
 	// Version is the edgepipe that ran, for the reports.
 	Version string
+	// AllTargets names every target of the recipe, in its order, when the
+	// run built only some (run --target): the reports keep the others an
+	// earlier run published into OutDir.
+	AllTargets []string
 
 	mu    sync.Mutex
 	steps map[string]*stepRecord
