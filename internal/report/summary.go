@@ -252,66 +252,84 @@ func (r Report) why(t Target) string {
 // the report holds: a target that passed on the same device, formats of
 // the family with more bits, the gate's own knob, the logs.
 func (r Report) try(t Target) []string {
-	var out []string
 	switch t.Outcome {
 	case OutcomeGateFailed:
-		var passed []string
-		for _, o := range r.Targets {
-			if o.Outcome == OutcomePublished && o.Device == t.Device && o.Name != t.Name {
-				passed = append(passed, fmt.Sprintf("%s (%s)", o.Name, o.Format))
-			}
-		}
-		if len(passed) > 0 {
-			out = append(out, fmt.Sprintf("ship %s instead: %s on the same device", orList(passed), plural(len(passed), "it passed", "they passed")))
-		}
-		measured := pplFailed(t.Perplexity) || accuracyFailed(t.Accuracy) || agreementFailed(t.Agreement)
-		if !measured {
-			// A check (a budget, a decode check) refused it, not the loss.
-			return append(out, "read what the check measured in the log of "+stepOr(t.CheckStep, "the step that ran it")+logsOf(t, t.CheckStep))
-		}
-		if len(t.StandIns) > 0 {
-			out = append(out, fmt.Sprintf("stand-in tools ran %s: run it with the real tools before acting on this verdict", steps(len(t.StandIns))))
-		}
-		model := "read the log of " + stepOr(t.RejectedStep, "the step that converted it") + logsOf(t, t.RejectedStep)
-		switch p := t.Perplexity; {
-		case pplFailed(p) && finite(p.Delta) && p.DeltaCI95 != nil && p.DeltaCI95[0] <= p.MaxDelta:
-			out = append(out, fmt.Sprintf("the delta's 95%% interval [%+.2f, %+.2f] reaches max_delta %.2f: score more tokens "+
-				"(a longer data.eval, or quality.perplexity.max_chunks: 0 to score all of it) to decide before changing the format",
-				p.DeltaCI95[0], p.DeltaCI95[1], p.MaxDelta))
-		case pplFailed(p) && (!finite(p.Converted) || !finite(p.Baseline)):
-			out = append(out, "a perplexity that is not a number means a broken conversion, not rounding: "+model)
-		case pplFailed(p) && p.Delta > 2:
-			out = append(out, "a delta over 2.0 usually means a broken conversion, not rounding: "+model)
-		}
-		if more := r.moreBits(t); len(more) > 0 {
-			out = append(out, "a format with more bits per weight: "+strings.Join(more, " or "))
-		}
-		if f, err := catalog.ParseFormat(t.Format); err == nil && f.Family == "gguf" && f.BitsPerWeight < 5 && !f.NeedsImatrix {
-			out = append(out, "an importance matrix (with: {imatrix: true}) lowers the loss of low-bit GGUF types, if the target does not use one already")
-		}
-		switch {
-		case pplFailed(t.Perplexity):
-			out = append(out, "raise quality.perplexity.max_delta for this target, if the loss is acceptable")
-		case accuracyFailed(t.Accuracy):
-			out = append(out, "calibrate on more, or more representative, images (data.calibration), or raise quality.accuracy.max_drop for this target if the loss is acceptable")
-		case agreementFailed(t.Agreement):
-			out = append(out, "calibrate on more, or more representative, images (data.calibration), or lower quality.agreement.min for this target if the change is acceptable")
-		}
+		return r.tryGateFailed(t)
 	case OutcomeBlocked:
 		if len(t.FailedSteps) == 0 {
-			out = append(out, "read the log of the failed step; fix the cause and run again: steps that finished come from the cache")
+			return []string{"read the log of the failed step; fix the cause and run again: steps that finished come from the cache"}
 		}
+		var out []string
 		for _, s := range t.FailedSteps {
 			out = append(out, "read the log of "+s+logsOf(t, s)+"; fix the cause and run again: steps that finished come from the cache")
 		}
-	default:
-		if t.StoppedBy != "" {
-			out = append(out, "run again once "+t.StoppedBy+" is fixed, or with --keep-going to build what does not need it")
-		} else {
-			out = append(out, "run again: steps that finished come from the cache")
+		return out
+	}
+	if t.StoppedBy != "" {
+		return []string{"run again once " + t.StoppedBy + " is fixed, or with --keep-going to build what does not need it"}
+	}
+	return []string{"run again: steps that finished come from the cache"}
+}
+
+// tryGateFailed is try for a target its gate refused.
+func (r Report) tryGateFailed(t Target) []string {
+	var out []string
+	var passed []string
+	for _, o := range r.Targets {
+		if o.Outcome == OutcomePublished && o.Device == t.Device && o.Name != t.Name {
+			passed = append(passed, fmt.Sprintf("%s (%s)", o.Name, o.Format))
 		}
 	}
+	if len(passed) > 0 {
+		out = append(out, fmt.Sprintf("ship %s instead: %s on the same device", orList(passed), plural(len(passed), "it passed", "they passed")))
+	}
+	measured := pplFailed(t.Perplexity) || accuracyFailed(t.Accuracy) || agreementFailed(t.Agreement)
+	if !measured {
+		// A check (a budget, a decode check) refused it, not the loss.
+		return append(out, "read what the check measured in the log of "+stepOr(t.CheckStep, "the step that ran it")+logsOf(t, t.CheckStep))
+	}
+	if len(t.StandIns) > 0 {
+		out = append(out, fmt.Sprintf("stand-in tools ran %s: run it with the real tools before acting on this verdict", steps(len(t.StandIns))))
+	}
+	if hint := perplexityHint(t); hint != "" {
+		out = append(out, hint)
+	}
+	if more := r.moreBits(t); len(more) > 0 {
+		out = append(out, "a format with more bits per weight: "+strings.Join(more, " or "))
+	}
+	if f, err := catalog.ParseFormat(t.Format); err == nil && f.Family == "gguf" && f.BitsPerWeight < 5 && !f.NeedsImatrix {
+		out = append(out, "an importance matrix (with: {imatrix: true}) lowers the loss of low-bit GGUF types, if the target does not use one already")
+	}
+	switch {
+	case pplFailed(t.Perplexity):
+		out = append(out, "raise quality.perplexity.max_delta for this target, if the loss is acceptable")
+	case accuracyFailed(t.Accuracy):
+		out = append(out, "calibrate on more, or more representative, images (data.calibration), or raise quality.accuracy.max_drop for this target if the loss is acceptable")
+	case agreementFailed(t.Agreement):
+		out = append(out, "calibrate on more, or more representative, images (data.calibration), or lower quality.agreement.min for this target if the change is acceptable")
+	}
 	return out
+}
+
+// perplexityHint reads a failed perplexity gate: undecided by its
+// interval, or a broken conversion rather than rounding; "" otherwise.
+func perplexityHint(t Target) string {
+	p := t.Perplexity
+	if !pplFailed(p) {
+		return ""
+	}
+	model := "read the log of " + stepOr(t.RejectedStep, "the step that converted it") + logsOf(t, t.RejectedStep)
+	switch {
+	case finite(p.Delta) && p.DeltaCI95 != nil && p.DeltaCI95[0] <= p.MaxDelta:
+		return fmt.Sprintf("the delta's 95%% interval [%+.2f, %+.2f] reaches max_delta %.2f: score more tokens "+
+			"(a longer data.eval, or quality.perplexity.max_chunks: 0 to score all of it) to decide before changing the format",
+			p.DeltaCI95[0], p.DeltaCI95[1], p.MaxDelta)
+	case !finite(p.Converted) || !finite(p.Baseline):
+		return "a perplexity that is not a number means a broken conversion, not rounding: " + model
+	case p.Delta > 2:
+		return "a delta over 2.0 usually means a broken conversion, not rounding: " + model
+	}
+	return ""
 }
 
 // moreBits names up to two formats of t's family, with at least one bit
