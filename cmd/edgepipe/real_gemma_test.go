@@ -13,15 +13,17 @@ import (
 )
 
 // gemmaRecipe is recipes/gemma.yaml's families at test size: the same
-// formats and methods, two 128-token chunks of evaluation and a smaller
-// calibration for the llmcompressor targets, so the second built-in model
-// fits CI's time (context 1024 still reaches past Gemma 3's 512-token
-// window). The recipe itself keeps its full evaluation and calibration.
+// formats and methods, two 128-token chunks of evaluation, a smaller
+// calibration for the llmcompressor targets and 16 decoded tokens a
+// prompt for the decode checks (the window prompt still ends short of the
+// window, so its decode crosses it), so the second built-in model fits
+// CI's time (context 1024 still reaches past Gemma 3's 512-token window).
+// The recipe itself keeps its full evaluation, calibration and 64 tokens.
 const gemmaRecipe = `edgepipe: 1
 name: gemma-test
 model: {source: builtin:gemma3-270m}
 data: {calibration: builtin:calibration, eval: builtin:eval}
-quality: {perplexity: {context: 128, max_chunks: 2, warn_delta: 0.5, max_delta: 2.0}}
+quality: {perplexity: {context: 128, max_chunks: 2, warn_delta: 0.5, max_delta: 2.0}, generation: {max_new_tokens: 16}}
 targets:
   laptop-gguf-q4km: {device: x86-laptop, format: gguf-q4_k_m}
   laptop-onnx-int4: {device: x86-laptop, format: onnx-int4}

@@ -33,12 +33,14 @@ func TestRealGPUServerRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The recipe's targets and methods at test size: two 256-token chunks of
-	// evaluation and a quarter of the calibration, so CI's real tier fits
+	// evaluation, a quarter of the calibration and 16 decoded tokens a
+	// prompt for the decode checks, so CI's real tier fits
 	// its time (the recipe itself keeps its full sizes; the figures
 	// in docs/results/smollm2.md come from it).
 	trimmed := string(recipe)
 	for _, r := range [][2]string{
 		{"context: 512\n    max_chunks: 8", "context: 256\n    max_chunks: 2"},
+		{"\nquality:\n", "\nquality:\n  generation: {max_new_tokens: 16}\n"},
 		{"num_calibration_samples: 32, max_seq_length: 512", "num_calibration_samples: 8, max_seq_length: 256"},
 		{"num_calibration_samples: 16, max_seq_length: 128, n_grid: 10", "num_calibration_samples: 8, max_seq_length: 128, n_grid: 4"},
 	} {

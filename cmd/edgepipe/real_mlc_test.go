@@ -37,6 +37,7 @@ model:
   source: builtin:smollm2-135m
 quality:
   perplexity: {context: 256, max_chunks: 2, max_delta: 3.0}
+  generation: {max_new_tokens: 16}
 targets:
   m3:
     device: webgpu-m3-max
