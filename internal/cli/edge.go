@@ -486,11 +486,3 @@ func writeNew(path string, data []byte, force bool) error {
 	}
 	return f.Close()
 }
-
-func stepIDs(list []*plan.Step) []string {
-	ids := make([]string, len(list))
-	for i, s := range list {
-		ids[i] = s.ID
-	}
-	return ids
-}
