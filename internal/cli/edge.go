@@ -187,15 +187,10 @@ func (p *pickFlags) picks() ([]edge.Pick, error) {
 		picks = append(picks, pk)
 	}
 	if len(picks) == 0 {
-		return p.picksOfNone()
+		_, err := p.pick() // an empty --platform: pick's usage error
+		return nil, err
 	}
 	return picks, nil
-}
-
-// picksOfNone is the usage error of an empty --platform.
-func (p *pickFlags) picksOfNone() ([]edge.Pick, error) {
-	_, err := p.pick()
-	return nil, err
 }
 
 // commandLine is the pick as a command, for the written recipe's header.

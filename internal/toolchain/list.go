@@ -27,9 +27,15 @@ type ListEntry struct {
 // List is what WriteList prints, as data: every toolchain, then the stale
 // folders.
 func List(root string) ([]ListEntry, error) {
-	folders, err := Folders(root)
+	entries, _, err := list(root)
+	return entries, err
+}
+
+// list is List and the bytes the folders hold, each file once.
+func list(root string) ([]ListEntry, int64, error) {
+	folders, total, err := foldersAndTotal(root)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	byDir := map[string]Folder{}
 	for _, f := range folders {
@@ -53,45 +59,36 @@ func List(root string) ([]ListEntry, error) {
 			out = append(out, ListEntry{Name: filepath.Base(f.Dir), Kind: "stale", Stale: true, Dir: f.Dir, SizeBytes: f.Size, FreesBytes: f.Own, LastUsed: &used})
 		}
 	}
-	return out, nil
+	return out, total, nil
 }
 
 // WriteList prints every toolchain (sizes as human writes them): kind, whether it is installed,
-// its size on disk and last use; then folders no current lock names.
+// its size on disk, what removing it frees and its last use; then folders no current lock names.
 func WriteList(w io.Writer, root string, human func(int64) string) error {
-	folders, err := Folders(root)
+	entries, total, err := list(root)
 	if err != nil {
 		return err
 	}
-	byDir := map[string]Folder{}
-	for _, f := range folders {
-		byDir[filepath.Base(f.Dir)] = f
-	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tINSTALLED\tSIZE\tFREES\tLAST USED\tTOOLS")
-	for _, s := range Specs() {
-		state, size, frees, used := "no", "-", "-", "-"
-		if in, err := Resolve(root, s.Name); err == nil {
-			state = in.Summary()
-		}
-		if f, ok := byDir[s.DirName()]; ok && s.Kind != KindExternal {
-			size, frees, used = human(f.Size), human(f.Own), f.LastUsed.Local().Format(time.DateTime)
-		}
-		if s.Kind == KindExternal {
+	for _, e := range entries {
+		state, size, frees, used := e.Installed, "-", "-", "-"
+		switch {
+		case e.Stale:
+			state = "from another lock: `toolchain prune` removes it"
+		case e.Kind == KindExternal:
 			state = "(not installed by edgepipe)"
+		case state == "":
+			state = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\n", s.Name, s.Kind, state, size, frees, used, strings.Join(s.Tools, " "))
-	}
-	dirs := make([]string, 0, len(folders))
-	for _, f := range folders {
-		dirs = append(dirs, f.Dir)
-		if !f.Current {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", filepath.Base(f.Dir), "stale", "from another lock: `toolchain prune` removes it", human(f.Size), human(f.Own), f.LastUsed.Local().Format(time.DateTime))
+		if e.LastUsed != nil {
+			size, frees, used = human(e.SizeBytes), human(e.FreesBytes), e.LastUsed.Local().Format(time.DateTime)
 		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Kind, state, size, frees, used, strings.Join(e.Tools, " "))
 	}
 	tw.Flush()
 	// The toolchains share files (uv links every environment's wheels from
 	// its cache), so the total is not the column's sum.
-	fmt.Fprintf(w, "%s in %s (each file once, however many toolchains link it; FREES is what removing one alone frees)\n", human(MeasureDisk(dirs...).Total), filepath.Join(root, "toolchains"))
+	fmt.Fprintf(w, "%s in %s (each file once, however many toolchains link it; FREES is what removing one alone frees)\n", human(total), filepath.Join(root, "toolchains"))
 	return nil
 }

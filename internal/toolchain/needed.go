@@ -163,14 +163,28 @@ type Folder struct {
 
 // Folders lists CACHE/toolchains with each folder's size and last use.
 func Folders(cacheDir string) ([]Folder, error) {
+	folders, _, err := foldersAndTotal(cacheDir)
+	return folders, err
+}
+
+// foldersAndTotal is Folders and the bytes all of them hold, each file
+// once: one walk of the folders gives both.
+func foldersAndTotal(cacheDir string) ([]Folder, int64, error) {
 	root := toolchainsDir(cacheDir)
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(root, e.Name()))
+		}
+	}
+	use := MeasureDisk(dirs...)
 	current := map[string]string{"helpers-" + helpersDigest()[:16]: "helpers", "logs": "logs"}
 	for _, s := range Specs() {
 		if s.Kind != KindExternal {
@@ -178,14 +192,9 @@ func Folders(cacheDir string) ([]Folder, error) {
 		}
 	}
 	var out []Folder
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(root, e.Name())
-		use := MeasureDisk(dir)
+	for _, dir := range dirs {
 		f := Folder{Dir: dir, Size: use.Bytes[dir], Own: use.Own[dir]}
-		f.Name, f.Current = current[e.Name()]
+		f.Name, f.Current = current[filepath.Base(dir)]
 		if !f.Current {
 			if m, err := readMarker(dir); err == nil {
 				f.Name = m.Name
@@ -204,7 +213,7 @@ func Folders(cacheDir string) ([]Folder, error) {
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out, use.Total, nil
 }
 
 // Remove deletes the current install of the named toolchain.
