@@ -29,7 +29,7 @@ func TestRealCoreML(t *testing.T) {
 	run("run", "--out", out, recipe)
 	dir := filepath.Join(out, "iphone16-coreml-int4")
 	run("verify", dir)
-	if _, err := os.Stat(filepath.Join(dir, "model.mlpackage", "Manifest.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "smollm2-135m.mlpackage", "Manifest.json")); err != nil {
 		t.Fatalf("no .mlpackage published: %v", err)
 	}
 

@@ -46,6 +46,10 @@ targets:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Published under the source file's name, its quantization dropped.
+	if m.Target.Artifact != "SmolLM2-135M-Instruct-q8_0.gguf" {
+		t.Errorf("target.artifact %q, want SmolLM2-135M-Instruct-q8_0.gguf", m.Target.Artifact)
+	}
 	if q := m.Source.Quantized; q == nil || q.Format != "gguf" || q.Type != "Q4_1" {
 		t.Errorf("source.quantized %+v, want a Q4_1 GGUF", q)
 	}

@@ -61,7 +61,7 @@ func TestRealRemoteCacheDemo(t *testing.T) {
 	if !regexp.MustCompile(`: [1-9][0-9]* hits, 0 misses, 0 rejected`).Match(log) {
 		t.Errorf("not all remote hits:\n%s", log)
 	}
-	for _, f := range []string{"laptop-q4km/model-q4_k_m.gguf", "laptop-q8/model-q8_0.gguf"} {
+	for _, f := range []string{"laptop-q4km/smollm2-135m-q4_k_m.gguf", "laptop-q8/smollm2-135m-q8_0.gguf"} {
 		a, err1 := os.ReadFile(filepath.Join(first, f))
 		b, err2 := os.ReadFile(filepath.Join(second, f))
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
@@ -100,8 +100,8 @@ func TestRealRemoteCacheDemo(t *testing.T) {
 	if !regexp.MustCompile(`cached +gguf-quantize:q8_0 \(cached, remote cache\)`).Match(log) {
 		t.Errorf("the worker's output is not a remote hit:\n%s", log)
 	}
-	a, _ := os.ReadFile(filepath.Join(first, "laptop-q8/model-q8_0.gguf"))
-	if b, err := os.ReadFile(filepath.Join(third, "laptop-q8/model-q8_0.gguf")); err != nil || !bytes.Equal(a, b) {
+	a, _ := os.ReadFile(filepath.Join(first, "laptop-q8/smollm2-135m-q8_0.gguf"))
+	if b, err := os.ReadFile(filepath.Join(third, "laptop-q8/smollm2-135m-q8_0.gguf")); err != nil || !bytes.Equal(a, b) {
 		t.Errorf("the worker's Q8_0 model differs from the local run's (%v)", err)
 	}
 }

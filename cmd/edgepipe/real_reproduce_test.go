@@ -76,7 +76,7 @@ func TestRealReproduceQ8(t *testing.T) {
 	a := fin.Artifacts[0]
 	model := false
 	for _, f := range a.Files {
-		if f.Path == "model-q8_0.gguf" {
+		if f.Path == "smollm2-135m-q8_0.gguf" {
 			model = f.Status == "identical"
 		}
 		if !strings.HasPrefix(f.Path, "logs/") && f.Status != "identical" {

@@ -218,7 +218,7 @@ func checkTFLiteTarget(t *testing.T, run func(args ...string) []byte, out string
 	if !converted {
 		t.Error("no litert-convert step in the android-int8 manifest")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "model.tflite")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "mobilenetv3-small-digits.tflite")); err != nil {
 		t.Error(err)
 	}
 	// Timed by the interpreter that gated it, on its int8 input.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -79,6 +80,10 @@ type Target struct {
 	Format  string `json:"format"`
 	Context int    `json:"context,omitempty"`
 	KVDtype string `json:"kv_dtype,omitempty"`
+	// Artifact is the file or package a runtime loads, relative to the
+	// folder (NAME-q8_0.gguf, NAME.mlpackage, mlc-chat-config.json);
+	// scripts read it rather than guess names.
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // Source is where the weights came from.
@@ -339,6 +344,17 @@ type Toolchain struct {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// listsArtifact: the artifact is a listed file, or a package (a folder
+// such as NAME.mlpackage) that listed files are in.
+func listsArtifact(files []File, artifact string) bool {
+	for _, f := range files {
+		if f.Path == artifact || strings.HasPrefix(f.Path, artifact+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate reports every inconsistency in m that would make the manifest
 // useless to verify or reproduce from, joined into one error.
 func (m *Manifest) Validate() error {
@@ -368,6 +384,9 @@ func (m *Manifest) Validate() error {
 		if IsSidecar(f.Path) {
 			add("files lists %s, which records the manifest's digest and so cannot be listed in it", f.Path)
 		}
+	}
+	if a := m.Target.Artifact; a != "" && !listsArtifact(m.Files, a) {
+		add("target.artifact %q is not among files, nor a folder of them", a)
 	}
 	errs = append(errs, validateFiles("source.files", m.Source.Files)...)
 

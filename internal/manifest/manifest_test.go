@@ -246,3 +246,16 @@ func writeTree(t testing.TB, dir string, files map[string]string) {
 		}
 	}
 }
+
+func TestValidateArtifactListed(t *testing.T) {
+	m := &Manifest{ManifestVersion: Version, EdgepipeVersion: "dev", Recipe: Recipe{Name: "r"},
+		Target: Target{Name: "t", Artifact: "x.mlpackage"},
+		Files:  []File{{Path: "x.mlpackage/Manifest.json", SHA256: strings.Repeat("a", 64), Size: 2}}}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("a package's files list it: %v", err)
+	}
+	m.Target.Artifact = "missing.gguf"
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "target.artifact") {
+		t.Fatalf("an artifact not among files: %v", err)
+	}
+}

@@ -59,6 +59,13 @@ type Family struct {
 	// model at all (the engine's tests' family, whose model is a string).
 	// Every built-in family's targets get it.
 	NoContract bool
+	// NamedArtifact says a format's artifact is one file or package
+	// (model-q8_0.gguf, model.mlpackage) whose name no runtime reads, so it
+	// is published under the model's name (the recipe's model.name, or its
+	// source's). Formats whose runtimes find files by fixed names in a
+	// folder (ONNX external data, MLC, a Hugging Face checkpoint) leave it
+	// false.
+	NamedArtifact func(format string) bool
 }
 
 var families = struct {

@@ -339,6 +339,9 @@ func publishParams(r *recipe.Recipe, t *recipe.Target, fam *Family, fits []edge.
 		KVDtype: t.KVDtype, WarnDelta: t.Quality.Perplexity.WarnDelta, MaxDelta: t.Quality.Perplexity.MaxDelta,
 		MinTokensPerS: t.MinTokensPerS, MaxMemoryGB: t.MaxMemoryGB, MaxFirstTokenMS: t.MaxFirstTokenMS,
 		DecodeCeiling: fam.Task == ""}
+	if fam.NamedArtifact != nil && fam.NamedArtifact(t.Format) {
+		pp.FileStem = r.Model.FileStem()
+	}
 	if fam.Task != "" {
 		// Other tasks gate on accuracy against the reference, or on
 		// agreement with it; accuracy is the default.

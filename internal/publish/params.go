@@ -40,6 +40,11 @@ type Params struct {
 	// predictions; nil when the model's shape was unknown then.
 	MemoryFit *manifest.MemoryFit `json:"memory_fit,omitempty"`
 	Budgets   *manifest.Budgets   `json:"budgets,omitempty"`
+	// FileStem, when set, is the model's name the artifact file is
+	// published under: the model step's model-q8_0.gguf becomes
+	// FileStem-q8_0.gguf. Empty keeps the step's names (a folder format
+	// whose runtime reads fixed names).
+	FileStem string `json:"file_stem,omitempty"`
 }
 
 // Remote is a place a target is pushed to once it is published.

@@ -155,8 +155,9 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 	// the ones the model's step wrote (its cache record): the manifest and
 	// provenance certify only what was checked.
 	var size int64
+	published := publishedPath(req)
 	for _, f := range req.Model.ContentFiles() {
-		sum, n, err := atomicfile.Copy(filepath.Join(staging, f.Path), filepath.Join(req.Model.Dir, f.Path), 0o644)
+		sum, n, err := atomicfile.Copy(filepath.Join(staging, filepath.FromSlash(published(f.Path))), filepath.Join(req.Model.Dir, f.Path), 0o644)
 		if err != nil {
 			return res, fmt.Errorf("publish %s: %w", t.Target, err)
 		}
@@ -166,6 +167,9 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 		size += f.Size
 	}
 	m := p.manifestFor(req, gate, size)
+	if req.Model.Result != nil && req.Model.Result.Files["model"] != "" {
+		m.Target.Artifact = published(filepath.ToSlash(req.Model.Result.Files["model"]))
+	}
 	if acc != nil {
 		m.Metrics.Accuracy = acc.manifestAccuracy()
 		m.Metrics.Checks = append(m.Metrics.Checks, manifest.Check{Name: "accuracy gate", Passed: acc.Verdict != manifest.VerdictFail,
@@ -218,6 +222,41 @@ func (p *Publisher) Publish(ctx context.Context, req *Request) (*Result, error) 
 	res.Dir = final
 	p.emit(event.Event{Type: event.Published, Step: req.StepID, Target: t.Target, Path: final, Seconds: time.Since(started).Seconds()})
 	return res, p.pushRemotes(ctx, req, final)
+}
+
+// publishedPath maps a path in the model step's output to the path it is
+// published at. When the target names its artifact (Params.FileStem), the
+// step's artifact, the file or package its "model" file is or is in, takes
+// the model's name: model-q8_0.gguf -> NAME-q8_0.gguf, model.mlpackage/...
+// -> NAME.mlpackage/...; everything else keeps its path. Steps keep
+// writing fixed names, so a cache entry serves any model name.
+func publishedPath(req *Request) func(string) string {
+	same := func(p string) string { return p }
+	if req.Params.FileStem == "" || req.Model.Result == nil {
+		return same
+	}
+	top, _, _ := strings.Cut(filepath.ToSlash(req.Model.Result.Files["model"]), "/")
+	rest, ok := strings.CutPrefix(top, "model")
+	if !ok || rest == "" || (rest[0] != '-' && rest[0] != '.') {
+		return same
+	}
+	named := req.Params.FileStem + rest
+	for _, f := range req.Model.ContentFiles() {
+		if first, _, _ := strings.Cut(f.Path, "/"); first == named {
+			return same // the step wrote a file of that name too: keep both as they are
+		}
+	}
+	return func(p string) string {
+		first, after, nested := strings.Cut(p, "/")
+		switch {
+		case first != top:
+			return p
+		case nested:
+			return named + "/" + after
+		default:
+			return named
+		}
+	}
 }
 
 // judge applies the target's checks: any validation a check step recorded

@@ -40,6 +40,9 @@ func output(t *testing.T, id, kind string, files map[string]string, res *steps.R
 	dir := t.TempDir()
 	var fds []digest.FileDigest
 	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -359,7 +362,7 @@ func TestManifestContents(t *testing.T) {
 	if m.EdgepipeVersion != "test-1" || m.Recipe != (manifest.Recipe{Name: "rec", Path: "/recipes/rec.yaml", SHA256: sha("recipe")}) {
 		t.Errorf("version %q recipe %+v", m.EdgepipeVersion, m.Recipe)
 	}
-	if m.Target != (manifest.Target{Name: "t1", Device: "x86-laptop", Format: "gguf-q8_0", Context: 2048, KVDtype: "f16"}) {
+	if m.Target != (manifest.Target{Name: "t1", Device: "x86-laptop", Format: "gguf-q8_0", Context: 2048, KVDtype: "f16", Artifact: "model-q8_0.gguf"}) {
 		t.Errorf("target %+v", m.Target)
 	}
 	if strings.Contains(m.Source.URI, "hunter2") || !strings.Contains(m.Source.URI, "models.example.com/m.tar") {
@@ -599,4 +602,80 @@ func TestPushFailureKeepsTheLocalFolder(t *testing.T) {
 	if _, err := p.Publish(context.Background(), req); err != nil {
 		t.Errorf("NoPush still pushed: %v", err)
 	}
+}
+
+// A target that names its artifact publishes the model step's file, or the
+// package it is in, under the model's name; the rest keeps its paths, the
+// manifest says which file is the artifact, and a rerun finds it current.
+func TestPublishedUnderModelName(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		p := params()
+		p.FileStem = "SmolLM2-135M"
+		req := request(t, p, check(t, 10, 10))
+		pub := newPublisher(t)
+		res, err := pub.Publish(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := manifest.Read(res.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Target.Artifact != "SmolLM2-135M-q8_0.gguf" {
+			t.Errorf("artifact %q", m.Target.Artifact)
+		}
+		if b, err := os.ReadFile(filepath.Join(res.Dir, "SmolLM2-135M-q8_0.gguf")); err != nil || string(b) != "GGUF q8 weights" {
+			t.Errorf("published file: %q, %v", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(res.Dir, "model-q8_0.gguf")); err == nil {
+			t.Error("the step's name was published too")
+		}
+		if !pub.Current(req) {
+			t.Error("a rerun of the same publish is not current")
+		}
+		if probs, err := manifest.Verify(res.Dir); err != nil || len(probs) > 0 {
+			t.Errorf("verify: %v %v", probs, err)
+		}
+	})
+	t.Run("package", func(t *testing.T) {
+		p := params()
+		p.Format, p.FileStem = "coreml-int4", "tiny"
+		req := request(t, p, check(t, 10, 10))
+		req.Model = output(t, "coreml-convert:t1", "coreml-convert", map[string]string{
+			"model.mlpackage/Manifest.json":           "{}",
+			"model.mlpackage/Data/weights/weight.bin": "w",
+			"tokenizer.json":                          "{}",
+		}, &steps.Result{Files: map[string]string{"model": "model.mlpackage"}})
+		res, err := newPublisher(t).Publish(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"tiny.mlpackage/Manifest.json", "tiny.mlpackage/Data/weights/weight.bin", "tokenizer.json"} {
+			if _, err := os.Stat(filepath.Join(res.Dir, filepath.FromSlash(f))); err != nil {
+				t.Error(err)
+			}
+		}
+		if m, err := manifest.Read(res.Dir); err != nil || m.Target.Artifact != "tiny.mlpackage" {
+			t.Errorf("artifact: %+v, %v", m, err)
+		}
+	})
+	t.Run("fixed names stay", func(t *testing.T) {
+		// A step whose artifact is not called model* (a folder format's
+		// config file) keeps every name, stem or not.
+		p := params()
+		p.FileStem = "tiny"
+		req := request(t, p, check(t, 10, 10))
+		req.Model = output(t, "mlc-convert:t1", "mlc-convert", map[string]string{
+			"mlc-chat-config.json": "{}", "model.wasm": "wasm",
+		}, &steps.Result{Files: map[string]string{"model": "mlc-chat-config.json"}})
+		res, err := newPublisher(t).Publish(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"mlc-chat-config.json", "model.wasm"} {
+			if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }

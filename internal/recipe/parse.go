@@ -561,6 +561,13 @@ func (p *parser) boolean(v *yaml.Node, path string) (bool, bool) {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 
+// modelNameRE: a model's name becomes part of a published file's name on
+// every filesystem a release lands on.
+var modelNameRE = regexp.MustCompile(ModelNamePattern)
+
+// ModelNamePattern is what model.name may be.
+const ModelNamePattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`
+
 // checkName reports a recipe, target or step name that could not safely be
 // a folder name: only lowercase letters, digits, '.', '_' and '-', starting
 // with a letter or digit (so never ".", ".." or a path).
@@ -712,6 +719,16 @@ func (p *parser) model(k, v *yaml.Node, m *Model) {
 		{"source", func(_, v *yaml.Node) {
 			if s, ok := p.str(v, "model.source"); ok {
 				m.Source, m.SourcePos = s, p.pos(v)
+			}
+		}},
+		{"name", func(_, v *yaml.Node) {
+			if s, ok := p.str(v, "model.name"); ok {
+				if !modelNameRE.MatchString(s) {
+					p.report(v, "use letters, digits, '.', '_' and '-' (up to 100, starting with a letter or digit), e.g. name: SmolLM2-135M-Instruct",
+						"model.name %q cannot name a file", s)
+					return
+				}
+				m.Name = s
 			}
 		}},
 		{"allow_pickle", func(_, v *yaml.Node) { m.AllowPickle, _ = p.boolean(v, "model.allow_pickle") }},

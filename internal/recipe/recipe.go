@@ -82,7 +82,10 @@ func (r *Recipe) Traits() Traits {
 
 // Model names the source weights and what the recipe allows them to contain.
 type Model struct {
-	Source          string `json:"source"`
+	Source string `json:"source"`
+	// Name is what the published files are called after (a target's
+	// GGUF is NAME-q8_0.gguf); "" takes it from the source (FileStem).
+	Name            string `json:"name,omitempty"`
 	AllowPickle     bool   `json:"allow_pickle"`
 	TrustRemoteCode bool   `json:"trust_remote_code"`
 	SourcePos       Pos    `json:"-"`

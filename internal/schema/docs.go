@@ -86,6 +86,8 @@ var fieldDocs = map[string]fieldDoc{
 
 	"Model.Source": {Desc: "Where the weights come from: hf://OWNER/REPO[@REVISION], builtin:NAME (smollm2-135m, gemma3-270m, mobilenetv3-small-digits, efficientnet-lite0, and the tiny models of each architecture that test conversions: tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3, tiny-phi3, tiny-mistral, tiny-qwen3-moe, tiny-mixtral), https://..., s3::https://..., git::https://..., a local folder relative to the recipe, or a GGUF file (./model.gguf, https://.../model.gguf, or a folder holding one), dequantized into a checkpoint first.",
 		Required: true, Examples: []any{"builtin:smollm2-135m", "hf://HuggingFaceTB/SmolLM2-135M-Instruct@main", "./weights", "./model-Q4_K_M.gguf"}},
+	"Model.Name": {Desc: "What published files are named after: a GGUF target's file is NAME-q8_0.gguf, a Core ML target's NAME.mlpackage, a TFLite one's NAME.tflite (formats whose runtime reads fixed names inside a folder, such as ONNX, MLC or a Hugging Face checkpoint, keep them). Default: the source's name: a builtin's, a Hugging Face repository's, the file or folder a path or URL names, without a GGUF's quantization suffix.",
+		Examples: []any{"SmolLM2-135M-Instruct"}, Shape: func(s *Schema) { s.Pattern = recipe.ModelNamePattern }},
 	"Model.AllowPickle":     {Desc: "Accept pickled weights (.bin, .pt, .pth, .ckpt, .pkl), which can run code when loaded. Default: refuse them.", Default: false},
 	"Model.TrustRemoteCode": {Desc: "Accept repositories that ship their own model code. Default: refuse them.", Default: false},
 

@@ -31,7 +31,9 @@ func Family() plan.Family {
 		Options: func(string) any { return &Options{} },
 		Expand:  expandCoreML,
 		Kinds:   []steps.Kind{coremlConvert{}, coremlValidate{}},
-		Helpers: toolchain.Dir(python, "python"),
+		// One .mlpackage, which an app compiles and loads by any name.
+		NamedArtifact: func(string) bool { return true },
+		Helpers:       toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolCoreMLConvert, ToolCoreMLValidate},
 			"coremltools 9.0 with torch 2.7.0 and transformers: Core ML conversion, INT4 per-block quantization and the Linux-side validation (Core ML prediction itself needs macOS)").
 			WithPackages("python", "coremltools", "torch", "transformers")},

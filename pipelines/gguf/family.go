@@ -38,6 +38,8 @@ func Family() plan.Family {
 		Expand:  expandGGUF,
 		Kinds:   []steps.Kind{ggufConvert{}, ggufQuantize{}, imatrix{}, perplexity{}, comparePerplexity{}},
 		Bench:   llamaBench{},
+		// One .gguf file, which llama.cpp and every app load by any name.
+		NamedArtifact: func(string) bool { return true },
 	}
 }
 

