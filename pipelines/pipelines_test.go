@@ -2,6 +2,7 @@ package pipelines_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +42,42 @@ func TestPickerVisionFormatsHavePipelines(t *testing.T) {
 		if !have[name] {
 			t.Errorf("edge's picker says this build converts %s for vision, but no image-classification family has it", name)
 		}
+	}
+}
+
+// The support matrix the families declare for the built-in tiny models'
+// architectures (and Gemma 3's multimodal checkpoint): each refusal is a
+// limit read in the pinned tool or the family's helper
+// (docs/architectures.md); everything else is taken.
+func TestArchitectureRefusals(t *testing.T) {
+	archs := []string{"llama", "qwen2", "qwen3", "gemma3_text", "gemma3", "phi3", "mistral", "qwen3_moe", "mixtral"}
+	refused := map[string][]string{
+		"mlc-q4f16_1":   {"qwen2", "qwen3", "gemma3_text", "gemma3", "phi3", "mistral", "qwen3_moe", "mixtral"},
+		"mlc-q4f32_1":   {"qwen2", "qwen3", "gemma3_text", "gemma3", "phi3", "mistral", "qwen3_moe", "mixtral"},
+		"onnx-fp32":     {"mixtral"},
+		"onnx-int4":     {"mixtral"},
+		"qnn-w8a16":     {"mixtral"},
+		"qnn-w4a16":     {"mixtral"},
+		"openvino-int4": {"gemma3"},
+		"openvino-int8": {"gemma3"},
+		"coreml-int4":   {"gemma3", "qwen3_moe", "mixtral"},
+		"awq-w4a16":     {"mixtral"},
+		"gptq-w4a16":    nil,
+		"gguf-q4_k_m":   nil,
+		"gguf-q8_0":     nil,
+	}
+	for format, want := range refused {
+		var got []string
+		for _, a := range archs {
+			if why := plan.ArchitectureRefusal(recipe.TaskTextGeneration, format, a); why != "" {
+				got = append(got, a)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s refuses %v, want %v", format, got, want)
+		}
+	}
+	if why := plan.ArchitectureRefusal(recipe.TaskTextGeneration, "onnx-int4", "my_arch"); !strings.Contains(why, "no text-generation export for model_type my_arch") {
+		t.Errorf("an architecture optimum does not register: %q", why)
 	}
 }

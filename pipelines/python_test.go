@@ -52,6 +52,12 @@ var pythonModules = map[string]pythonModule{
 	// tiny_model.py: each built-in tiny model built twice to the pinned
 	// bytes, loaded, not degenerate, and with its architecture's features.
 	"test_tiny_model.py": {toolchain: toolchain.Llama, env: tinyEnv, timeout: 20 * time.Minute},
+	// The architecture lists plan refuses sources and formats by, against
+	// the pinned registries they were taken from (transformers' causal-LM
+	// and GGUF-loader tables, optimum-onnx's and optimum-intel's exporters).
+	"test_architectures.py":          {toolchain: toolchain.Llama, timeout: 5 * time.Minute},
+	"test_onnx_architectures.py":     {toolchain: "onnx", timeout: 5 * time.Minute},
+	"test_openvino_architectures.py": {toolchain: "openvino", timeout: 5 * time.Minute},
 	// The MLC converter's searched scales against mlc_llm's, decoded the
 	// way the gate decodes them (numpy and torch, no model).
 	"test_mlc_scales.py": {toolchain: toolchain.Llama, timeout: 10 * time.Minute},

@@ -153,10 +153,18 @@ func (p *pickFlags) pick() (edge.Pick, error) {
 	if p.flags == nil || !p.flags.Changed("context") {
 		ctx = 0
 	}
+	model := edge.ResolveModel(p.model, ".")
 	pk, err := edge.PickTarget(edge.PickRequest{
-		Platform: p.platform, Model: edge.ResolveModel(p.model, "."),
+		Platform: p.platform, Model: model,
 		Context: ctx, MaxMemoryGB: p.maxMemGB, MinTokensPerS: p.minTokS, Format: p.format,
+		Refuses: func(format string) string {
+			return plan.ArchitectureRefusal(recipe.TaskTextGeneration, format, model.Architecture)
+		},
 	})
+	var badArch *edge.ArchitectureError
+	if errors.As(err, &badArch) {
+		return pk, usageErr("%v", err)
+	}
 	var unknown *edge.UnknownPlatformError
 	var badFormat *edge.FormatError
 	var badModel *edge.ModelError

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgepipe/edgepipe/internal/boundedfile"
 	"github.com/edgepipe/edgepipe/internal/gguf"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 // GGUFSource is what a GGUF source's header says of how it was made: its
@@ -64,6 +65,21 @@ func (m *Model) readGGUF(path, label string) {
 		m.problem("%s has no general.architecture, so no converter can load it: convert the model again with llama.cpp", label)
 		return
 	}
+	modelType, readable := shared.GGUFModelType(arch)
+	if !readable {
+		m.problem("%s is a %s GGUF (general.architecture), which transformers %s's GGUF loader, the one edgepipe dequantizes a GGUF source with, cannot read: point model.source at the model's Hugging Face checkpoint instead",
+			label, arch, shared.TransformersVersion)
+		return
+	}
+	if experts := ggufUint(h, arch+".expert_count"); experts > 0 && modelType != "qwen2_moe" && modelType != "qwen3_moe" {
+		// llama.cpp writes Mixtral as a llama with experts; the loader
+		// builds a dense model, skips every expert tensor and leaves the
+		// MLP random: a checkpoint that is not the model.
+		m.problem("%s is a mixture of experts (%s.expert_count %d), which transformers %s's GGUF loader reads as a dense %s and drops every expert tensor of, so the dequantized checkpoint would not be this model: point model.source at the model's Hugging Face checkpoint instead",
+			label, arch, experts, shared.TransformersVersion, modelType)
+		return
+	}
+	m.Architecture = modelType
 	m.GGUF = &GGUFSource{Architecture: arch, TensorTypes: h.TensorTypes()}
 	m.GGUF.FileType, _ = h.FileType()
 	cfg := ggufConfig(h, arch)
@@ -125,4 +141,14 @@ func ggufConfig(h *gguf.Header, arch string) hfConfig {
 		}
 	}
 	return c
+}
+
+// ggufUint is an unsigned metadata value, 0 when absent or not a number.
+func ggufUint(h *gguf.Header, key string) uint64 {
+	v, ok := h.Get(key)
+	if !ok {
+		return 0
+	}
+	n, _ := v.Uint()
+	return n
 }

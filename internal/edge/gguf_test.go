@@ -99,3 +99,33 @@ func writeGGUF(t *testing.T, path string, m gguftest.Model) {
 		t.Fatal(err)
 	}
 }
+
+// A GGUF source's architecture is what transformers' GGUF loader makes of
+// its general.architecture; one it cannot read, or a mixture of experts it
+// would load as a dense model, is a Problem at the source.
+func TestResolveGGUFArchitecture(t *testing.T) {
+	dir := t.TempDir()
+	for name, arch := range map[string]string{"qwen.gguf": "qwen2", "qmoe.gguf": "qwen3moe", "gemma.gguf": "gemma3", "rwkv.gguf": "rwkv6"} {
+		m := gguftest.Tiny()
+		m.Arch = arch
+		writeGGUF(t, filepath.Join(dir, name), m)
+	}
+	mixtral := gguftest.Tiny()
+	mixtral.Extra = []gguftest.KV{{Key: "llama.expert_count", Value: uint32(8)}}
+	writeGGUF(t, filepath.Join(dir, "mixtral.gguf"), mixtral)
+
+	for src, want := range map[string]string{"qwen.gguf": "qwen2", "qmoe.gguf": "qwen3_moe", "gemma.gguf": "gemma3_text"} {
+		if m := ResolveModel(src, dir); m.Architecture != want || len(m.Problems) > 0 {
+			t.Errorf("%s: architecture %q (want %q), problems %q", src, m.Architecture, want, m.Problems)
+		}
+	}
+	for src, want := range map[string]string{
+		"rwkv.gguf":    "rwkv.gguf is a rwkv6 GGUF (general.architecture), which transformers 4.57.6's GGUF loader",
+		"mixtral.gguf": "mixtral.gguf is a mixture of experts (llama.expert_count 8)",
+	} {
+		m := ResolveModel(src, dir)
+		if !strings.Contains(strings.Join(m.Problems, "\n"), want) || m.Architecture != "" {
+			t.Errorf("%s: problems %q, want %q", src, m.Problems, want)
+		}
+	}
+}

@@ -12,15 +12,18 @@ import (
 // hfConfig is the part of a Hugging Face config.json the pre-flight reads.
 // Pointers tell "absent" from zero.
 type hfConfig struct {
-	Layers        *int  `json:"num_hidden_layers"`
-	Heads         *int  `json:"num_attention_heads"`
-	KVHeads       *int  `json:"num_key_value_heads"`
-	Hidden        *int  `json:"hidden_size"`
-	HeadDim       *int  `json:"head_dim"`
-	Intermediate  *int  `json:"intermediate_size"`
-	Vocab         *int  `json:"vocab_size"`
-	TieEmbeddings *bool `json:"tie_word_embeddings"`
-	LocalExperts  *int  `json:"num_local_experts"`
+	// ModelType is the architecture transformers and the converters
+	// dispatch on (llama, qwen2, gemma3_text, ...).
+	ModelType     string `json:"model_type"`
+	Layers        *int   `json:"num_hidden_layers"`
+	Heads         *int   `json:"num_attention_heads"`
+	KVHeads       *int   `json:"num_key_value_heads"`
+	Hidden        *int   `json:"hidden_size"`
+	HeadDim       *int   `json:"head_dim"`
+	Intermediate  *int   `json:"intermediate_size"`
+	Vocab         *int   `json:"vocab_size"`
+	TieEmbeddings *bool  `json:"tie_word_embeddings"`
+	LocalExperts  *int   `json:"num_local_experts"`
 	// MaxPositions is the longest context the model was trained for.
 	MaxPositions *int      `json:"max_position_embeddings"`
 	TextConfig   *hfConfig `json:"text_config"`
@@ -41,7 +44,13 @@ func readHFConfig(path string) (hfConfig, error) {
 	// Multimodal checkpoints keep the language model's numbers in
 	// text_config; its KV cache is the one that grows with the context.
 	if c.Layers == nil && c.TextConfig != nil {
-		return *c.TextConfig, nil
+		// The converters dispatch on the checkpoint's own model_type
+		// (gemma3, not its text_config's gemma3_text).
+		t := *c.TextConfig
+		if c.ModelType != "" {
+			t.ModelType = c.ModelType
+		}
+		return t, nil
 	}
 	return c, nil
 }

@@ -19,6 +19,10 @@ type Model struct {
 	Shape  catalog.ModelShape `json:"shape"`
 	// From says where the shape came from, for messages and reports.
 	From string `json:"from,omitempty"`
+	// Architecture is the model's config.json model_type (llama, qwen2,
+	// gemma3_text, ...), for a GGUF source the one its general.architecture
+	// dequantizes to; "" when plan time cannot read it.
+	Architecture string `json:"architecture,omitempty"`
 	// MaxContext is the model's max_position_embeddings (0: unknown).
 	MaxContext int      `json:"max_context,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
@@ -59,6 +63,7 @@ func ResolveModel(source, baseDir string) Model {
 			return m
 		}
 		m.Shape = cfg.shape()
+		m.Architecture = cfg.ModelType
 		m.MaxContext = deref(cfg.MaxPositions)
 		m.Shape.Params = cfg.estimateParams()
 		m.From = "the built-in shape of " + source
@@ -142,6 +147,7 @@ func (m *Model) readFolder(dir, label string) {
 		m.note("%s: %v", label, err)
 	}
 	m.Shape = cfg.shape()
+	m.Architecture = cfg.ModelType
 	m.MaxContext = deref(cfg.MaxPositions)
 	var from []string
 	if m.HasKVShape() {

@@ -318,3 +318,30 @@ func TestTinyBuiltinShapes(t *testing.T) {
 		t.Errorf("tiny-gemma3 shape %+v", got)
 	}
 }
+
+// The architecture every family's refusal reads comes from the source
+// without its weights: a builtin's table, config.json's model_type (a
+// multimodal checkpoint's own, not its text_config's).
+func TestResolveArchitecture(t *testing.T) {
+	for name, want := range map[string]string{
+		"smollm2-135m": "llama", "gemma3-270m": "gemma3_text", "tiny-llama": "llama", "tiny-qwen2": "qwen2",
+		"tiny-qwen3": "qwen3", "tiny-gemma3": "gemma3_text", "tiny-phi3": "phi3", "tiny-mistral": "mistral",
+		"tiny-qwen3-moe": "qwen3_moe", "tiny-mixtral": "mixtral",
+	} {
+		if got := ResolveModel("builtin:"+name, "").Architecture; got != want {
+			t.Errorf("builtin:%s architecture %q, want %q", name, got, want)
+		}
+	}
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "q", "config.json"), `{"model_type": "qwen2", "num_hidden_layers": 2}`)
+	if got := ResolveModel("./q", base).Architecture; got != "qwen2" {
+		t.Errorf("config.json architecture %q", got)
+	}
+	writeFile(t, filepath.Join(base, "g", "config.json"), `{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 2}}`)
+	if got := ResolveModel("./g", base).Architecture; got != "gemma3" {
+		t.Errorf("multimodal config.json architecture %q, want the checkpoint's own gemma3", got)
+	}
+	if got := ResolveModel("hf://nobody/uncached", base).Architecture; got != "" {
+		t.Errorf("a source plan time cannot read has architecture %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/catalog"
@@ -19,6 +20,9 @@ type PickRequest struct {
 	// build has a pipeline for, say); the platform's devices that run it
 	// are still checked in order.
 	Format string `json:"format,omitempty"`
+	// Refuses says why a format cannot take the model's architecture ("":
+	// it can); nil takes every one. The formats' families know.
+	Refuses func(format string) string `json:"-"`
 }
 
 // Candidate is one device and format the picker checked.
@@ -105,22 +109,17 @@ func PickTarget(req PickRequest) (Pick, error) {
 		}
 		formats = []string{req.Format}
 	}
-	var cands []Candidate
-	skipped := map[string][]string{}
-	for _, dev := range rule.Devices {
-		for _, f := range formats {
-			if ok, _ := catalog.CanRun(dev, f); !ok {
-				continue
-			}
-			if why := lacksFeature(dev, f); why != "" && req.Format == "" {
-				skipped[dev] = append(skipped[dev], why)
-				continue
-			}
-			pred := Predict(req.Model, Request{Device: dev, Format: f, Context: req.Context, KVDtype: rule.KVDtype,
-				MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB})
-			cands = append(cands, Candidate{Device: dev, Format: f, Prediction: pred,
-				Meets: len(pred.Problems) == 0 && len(pred.Warnings) == 0})
+	cands, skipped, refused := candidates(rule, formats, req)
+	fellBack := false
+	if len(cands) == 0 && len(refused) > 0 && req.Format == "" {
+		// The platform's own formats cannot take the architecture: the
+		// formats that take most, on the same devices' CPUs.
+		if fb, fbSkipped, _ := candidates(rule, archFallbackFormats, req); len(fb) > 0 {
+			cands, skipped, fellBack = fb, fbSkipped, true
 		}
+	}
+	if len(cands) == 0 && len(refused) > 0 {
+		return Pick{}, &ArchitectureError{Source: req.Model.Source, Architecture: req.Model.Architecture, Platform: rule.Name, Refused: refused}
 	}
 	if len(cands) == 0 {
 		return Pick{}, fmt.Errorf("no %s device runs %s", rule.Name, strings.Join(formats, " or "))
@@ -140,6 +139,11 @@ func PickTarget(req PickRequest) (Pick, error) {
 		Conversion: conversions[c.Format], Reasons: append([]string(nil), rule.Reasons...),
 		Prediction: c.Prediction, Considered: cands,
 		MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB,
+	}
+	if fellBack {
+		// The guide's reasons are for the formats it could not be.
+		p.Reasons = []string{fmt.Sprintf("%s on the CPU instead of the platform guide's %s, which cannot take this architecture: %s",
+			c.Format, strings.Join(formats, " or "), strings.Join(refused, "; "))}
 	}
 	if clamped {
 		p.Reasons = append(p.Reasons, fmt.Sprintf("context %d, the model's max_position_embeddings: the default %d is beyond what it was trained for", maxCtx, DefaultContext))
@@ -163,6 +167,45 @@ func PickTarget(req PickRequest) (Pick, error) {
 	return p, nil
 }
 
+// archFallbackFormats are what pick offers, in order, when none of a
+// platform's formats takes the model's architecture: llama.cpp and ONNX
+// Runtime run on the CPU of every device of the catalog but the browsers,
+// and their converters take the most architectures.
+var archFallbackFormats = []string{"gguf-q4_k_m", "onnx-int4"}
+
+// candidates are the devices and formats the picker checks, in the
+// platform's order, with what it skipped on each device and why, and the
+// formats refused for the model's architecture.
+func candidates(rule platformRule, formats []string, req PickRequest) (cands []Candidate, skipped map[string][]string, refused []string) {
+	skipped = map[string][]string{}
+	for _, dev := range rule.Devices {
+		for _, f := range formats {
+			if ok, _ := catalog.CanRun(dev, f); !ok {
+				continue
+			}
+			if req.Refuses != nil {
+				if why := req.Refuses(f); why != "" {
+					msg := fmt.Sprintf("not %s: it cannot take a %s model: %s", f, req.Model.Architecture, why)
+					skipped[dev] = append(skipped[dev], msg)
+					if !slices.Contains(refused, msg) {
+						refused = append(refused, msg)
+					}
+					continue
+				}
+			}
+			if why := lacksFeature(dev, f); why != "" && req.Format == "" {
+				skipped[dev] = append(skipped[dev], why)
+				continue
+			}
+			pred := Predict(req.Model, Request{Device: dev, Format: f, Context: req.Context, KVDtype: rule.KVDtype,
+				MinTokensPerS: req.MinTokensPerS, MaxMemoryGB: req.MaxMemoryGB})
+			cands = append(cands, Candidate{Device: dev, Format: f, Prediction: pred,
+				Meets: len(pred.Problems) == 0 && len(pred.Warnings) == 0})
+		}
+	}
+	return cands, skipped, refused
+}
+
 func firstFailure(p Prediction) string {
 	if len(p.Problems) > 0 {
 		return p.Problems[0].Msg
@@ -183,6 +226,18 @@ func candidateList(cands []Candidate) string {
 		parts[i] = c.Format + " on " + c.Device
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ArchitectureError: no format the platform's devices run takes the
+// model's architecture.
+type ArchitectureError struct {
+	Source, Architecture, Platform string
+	Refused                        []string
+}
+
+func (e *ArchitectureError) Error() string {
+	return fmt.Sprintf("%s is a %s model, and no %s format takes it (%s): pick another platform, or a model of another architecture",
+		e.Source, e.Architecture, e.Platform, strings.Join(e.Refused, "; "))
 }
 
 // ContextError is a context asked for beyond what the model supports.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/edgepipe/edgepipe/internal/recipe"
+	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
 
 // TargetFit is the plan-time prediction for one target: the memory
@@ -24,12 +25,25 @@ type TargetFit struct {
 // cannot know (a model downloaded at run time, time to first token) is a
 // note on the TargetFit, not an error.
 func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
+	return PreflightModel(r, RecipeModel(r))
+}
+
+// RecipeModel is what plan time knows of a recipe's model (nothing for an
+// image classifier, whose shape the pre-flight does not use).
+func RecipeModel(r *recipe.Recipe) Model {
+	if !r.Traits().Generates {
+		return Model{Source: r.Model.Source}
+	}
+	return ResolveModel(r.Model.Source, r.Dir())
+}
+
+// PreflightModel is Preflight for a model already resolved.
+func PreflightModel(r *recipe.Recipe, model Model) (recipe.Diagnostics, []TargetFit) {
 	if !r.Traits().Generates {
 		// Weights, KV cache and decode ceilings are an LLM's; an image
 		// classifier's memory and latency are not predicted yet.
 		return LocalSourceProblems(r), nil
 	}
-	model := ResolveModel(r.Model.Source, r.Dir())
 	var diags recipe.Diagnostics
 	if len(model.Problems) > 0 {
 		for _, p := range model.Problems {
@@ -44,6 +58,11 @@ func Preflight(r *recipe.Recipe) (recipe.Diagnostics, []TargetFit) {
 	// with a config.json that is a FIFO or far too large.
 	if diags := LocalSourceProblems(r); len(diags) > 0 {
 		return diags, nil
+	}
+	if a := model.Architecture; a != "" && !shared.CausalLM(a) && !r.Model.TrustRemoteCode {
+		return recipe.Diagnostics{{Pos: r.Model.SourcePos,
+			Msg:  fmt.Sprintf("model.source: %s is a %s model, which transformers %s does not load as a language model; every target scores the unconverted model through it", r.Model.Source, a, shared.TransformersVersion),
+			Hint: "use a checkpoint of an architecture transformers knows (llama, qwen2, qwen3, gemma3_text, phi3, mistral, mixtral, qwen3_moe, ...); a model that ships its own code needs model.trust_remote_code: true, and runs that code"}}, nil
 	}
 	fits := make([]TargetFit, 0, len(r.Targets))
 	for _, t := range r.Targets {

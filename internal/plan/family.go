@@ -66,6 +66,12 @@ type Family struct {
 	// folder (ONNX external data, MLC, a Hugging Face checkpoint) leave it
 	// false.
 	NamedArtifact func(format string) bool
+	// Refuses says why a format of the family cannot take a model
+	// architecture (its config.json model_type: llama, qwen2, gemma3_text,
+	// ...), in a sentence a user reads; "" when it takes it. Plan refuses
+	// such a target at its format: key before anything runs. Nil takes
+	// every architecture.
+	Refuses func(format, architecture string) string
 }
 
 var families = struct {

@@ -50,7 +50,9 @@ type Plan struct {
 	// Fits are its predictions, which the publish steps carry.
 	Preflight recipe.Diagnostics `json:"-"`
 	Fits      []edge.TargetFit   `json:"-"`
-	byID      map[string]*Step
+	// Model is what plan time knows of the recipe's model.
+	Model edge.Model `json:"-"`
+	byID  map[string]*Step
 }
 
 // Step returns the step with the given id.
@@ -80,7 +82,8 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 	var diags recipe.Diagnostics
 	// The memory pre-flight runs once, here: its diagnostics are the
 	// plan's to report, its predictions go into each publish step.
-	p.Preflight, p.Fits = edge.Preflight(r)
+	p.Model = edge.RecipeModel(r)
+	p.Preflight, p.Fits = edge.PreflightModel(r, p.Model)
 	add := func(s *Step, target string) *Step {
 		if old, ok := p.byID[s.ID]; ok {
 			if target != "" && !contains(old.Targets, target) {
@@ -129,6 +132,10 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 				diags = append(diags, d...)
 				continue
 			}
+		}
+		if d := refusedArchitecture(r, t, f.Name, fam, p.Model); d != nil {
+			p.Preflight = append(p.Preflight, *d)
+			p.Preflight.Sort()
 		}
 		model, checks := fam.Expand(r, t, f, add)
 		if fam.Task == "" {

@@ -6,6 +6,8 @@
 package coreml
 
 import (
+	"slices"
+
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/plan"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -30,6 +32,7 @@ func Family() plan.Family {
 		},
 		Options: func(string) any { return &Options{} },
 		Expand:  expandCoreML,
+		Refuses: refuses,
 		Kinds:   []steps.Kind{coremlConvert{}, coremlValidate{}},
 		// One .mlpackage, which an app compiles and loads by any name.
 		NamedArtifact: func(string) bool { return true },
@@ -57,3 +60,23 @@ const (
 	ModeAffine    = "affine"
 	ModeSymmetric = "symmetric"
 )
+
+// moeArchitectures are mixture-of-experts model types: the Core ML
+// conversion traces the model with torch.jit.trace, which records only the
+// experts its example input routes to, and coremltools 9.0 has no
+// converter for the index_add the expert dispatch uses.
+var moeArchitectures = []string{"mixtral", "qwen3_moe", "qwen2_moe", "phimoe", "olmoe", "granitemoe", "jetmoe",
+	"dbrx", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "glm4_moe"}
+
+// refuses: the conversion reads the text model's settings from the
+// checkpoint's top-level config, which a multimodal Gemma 3 keeps in
+// text_config (it would lose its sliding window and stateful cache).
+func refuses(_, arch string) string {
+	switch {
+	case slices.Contains(moeArchitectures, arch):
+		return "a mixture of experts does not trace to Core ML: torch.jit.trace records only the experts its example input routes to, and coremltools 9.0 has no converter for the expert dispatch's index_add"
+	case arch == "gemma3":
+		return "the conversion reads the text model's settings from the top-level config, which Gemma 3's multimodal checkpoint keeps in text_config: use the text model (gemma3_text)"
+	}
+	return ""
+}

@@ -37,6 +37,7 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expandLLMCompressor,
+		Refuses: refuses,
 		Kinds:   []steps.Kind{llmcQuantize{}, llmcPerplexity{}, llmcDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolLLMCQuantize, ToolLLMCPerplexity, ToolLLMCDecode},
@@ -83,4 +84,16 @@ func options(format string) any {
 		return &AWQOptions{}
 	}
 	return &GPTQOptions{}
+}
+
+// refuses: AWQ smooths each norm against the layers that read it, by
+// mappings per model class; llmcompressor 0.14 has none for Mixtral, and
+// its default mappings rescale post_attention_layernorm without the
+// router that also reads it, so the experts each token goes to change.
+// GPTQ quantizes each linear layer alone and takes any architecture.
+func refuses(format, arch string) string {
+	if format == "awq-w4a16" && arch == "mixtral" {
+		return "llmcompressor 0.14 has no AWQ mappings for Mixtral: its default ones rescale the norm before the router without compensating it, which changes the routing (gptq-w4a16 takes Mixtral)"
+	}
+	return ""
 }

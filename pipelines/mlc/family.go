@@ -53,6 +53,7 @@ func Family() plan.Family {
 		Kinds: []steps.Kind{mlcConvertWeight{}, mlcGenConfig{}, mlcCompile{}, mlcValidate{},
 			mlcNativeConvert{}, mlcNativeConfig{}, mlcGate{}, mlcWebGPUCheck{}, mlcDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
+		Refuses: refuses,
 		Toolchains: []toolchain.Spec{
 			toolchain.External(Toolchain, []string{ToolMLCLLM},
 				"not installed by edgepipe (mlc_llm is not on PyPI): install the nightly CPU wheels with "+
@@ -127,4 +128,16 @@ func (o *Options) CheckOptions() []recipe.OptionProblem {
 			Hint: "remove rounding:, or use scales: imatrix"}}
 	}
 	return nil
+}
+
+// refuses: edgepipe's MLC converter (mlc_native.py), the shard layout
+// check (readHFLlamaConfig) and the gate's and decode check's
+// dequantization write and read MLC's llama parameter layout (q/k/v and
+// gate/up concatenated, llama's names); another architecture would fail
+// in its first step, after the run started.
+func refuses(_, arch string) string {
+	if arch == "llama" {
+		return ""
+	}
+	return "edgepipe's MLC converter and checks know MLC's llama parameter layout only (fused q/k/v and gate/up projections under llama's names)"
 }

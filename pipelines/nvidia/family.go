@@ -34,6 +34,7 @@ func Family() plan.Family {
 			},
 		},
 		Expand:  expandNvidia,
+		Refuses: refuses,
 		Kinds:   []steps.Kind{modeloptQuantize{}, trtllmBuild{}, edgellmBuild{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{
@@ -49,4 +50,21 @@ func Family() plan.Family {
 		},
 		Notes: NvidiaGPUCheck,
 	}
+}
+
+// refuses: the trtllm-int4 export names the TensorRT-LLM decoder
+// "llama" for every model (modelopt_quantize.py), which is right for the
+// llama-shaped architectures ModelOpt itself exports as llama (llama,
+// mistral, mixtral) and writes a wrong checkpoint for the others (ModelOpt
+// names them qwen, gemma3, phi3, ...). nvfp4's Hugging Face export reads
+// the architecture itself.
+func refuses(format, arch string) string {
+	if format != "trtllm-int4" {
+		return ""
+	}
+	switch arch {
+	case "llama", "mistral", "mixtral":
+		return ""
+	}
+	return "edgepipe exports trtllm-int4 checkpoints with ModelOpt's llama decoder layout, which only llama, mistral and mixtral models have (nvfp4 takes the others)"
 }

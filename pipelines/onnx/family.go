@@ -44,6 +44,7 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expandONNX,
+		Refuses: func(_, arch string) string { return ExportRefuses(arch) },
 		Kinds:   []steps.Kind{onnxExport{}, onnxQuantize{}, onnxValidate{}, onnxDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench, ToolDecode},

@@ -56,6 +56,7 @@ func Family() plan.Family {
 		},
 		Options: options,
 		Expand:  expand,
+		Refuses: refuses,
 		Kinds:   []steps.Kind{ovExport{}, ovQuantize{}, ovValidate{}, ovDecode{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolExport, ToolQuantize, ToolValidate, ToolBench, ToolDecode},

@@ -30,6 +30,8 @@ func Family() plan.Family {
 		},
 		Options: func(string) any { return &Options{} },
 		Expand:  expandQNN,
+		// The QDQ model is made from the ONNX family's export.
+		Refuses: func(_, arch string) string { return onnx.ExportRefuses(arch) },
 		Kinds:   []steps.Kind{qnnQDQ{}, qnnCompile{}, qnnHTP{}},
 		Helpers: toolchain.Dir(python, "python"),
 		Toolchains: []toolchain.Spec{toolchain.Python(Toolchain, locks, []string{ToolHTP},
