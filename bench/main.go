@@ -52,6 +52,7 @@ var benchmarks = []benchmark{
 	memoryPlanBench,
 	remoteCacheBench,
 	rayBench,
+	archsBench,
 }
 
 func main() {
@@ -77,6 +78,8 @@ func mainErr(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.hashBytes, "hash-size", 2<<30, "bytes of the file hashed by hash")
 	fs.IntVar(&cfg.schedSteps, "sched-steps", 1000, "user steps in the scheduler benchmark's graph")
 	fs.StringVar(&cfg.allTargetsRecipe, "all-targets-recipe", "recipes/all-targets.yaml", "the every-target recipe (relative to -root)")
+	fs.StringVar(&cfg.archsModels, "archs-models", strings.Join(archsModels, ","), "the tiny models archs runs (the first is the ratio's peer)")
+	fs.StringVar(&cfg.archsOut, "archs-out", filepath.Join(os.TempDir(), "edgepipe-archs.md"), "where archs writes its matrix (Markdown)")
 	fs.StringVar(&cfg.keepOut, "all-targets-out", "", "publish all-targets' artifacts here and keep them (default: a temporary folder, removed)")
 	fs.StringVar(&cfg.memPlanRecipes, "memory-plan-recipes", "recipes/all-targets.yaml,recipes/gemma.yaml", "memory-plan's recipes, comma-separated, one per built-in model (relative to -root); the first is the one -memory-plan-fit fits on")
 	fs.BoolVar(&cfg.memPlanFit, "memory-plan-fit", false, "memory-plan also prints, per kind, the constant that would make the formula match the first recipe's measurement (for refitting; checks nothing)")
@@ -195,6 +198,8 @@ type config struct {
 	schedSteps       int
 	allTargetsRecipe string
 	keepOut          string
+	archsOut         string
+	archsModels      string
 	memPlanRecipes   string
 	memPlanFit       bool
 	peerPassive      bool

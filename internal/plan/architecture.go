@@ -49,7 +49,8 @@ func ArchitectureRefusal(task, format, arch string) string {
 }
 
 // formatsTaking lists the formats of a task that take an architecture, on
-// a device ("" for any), at most eight, in the catalog's order.
+// a device ("" for any), in the catalog's order; a family with many (GGUF's
+// types) by its summary.
 func formatsTaking(task, arch, device string) []string {
 	var dev catalog.Device
 	if device != "" {
@@ -59,7 +60,8 @@ func formatsTaking(task, arch, device string) []string {
 		}
 		dev = d
 	}
-	var out []string
+	var order []*Family
+	byFamily := map[*Family][]string{}
 	for _, f := range catalog.Formats() {
 		fam, ok := FamilyFor(task, f.Name)
 		if !ok || fam.Expand == nil || (fam.Refuses != nil && fam.Refuses(f.Name, arch) != "") {
@@ -71,10 +73,17 @@ func formatsTaking(task, arch, device string) []string {
 		if device != "" && !dev.Runs(f.Name) {
 			continue
 		}
-		out = append(out, f.Name)
-		if len(out) == 8 {
-			out = append(out, "...")
-			break
+		if byFamily[fam] == nil {
+			order = append(order, fam)
+		}
+		byFamily[fam] = append(byFamily[fam], f.Name)
+	}
+	var out []string
+	for _, fam := range order {
+		if names := byFamily[fam]; len(names) > 3 && fam.Formats.Summary != "" {
+			out = append(out, fam.Formats.Summary)
+		} else {
+			out = append(out, names...)
 		}
 	}
 	return out

@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"strings"
-
 	"github.com/edgepipe/edgepipe/internal/catalog"
 	"github.com/edgepipe/edgepipe/internal/recipe"
 	"github.com/edgepipe/edgepipe/internal/toolchain"
@@ -24,7 +22,9 @@ func addContract(r *recipe.Recipe, t *recipe.Target, f catalog.Format, model *St
 	case err == nil && local:
 		params.GGUFSource = shared.GGUFSourceLocal
 		data[shared.DataGGUF] = gguf
-	case strings.HasPrefix(src, "builtin:") && !toolchain.IsVisionBuiltin(src):
+	case toolchain.BuiltinFromGGUF(src):
+		// The tiny models are made from configs: their checkpoint is
+		// the source, as a folder's is.
 		params.GGUFSource = src
 	case shared.IsGGUFSource(src):
 		params.GGUFSource = shared.GGUFSourceDownload

@@ -71,6 +71,7 @@ func TestContractGGUFSource(t *testing.T) {
 		{"./model", "", ""},
 		{"./m.gguf", shared.GGUFSourceLocal, "./m.gguf"},
 		{"builtin:smollm2-135m", "builtin:smollm2-135m", ""},
+		{"builtin:tiny-qwen2", "", ""},
 		{"https://example.com/m.Q4_K_M.gguf", shared.GGUFSourceDownload, ""},
 		{"hf://org/model", "", ""},
 	} {

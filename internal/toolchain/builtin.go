@@ -174,6 +174,13 @@ func provision(ctx context.Context, cacheDir, name string, progress io.Writer) (
 // converter said of its GGUF (file type, tensor types, tokenizer).
 const BuiltinInfoFile = "gguf-info.json"
 
+// BuiltinFromGGUF reports whether a built-in model (builtin:NAME) is made
+// from a GGUF, which BuiltinGGUF then returns.
+func BuiltinFromGGUF(src string) bool {
+	_, ok := builtinModels[strings.TrimPrefix(src, "builtin:")]
+	return ok && strings.HasPrefix(src, "builtin:")
+}
+
 // BuiltinGGUF returns the original GGUF of a provisioned built-in model.
 func BuiltinGGUF(cacheDir, name string) (string, error) {
 	name = strings.TrimPrefix(name, "builtin:")

@@ -6,11 +6,13 @@ until the lists follow it."""
 import unittest
 from pathlib import Path
 
+from architecture_lists import listed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def lines(name):
-    return [l.split() for l in (ROOT / name).read_text().splitlines() if l.strip() and not l.startswith("#")]
+    return listed(ROOT / name)
 
 
 class Architectures(unittest.TestCase):
