@@ -168,9 +168,11 @@ func archsOf(ctx context.Context, e *env, dir, model string, formats []string) (
 		return nil, 0, 0, err
 	}
 	seconds, failed := map[string]float64{}, map[string]string{}
-	published := map[string]string{}
+	published, gates := map[string]string{}, map[string]string{}
 	for _, ev := range evs {
 		switch ev.Type {
+		case event.Gate:
+			gates[ev.Target] = firstLine(ev.Message)
 		case event.Finished:
 			seconds[ev.Step] = ev.Seconds
 		case event.Failed:
@@ -201,6 +203,8 @@ func archsOf(ctx context.Context, e *env, dir, model string, formats []string) (
 					c.decode = g.DecodeMaxAbs
 				}
 			}
+		} else if c.detail == "" && gates[f] != "" {
+			c.detail = "gate: " + gates[f]
 		} else if c.detail == "" {
 			c.detail = "not published (see the run's report)"
 		}
