@@ -115,6 +115,13 @@ func GC(ctx context.Context, w io.Writer, ca *cache.Cache, olderThan time.Durati
 	}
 	var removed int
 	var freed int64
+	// Measured before anything goes: the files a toolchain shares with
+	// the uv cache or another toolchain are freed only with the last link.
+	paths := make([]string, len(others))
+	for i, it := range others {
+		paths[i] = it.Path
+	}
+	othersFreed := toolchain.FreedBy(paths...)
 	if dryRun {
 		doomed, bytes, err := ca.GCDryRun(ctx, keep)
 		if err != nil {
@@ -138,8 +145,8 @@ func GC(ctx context.Context, w io.Writer, ca *cache.Cache, olderThan time.Durati
 			return fmt.Errorf("cache gc: %w", err)
 		}
 		removed++
-		freed += it.Size
 	}
+	freed += othersFreed
 	if dryRun {
 		fmt.Fprintf(w, "would remove %d entries and folders, freeing %s\n", removed, report.HumanBytes(freed))
 		return nil

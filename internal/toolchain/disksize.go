@@ -76,3 +76,39 @@ func statID(fi fs.FileInfo) (fileID, uint64, bool) {
 	}
 	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}, uint64(st.Nlink), true //nolint:unconvert // the types differ by platform
 }
+
+// FreedBy is what removing all of dirs together frees: each file once,
+// and only the files whose every link is in them (a toolchain's wheel
+// files stay on disk while the uv cache or another toolchain links them).
+func FreedBy(dirs ...string) int64 {
+	seen := map[fileID]uint64{}
+	sizes := map[fileID]int64{}
+	links := map[fileID]uint64{}
+	var unlinked int64
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			id, nlink, ok := statID(fi)
+			if !ok {
+				unlinked += fi.Size()
+				return nil
+			}
+			seen[id]++
+			sizes[id], links[id] = fi.Size(), nlink
+			return nil
+		})
+	}
+	freed := unlinked
+	for id, n := range seen {
+		if n >= links[id] {
+			freed += sizes[id]
+		}
+	}
+	return freed
+}
