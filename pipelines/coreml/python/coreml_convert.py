@@ -247,6 +247,11 @@ def stateful(model, n_ctx):
 V_DOWN = re.compile(r"(?:^|_)(?:v_proj|down_proj)_weight")
 
 
+# coremltools' OpLinearQuantizerConfig quantizes a weight only when it has more elements than
+# this (its default, stated here so the validator's "large float weight" is the same number).
+WEIGHT_THRESHOLD = 2048
+
+
 def quantize(mlmodel, mode, block_size, keep_vocab, v_down_bits=4):
     """Quantizes mlmodel's weights per block: 4 bits, or v_down_bits for the value and down
     projections; weights with an axis of keep_vocab elements (None: none) stay fp16. Returns
@@ -266,11 +271,11 @@ def quantize(mlmodel, mode, block_size, keep_vocab, v_down_bits=4):
         def transform_op(self, op):
             val = op.outputs[0].val
             if keep_vocab and isinstance(val, np.ndarray) and keep_vocab in val.shape:
-                if val.size >= 2048:
+                if val.size > WEIGHT_THRESHOLD:
                     kept.append(op.name)
                 return
             current["bits"] = 8 if v_down_bits == 8 and V_DOWN.search(op.name) else 4
-            if current["bits"] == 8 and isinstance(val, np.ndarray) and val.size >= 2048:
+            if current["bits"] == 8 and isinstance(val, np.ndarray) and val.size > WEIGHT_THRESHOLD:
                 eight.append(op.name)
             super().transform_op(op)
 
@@ -284,7 +289,8 @@ def quantize(mlmodel, mode, block_size, keep_vocab, v_down_bits=4):
 
     config = cto.coreml.OptimizationConfig(global_config=cto.coreml.OpLinearQuantizerConfig(
         mode="linear" if mode == "affine" else "linear_symmetric",
-        dtype="uint4" if mode == "affine" else "int4", granularity="per_block", block_size=block_size))
+        dtype="uint4" if mode == "affine" else "int4", granularity="per_block", block_size=block_size,
+        weight_threshold=WEIGHT_THRESHOLD))
     return model_utils._apply_graph_pass(mlmodel, Pass(config=config)), kept, eight
 
 
