@@ -33,32 +33,23 @@ func MeasureDisk(dirs ...string) DiskUsage {
 		seen := map[fileID]uint64{} // paths of each file met in dir
 		sizes := map[fileID]int64{}
 		links := map[fileID]uint64{}
-		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			id, nlink, ok := statID(fi)
-			if !ok {
+		eachFile(dir, func(size int64, id fileID, nlink uint64, linked bool) {
+			if !linked {
 				// No inode to tell links apart: count the path.
-				u.Bytes[dir] += fi.Size()
-				u.Own[dir] += fi.Size()
-				u.Total += fi.Size()
-				return nil
+				u.Bytes[dir] += size
+				u.Own[dir] += size
+				u.Total += size
+				return
 			}
 			if seen[id] == 0 {
-				u.Bytes[dir] += fi.Size()
-				sizes[id], links[id] = fi.Size(), nlink
+				u.Bytes[dir] += size
+				sizes[id], links[id] = size, nlink
 			}
 			seen[id]++
 			if !counted[id] {
 				counted[id] = true
-				u.Total += fi.Size()
+				u.Total += size
 			}
-			return nil
 		})
 		for id, n := range seen {
 			if n >= links[id] {
@@ -67,6 +58,24 @@ func MeasureDisk(dirs ...string) DiskUsage {
 		}
 	}
 	return u
+}
+
+// eachFile calls fn for each regular file under dir, with its identity
+// and link count when the platform has them (linked); unreadable entries
+// are left out.
+func eachFile(dir string, fn func(size int64, id fileID, nlink uint64, linked bool)) {
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		id, nlink, ok := statID(fi)
+		fn(fi.Size(), id, nlink, ok)
+		return nil
+	})
 }
 
 func statID(fi fs.FileInfo) (fileID, uint64, bool) {
@@ -86,22 +95,13 @@ func FreedBy(dirs ...string) int64 {
 	links := map[fileID]uint64{}
 	var unlinked int64
 	for _, dir := range dirs {
-		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			id, nlink, ok := statID(fi)
-			if !ok {
-				unlinked += fi.Size()
-				return nil
+		eachFile(dir, func(size int64, id fileID, nlink uint64, linked bool) {
+			if !linked {
+				unlinked += size
+				return
 			}
 			seen[id]++
-			sizes[id], links[id] = fi.Size(), nlink
-			return nil
+			sizes[id], links[id] = size, nlink
 		})
 	}
 	freed := unlinked
