@@ -11,7 +11,23 @@ def listed(path):
 
 def text_generation_exports(exporter):
     """The model types optimum's exporter ("onnx", "openvino") exports for
-    text-generation-with-past, the task the families export."""
+    text-generation-with-past, the task the families export, with the
+    transformers installed beside it: a registered config whose
+    MIN/MAX_TRANSFORMERS_VERSION excludes it stops the export with "does not
+    allow for the export of the model" (Gemma 3 with optimum-intel 2.2.0 and
+    transformers 5.5.4), so it is not one."""
     importlib.import_module(f"optimum.exporters.{exporter}.model_configs")  # fills the registry
+    import transformers
     from optimum.exporters.tasks import TasksManager
-    return sorted(TasksManager.get_supported_model_type_for_task("text-generation-with-past", exporter=exporter))
+    from packaging import version
+
+    have = version.parse(transformers.__version__)
+    out = []
+    for model_type in TasksManager.get_supported_model_type_for_task("text-generation-with-past", exporter=exporter):
+        ctor = TasksManager.get_exporter_config_constructor(
+            exporter=exporter, model_type=model_type, task="text-generation-with-past", library_name="transformers")
+        config = getattr(ctor, "func", ctor)
+        low, high = (getattr(config, k, None) for k in ("MIN_TRANSFORMERS_VERSION", "MAX_TRANSFORMERS_VERSION"))
+        if (low is None or have >= version.parse(str(low))) and (high is None or have <= version.parse(str(high))):
+            out.append(model_type)
+    return sorted(out)
