@@ -61,8 +61,8 @@ func TestArchitectureRefusals(t *testing.T) {
 		"openvino-int4": {"gemma3_text", "gemma3"},
 		"openvino-int8": {"gemma3_text", "gemma3"},
 		"coreml-int4":   {"gemma3", "qwen3_moe", "mixtral"},
-		"awq-w4a16":     {"mixtral"},
-		"gptq-w4a16":    nil,
+		"awq-w4a16":     {"qwen3_moe", "mixtral"},
+		"gptq-w4a16":    {"qwen3_moe"},
 		"gguf-q4_k_m":   nil,
 		"gguf-q8_0":     nil,
 	}
