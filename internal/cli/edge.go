@@ -162,14 +162,11 @@ func (p *pickFlags) pick() (edge.Pick, error) {
 		},
 	})
 	var badArch *edge.ArchitectureError
-	if errors.As(err, &badArch) {
-		return pk, usageErr("%v", err)
-	}
 	var unknown *edge.UnknownPlatformError
 	var badFormat *edge.FormatError
 	var badModel *edge.ModelError
 	var badContext *edge.ContextError
-	if errors.As(err, &unknown) || errors.As(err, &badFormat) || errors.As(err, &badModel) || errors.As(err, &badContext) {
+	if errors.As(err, &unknown) || errors.As(err, &badFormat) || errors.As(err, &badModel) || errors.As(err, &badContext) || errors.As(err, &badArch) {
 		return pk, usageErr("%v", err)
 	}
 	return pk, err

@@ -67,16 +67,16 @@ func (m *Model) readGGUF(path, label string) {
 	}
 	modelType, readable := shared.GGUFModelType(arch)
 	if !readable {
-		m.problem("%s is a %s GGUF (general.architecture), which transformers %s's GGUF loader, the one edgepipe dequantizes a GGUF source with, cannot read: point model.source at the model's Hugging Face checkpoint instead",
-			label, arch, shared.TransformersVersion)
+		m.problem("%s is a %s GGUF (general.architecture), which the GGUF loader of %s, the one edgepipe dequantizes a GGUF source with, cannot read: point model.source at the model's Hugging Face checkpoint instead",
+			label, arch, shared.TransformersPinned())
 		return
 	}
 	if experts := ggufUint(h, arch+".expert_count"); experts > 0 && modelType != "qwen2_moe" && modelType != "qwen3_moe" {
 		// llama.cpp writes Mixtral as a llama with experts; the loader
 		// builds a dense model, skips every expert tensor and leaves the
 		// MLP random: a checkpoint that is not the model.
-		m.problem("%s is a mixture of experts (%s.expert_count %d), which transformers %s's GGUF loader reads as a dense %s and drops every expert tensor of, so the dequantized checkpoint would not be this model: point model.source at the model's Hugging Face checkpoint instead",
-			label, arch, experts, shared.TransformersVersion, modelType)
+		m.problem("%s is a mixture of experts (%s.expert_count %d), which the GGUF loader of %s reads as a dense %s and drops every expert tensor of, so the dequantized checkpoint would not be this model: point model.source at the model's Hugging Face checkpoint instead",
+			label, arch, experts, shared.TransformersPinned(), modelType)
 		return
 	}
 	m.Architecture = modelType

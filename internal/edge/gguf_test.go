@@ -120,7 +120,7 @@ func TestResolveGGUFArchitecture(t *testing.T) {
 		}
 	}
 	for src, want := range map[string]string{
-		"rwkv.gguf":    "rwkv.gguf is a rwkv6 GGUF (general.architecture), which transformers 4.57.6's GGUF loader",
+		"rwkv.gguf":    "rwkv.gguf is a rwkv6 GGUF (general.architecture), which the GGUF loader of transformers 4.57.6",
 		"mixtral.gguf": "mixtral.gguf is a mixture of experts (llama.expert_count 8)",
 	} {
 		m := ResolveModel(src, dir)

@@ -61,7 +61,7 @@ func PreflightModel(r *recipe.Recipe, model Model) (recipe.Diagnostics, []Target
 	}
 	if a := model.Architecture; a != "" && !shared.CausalLM(a) && !r.Model.TrustRemoteCode {
 		return recipe.Diagnostics{{Pos: r.Model.SourcePos,
-			Msg:  fmt.Sprintf("model.source: %s is a %s model, which transformers %s does not load as a language model; every target scores the unconverted model through it", r.Model.Source, a, shared.TransformersVersion),
+			Msg:  fmt.Sprintf("model.source: %s is a %s model, which %s does not load as a language model; every target scores the unconverted model through it", r.Model.Source, a, shared.TransformersPinned()),
 			Hint: "use a checkpoint of an architecture transformers knows (llama, qwen2, qwen3, gemma3_text, phi3, mistral, mixtral, qwen3_moe, ...); a model that ships its own code needs model.trust_remote_code: true, and runs that code"}}, nil
 	}
 	fits := make([]TargetFit, 0, len(r.Targets))

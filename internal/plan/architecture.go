@@ -15,10 +15,7 @@ import (
 // know the architecture (a model downloaded at run time).
 func refusedArchitecture(r *recipe.Recipe, t *recipe.Target, format string, fam *Family, m edge.Model) *recipe.Diagnostic {
 	arch := m.Architecture
-	if arch == "" || fam.Refuses == nil {
-		return nil
-	}
-	why := fam.Refuses(format, arch)
+	why := fam.refuses(format, arch)
 	if why == "" {
 		return nil
 	}
@@ -42,10 +39,19 @@ func refusedArchitecture(r *recipe.Recipe, t *recipe.Target, format string, fam 
 // builds the format.
 func ArchitectureRefusal(task, format, arch string) string {
 	fam, ok := FamilyFor(task, format)
-	if !ok || arch == "" || fam.Refuses == nil {
+	if !ok {
 		return ""
 	}
-	return fam.Refuses(format, arch)
+	return fam.refuses(format, arch)
+}
+
+// refuses is Refuses for a known architecture; an unknown one ("": plan
+// time could not read it) or a family without Refuses takes it.
+func (f *Family) refuses(format, arch string) string {
+	if arch == "" || f.Refuses == nil {
+		return ""
+	}
+	return f.Refuses(format, arch)
 }
 
 // formatsTaking lists the formats of a task that take an architecture, on
@@ -64,7 +70,7 @@ func formatsTaking(task, arch, device string) []string {
 	byFamily := map[*Family][]string{}
 	for _, f := range catalog.Formats() {
 		fam, ok := FamilyFor(task, f.Name)
-		if !ok || fam.Expand == nil || (fam.Refuses != nil && fam.Refuses(f.Name, arch) != "") {
+		if !ok || fam.Expand == nil || fam.refuses(f.Name, arch) != "" {
 			continue
 		}
 		if (fam.Task == "") != (task == "" || task == recipe.TaskTextGeneration) {

@@ -135,7 +135,6 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 		}
 		if d := refusedArchitecture(r, t, f.Name, fam, p.Model); d != nil {
 			p.Preflight = append(p.Preflight, *d)
-			p.Preflight.Sort()
 		}
 		model, checks := fam.Expand(r, t, f, add)
 		if fam.Task == "" {
@@ -152,6 +151,8 @@ func Expand(r *recipe.Recipe) (*Plan, error) {
 			Needs: append([]string{model.ID}, checks...), Params: publishParams(r, t, fam, p.Fits)}
 		add(pub, t.Name)
 	}
+	// The refusals joined the pre-flight's findings target by target.
+	p.Preflight.Sort()
 
 	// User steps: new steps, or overrides of generated ones by id.
 	for _, us := range r.Steps {

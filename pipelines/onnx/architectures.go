@@ -2,7 +2,6 @@ package onnx
 
 import (
 	_ "embed"
-	"slices"
 
 	"github.com/edgepipe/edgepipe/pipelines/shared"
 )
@@ -11,14 +10,16 @@ import (
 // registry (python/tests/test_onnx_architectures.py keeps it equal).
 //
 //go:embed architectures.txt
-var exportArchitectures string
+var exportArchitecturesList string
+
+var exportArchitectures = shared.ParseRegistry(exportArchitecturesList)
 
 // ExportRefuses says why the ONNX export, which onnx-* and qnn-* targets
 // start from, cannot take a model architecture ("" when it can): optimum
 // would stop at its first step with "not supported yet".
 func ExportRefuses(arch string) string {
-	if slices.Contains(shared.ArchitectureNames(exportArchitectures), arch) {
+	if exportArchitectures.Has(arch) {
 		return ""
 	}
-	return "optimum-onnx 0.1.0, which exports the ONNX model, has no text-generation export for model_type " + arch
+	return exportArchitectures.Pinned + ", which export the ONNX model, have no text-generation export for model_type " + arch
 }

@@ -31,3 +31,18 @@ def text_generation_exports(exporter):
         if (low is None or have >= version.parse(str(low))) and (high is None or have <= version.parse(str(high))):
             out.append(model_type)
     return sorted(out)
+
+
+def pinned(path):
+    """The "# pinned: NAME VERSION, ..." line of a list, as {name: version}:
+    the packages plan's messages say the list was taken from."""
+    for l in Path(path).read_text().splitlines():
+        if l.startswith("# pinned: "):
+            return dict(p.split() for p in l[len("# pinned: "):].split(", "))
+    raise ValueError(f"{path} has no '# pinned:' line")
+
+
+def installed_versions(names):
+    """The versions of the named distributions installed here."""
+    from importlib.metadata import version
+    return {n: version(n) for n in names}

@@ -6,7 +6,7 @@ until the lists follow it."""
 import unittest
 from pathlib import Path
 
-from architecture_lists import listed
+from architecture_lists import installed_versions, listed, pinned
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +33,11 @@ class Architectures(unittest.TestCase):
         want = sorted((file_name.get(k, k), model_type.get(file_name.get(k, k), file_name.get(k, k)))
                       for k in GGUF_SUPPORTED_ARCHITECTURES if k not in not_models)
         self.assertEqual(sorted(tuple(l) for l in lines("gguf_architectures.txt")), want)
+
+    def test_pinned_lines_are_installed(self):
+        for name in ("causal_lm_architectures.txt", "gguf_architectures.txt"):
+            want = pinned(ROOT / name)
+            self.assertEqual(installed_versions(want), want, name)
 
 
 if __name__ == "__main__":
