@@ -30,34 +30,55 @@ func MeasureDisk(dirs ...string) DiskUsage {
 	u := DiskUsage{Bytes: map[string]int64{}, Own: map[string]int64{}}
 	counted := map[fileID]bool{}
 	for _, dir := range dirs {
-		seen := map[fileID]uint64{} // paths of each file met in dir
-		sizes := map[fileID]int64{}
-		links := map[fileID]uint64{}
+		links := newLinkTally()
 		eachFile(dir, func(size int64, id fileID, nlink uint64, linked bool) {
-			if !linked {
-				// No inode to tell links apart: count the path.
+			if links.add(size, id, nlink, linked) {
 				u.Bytes[dir] += size
-				u.Own[dir] += size
-				u.Total += size
-				return
 			}
-			if seen[id] == 0 {
-				u.Bytes[dir] += size
-				sizes[id], links[id] = size, nlink
-			}
-			seen[id]++
-			if !counted[id] {
-				counted[id] = true
+			if !linked || !counted[id] {
+				counted[id] = linked
 				u.Total += size
 			}
 		})
-		for id, n := range seen {
-			if n >= links[id] {
-				u.Own[dir] += sizes[id]
-			}
-		}
+		u.Own[dir] = links.freed()
 	}
 	return u
+}
+
+// linkTally counts the paths of each file met, to tell the files every
+// link of which was met (removing the paths frees them) from the ones a
+// path elsewhere keeps.
+type linkTally struct {
+	seen     map[fileID]uint64
+	sizes    map[fileID]int64
+	links    map[fileID]uint64
+	unlinked int64 // files without an inode to tell links apart: each path counts
+}
+
+func newLinkTally() *linkTally {
+	return &linkTally{seen: map[fileID]uint64{}, sizes: map[fileID]int64{}, links: map[fileID]uint64{}}
+}
+
+// add records one path; it reports whether the file was new to the tally.
+func (t *linkTally) add(size int64, id fileID, nlink uint64, linked bool) bool {
+	if !linked {
+		t.unlinked += size
+		return true
+	}
+	t.seen[id]++
+	t.sizes[id], t.links[id] = size, nlink
+	return t.seen[id] == 1
+}
+
+// freed is the bytes of the files all of whose links were met.
+func (t *linkTally) freed() int64 {
+	freed := t.unlinked
+	for id, n := range t.seen {
+		if n >= t.links[id] {
+			freed += t.sizes[id]
+		}
+	}
+	return freed
 }
 
 // eachFile calls fn for each regular file under dir, with its identity
@@ -90,25 +111,9 @@ func statID(fi fs.FileInfo) (fileID, uint64, bool) {
 // and only the files whose every link is in them (a toolchain's wheel
 // files stay on disk while the uv cache or another toolchain links them).
 func FreedBy(dirs ...string) int64 {
-	seen := map[fileID]uint64{}
-	sizes := map[fileID]int64{}
-	links := map[fileID]uint64{}
-	var unlinked int64
+	links := newLinkTally()
 	for _, dir := range dirs {
-		eachFile(dir, func(size int64, id fileID, nlink uint64, linked bool) {
-			if !linked {
-				unlinked += size
-				return
-			}
-			seen[id]++
-			sizes[id], links[id] = size, nlink
-		})
+		eachFile(dir, func(size int64, id fileID, nlink uint64, linked bool) { links.add(size, id, nlink, linked) })
 	}
-	freed := unlinked
-	for id, n := range seen {
-		if n >= links[id] {
-			freed += sizes[id]
-		}
-	}
-	return freed
+	return links.freed()
 }
