@@ -203,6 +203,13 @@ func archsOf(ctx context.Context, e *env, dir, model string, formats []string) (
 				if g := man.Metrics.Generation; g != nil {
 					c.decode = g.DecodeMaxAbs
 				}
+				// The matrix is of the real tools: a step that ran a
+				// stand-in (one found on PATH) measured nothing.
+				for _, s := range man.Steps {
+					if s.StandIn {
+						c.status, c.detail = "failed", s.ID+": ran a stand-in, not the real tool"
+					}
+				}
 			}
 		} else if c.detail == "" && gates[f] != "" {
 			c.detail = "gate: " + gates[f]
