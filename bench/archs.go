@@ -195,22 +195,7 @@ func archsOf(ctx context.Context, e *env, dir, model string, formats []string) (
 		}
 		if dir, ok := published[f]; ok {
 			c.status = "published"
-			if man, err := manifest.Read(dir); err == nil {
-				if pp := man.Metrics.Perplexity; pp != nil {
-					c.delta = &pp.Delta
-				}
-				c.kl, c.top1 = man.Metrics.KLDivergence, man.Metrics.Top1Agreement
-				if g := man.Metrics.Generation; g != nil {
-					c.decode = g.DecodeMaxAbs
-				}
-				// The matrix is of the real tools: a step that ran a
-				// stand-in (one found on PATH) measured nothing.
-				for _, s := range man.Steps {
-					if s.StandIn {
-						c.status, c.detail = "failed", s.ID+": ran a stand-in, not the real tool"
-					}
-				}
-			}
+			readManifest(dir, &c)
 		} else if c.detail == "" && gates[f] != "" {
 			c.detail = "gate: " + gates[f]
 		} else if c.detail == "" {
@@ -220,6 +205,29 @@ func archsOf(ctx context.Context, e *env, dir, model string, formats []string) (
 		cells[f] = c
 	}
 	return cells, m.wall, max(m.peakTreeRSS, m.maxRSS), nil
+}
+
+// readManifest fills a published cell's figures from its manifest; a
+// cell whose steps ran a stand-in (one found on PATH) measured nothing
+// of the real tools and is failed.
+func readManifest(dir string, c *archCell) {
+	man, err := manifest.Read(dir)
+	if err != nil {
+		c.status, c.detail = "failed", err.Error()
+		return
+	}
+	if pp := man.Metrics.Perplexity; pp != nil {
+		c.delta = &pp.Delta
+	}
+	c.kl, c.top1 = man.Metrics.KLDivergence, man.Metrics.Top1Agreement
+	if g := man.Metrics.Generation; g != nil {
+		c.decode = g.DecodeMaxAbs
+	}
+	for _, s := range man.Steps {
+		if s.StandIn {
+			c.status, c.detail = "failed", s.ID+": ran a stand-in, not the real tool"
+		}
+	}
 }
 
 // ancestors is id and every step it needs, transitively.
